@@ -1,0 +1,21 @@
+//! The gRPC edge. The only module that names generated protobuf types: services convert requests into
+//! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
+//! `tonic::Status` in one exhaustive place ([`status`]).
+
+pub mod bench;
+pub mod convert;
+mod dataset_service;
+mod env_service;
+pub mod status;
+
+pub use dataset_service::DatasetService;
+pub use env_service::MemoryEnvService;
+
+/// Generated protobuf and tonic code for `memgym.v1`.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("memgym.v1");
+}
+
+/// Encoded descriptor set of `proto/memgym/v1`, served by reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/memgym_descriptor.bin"));

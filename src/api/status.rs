@@ -1,0 +1,83 @@
+//! Domain errors → `tonic::Status`, in one exhaustive match per error type (no wildcard arms), so a
+//! new error variant cannot ship without a status code. Client errors are logged at debug, server
+//! errors at error.
+
+use tonic::{Code, Status};
+
+use crate::embed::EmbedError;
+use crate::episode::EpisodeError;
+use crate::tools::ToolError;
+
+impl From<ToolError> for Status {
+    fn from(e: ToolError) -> Self {
+        let code = match &e {
+            ToolError::InvalidArgument { .. } => Code::InvalidArgument,
+            ToolError::MemoryNotFound { .. } => Code::NotFound,
+            ToolError::FailedPrecondition { .. } => Code::FailedPrecondition,
+            ToolError::ResourceExhausted { .. } => Code::ResourceExhausted,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+impl From<EmbedError> for Status {
+    fn from(e: EmbedError) -> Self {
+        let code = match &e {
+            EmbedError::Backend { .. } | EmbedError::Join(_) => Code::Unavailable,
+            EmbedError::Dimension { .. } | EmbedError::Count { .. } | EmbedError::NonFinite { .. } => Code::Internal,
+        };
+        tracing::error!(error = %e, "embedder failure");
+        Status::new(code, e.to_string())
+    }
+}
+
+impl From<EpisodeError> for Status {
+    fn from(e: EpisodeError) -> Self {
+        let code = match e {
+            EpisodeError::Tool(t) => return t.into(),
+            EpisodeError::Embed(x) => return x.into(),
+            EpisodeError::InvalidArgument { .. } => Code::InvalidArgument,
+            EpisodeError::EpisodeNotFound { .. } | EpisodeError::DatasetNotFound { .. } => Code::NotFound,
+            EpisodeError::AlreadyExists { .. } => Code::AlreadyExists,
+            EpisodeError::FailedPrecondition { .. } => Code::FailedPrecondition,
+            EpisodeError::ResourceExhausted { .. } => Code::ResourceExhausted,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+/// Logs a refused request by status class (client errors at debug, server errors at error).
+pub fn log_status(s: &Status) {
+    match s.code() {
+        Code::Internal | Code::Unknown | Code::DataLoss | Code::Unavailable | Code::Unimplemented => {
+            tracing::error!(code = ?s.code(), message = s.message(), "request failed")
+        }
+        _ => tracing::debug!(code = ?s.code(), message = s.message(), "request refused"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryId;
+
+    #[test]
+    fn codes() {
+        let cases: Vec<(EpisodeError, Code)> = vec![
+            (EpisodeError::InvalidArgument { field: "x".into(), message: "y".into() }, Code::InvalidArgument),
+            (EpisodeError::EpisodeNotFound { id: "e".into() }, Code::NotFound),
+            (EpisodeError::DatasetNotFound { what: "question", id: "q".into() }, Code::NotFound),
+            (EpisodeError::AlreadyExists { message: "m".into() }, Code::AlreadyExists),
+            (EpisodeError::FailedPrecondition { message: "m".into() }, Code::FailedPrecondition),
+            (EpisodeError::ResourceExhausted { message: "m".into() }, Code::ResourceExhausted),
+            (ToolError::MemoryNotFound { field: "memory_id".into(), id: MemoryId(3) }.into(), Code::NotFound),
+            (ToolError::invalid("top_k", "bad").into(), Code::InvalidArgument),
+            (EmbedError::Backend { embedder: "e".into(), message: "down".into() }.into(), Code::Unavailable),
+        ];
+        for (e, code) in cases {
+            assert_eq!(Status::from(e).code(), code);
+        }
+        let s = Status::from(ToolError::invalid("top_k", "must be between 1 and 50, got 0"));
+        assert_eq!(s.message(), "invalid argument top_k: must be between 1 and 50, got 0");
+    }
+}

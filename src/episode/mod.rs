@@ -1,0 +1,681 @@
+//! Episodes: their lifecycle (create → tool calls → score → close), the registry that holds them, the
+//! caps that protect the server, and the idle reaper.
+//!
+//! [`Environment`] is the domain service the gRPC layer calls. It owns the dataset, one shared read-only
+//! M₀ per conversation (built once at startup), the embedder, the registry and the `p_old` cache.
+//! Creating an episode is O(1) in |M₀|: it makes an [`EpisodeMemory`] view of the shared M₀.
+
+mod limits;
+mod registry;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use limits::{Clock, Limits, ManualClock, SystemClock};
+use parking_lot::Mutex;
+pub use registry::{Entry, Inserted, Registry};
+
+use crate::dataset::Dataset;
+use crate::embed::{EmbedError, EmbedService};
+use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType};
+use crate::reward::{self, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
+use crate::tools::{self, OutputKind, ToolCall, ToolContext, ToolError, ToolOutput};
+
+/// Errors of the episode layer. `api::status` maps each variant to one gRPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum EpisodeError {
+    /// A request field is malformed.
+    #[error("invalid argument {field}: {message}")]
+    InvalidArgument {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No open episode has this id.
+    #[error("episode {id:?} not found (closed, reaped after idling, or never created)")]
+    EpisodeNotFound {
+        /// The id.
+        id: String,
+    },
+    /// A dataset item does not exist.
+    #[error("{what} {id:?} not found")]
+    DatasetNotFound {
+        /// "conversation" or "question".
+        what: &'static str,
+        /// The id.
+        id: String,
+    },
+    /// The episode id is live with a different definition.
+    #[error("{message}")]
+    AlreadyExists {
+        /// What differs.
+        message: String,
+    },
+    /// The episode's state forbids the call.
+    #[error("{message}")]
+    FailedPrecondition {
+        /// Why.
+        message: String,
+    },
+    /// A server cap is reached.
+    #[error("{message}")]
+    ResourceExhausted {
+        /// Which cap.
+        message: String,
+    },
+    /// The tool refused the call.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// The embedder failed.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+}
+
+impl EpisodeError {
+    fn invalid(field: &str, message: impl Into<String>) -> Self {
+        EpisodeError::InvalidArgument { field: field.to_string(), message: message.into() }
+    }
+    fn precondition(message: impl Into<String>) -> Self {
+        EpisodeError::FailedPrecondition { message: message.into() }
+    }
+}
+
+/// Environment settings.
+#[derive(Debug, Clone)]
+pub struct EnvConfig {
+    /// Caps.
+    pub limits: Limits,
+    /// Index planner settings.
+    pub index: IndexConfig,
+    /// Memories retrieved per evaluation.
+    pub top_k: usize,
+    /// Size budget N_max; `None` means |M₀|.
+    pub n_max: Option<usize>,
+    /// The evaluator.
+    pub evaluator: Evaluator,
+}
+
+impl Default for EnvConfig {
+    fn default() -> Self {
+        EnvConfig { limits: Limits::default(), index: IndexConfig::default(), top_k: 5, n_max: None, evaluator: Evaluator::AnswerRecall }
+    }
+}
+
+/// A memory supplied for a custom episode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMemory {
+    /// Text.
+    pub text: String,
+    /// Type.
+    pub memory_type: MemoryType,
+    /// Speaker.
+    pub speaker: Option<String>,
+    /// Session.
+    pub session: Option<u32>,
+    /// Session date.
+    pub session_date: Option<String>,
+    /// Evidence ids.
+    pub evidence: Vec<String>,
+    /// Source label.
+    pub source: Option<String>,
+}
+
+/// What an episode is about.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EpisodeSource {
+    /// A LoCoMo question (and, optionally, the conversation it must belong to).
+    Locomo {
+        /// "conv-26:q17".
+        question_id: String,
+        /// Must match the question's conversation when given.
+        conversation_id: Option<String>,
+    },
+    /// Custom memories and question.
+    Custom {
+        /// Initial memory.
+        memories: Vec<NewMemory>,
+        /// Question.
+        question: String,
+        /// Gold answer.
+        answer: String,
+        /// Evidence ids.
+        evidence: Vec<String>,
+    },
+}
+
+/// A CreateEpisode request in domain terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateRequest {
+    /// Client-chosen id.
+    pub episode_id: Option<String>,
+    /// What the episode is about.
+    pub source: EpisodeSource,
+    /// Seed.
+    pub seed: Option<u64>,
+    /// Step budget.
+    pub max_steps: Option<u32>,
+    /// Allow category-5 questions.
+    pub include_adversarial: bool,
+}
+
+/// One recorded tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceEntry {
+    /// Step.
+    pub step: u32,
+    /// Tool name.
+    pub tool_name: &'static str,
+    /// Canonical arguments.
+    pub arguments_json: String,
+    /// Ids returned or touched.
+    pub result_ids: Vec<MemoryId>,
+}
+
+/// An open episode.
+#[derive(Debug)]
+pub struct Episode {
+    id: String,
+    conversation_id: Option<String>,
+    question_id: Option<String>,
+    target: Arc<Target>,
+    memory: EpisodeMemory,
+    seed: u64,
+    max_steps: u32,
+    steps_used: u32,
+    rejected: u32,
+    scored: Option<Arc<RewardBreakdown>>,
+    trace: Vec<TraceEntry>,
+    definition: String,
+}
+
+/// A snapshot of an episode's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeState {
+    /// Id.
+    pub episode_id: String,
+    /// LoCoMo conversation.
+    pub conversation_id: Option<String>,
+    /// LoCoMo question.
+    pub question_id: Option<String>,
+    /// Question text.
+    pub question: String,
+    /// Steps used.
+    pub steps_used: u32,
+    /// Budget.
+    pub max_steps: u32,
+    /// Memories now.
+    pub memory_count: usize,
+    /// |M₀|.
+    pub initial_memory_count: usize,
+    /// No further tool call accepted.
+    pub done: bool,
+    /// Scored.
+    pub scored: bool,
+    /// Seed.
+    pub seed: u64,
+    /// Rejected calls.
+    pub rejected_calls: u32,
+}
+
+impl EpisodeState {
+    /// Steps left.
+    pub fn steps_left(&self) -> u32 {
+        self.max_steps.saturating_sub(self.steps_used)
+    }
+}
+
+impl Episode {
+    fn state(&self) -> EpisodeState {
+        EpisodeState {
+            episode_id: self.id.clone(),
+            conversation_id: self.conversation_id.clone(),
+            question_id: self.question_id.clone(),
+            question: self.target.question.clone(),
+            steps_used: self.steps_used,
+            max_steps: self.max_steps,
+            memory_count: self.memory.len(),
+            initial_memory_count: self.memory.base().len(),
+            done: self.scored.is_some() || self.steps_used >= self.max_steps,
+            scored: self.scored.is_some(),
+            seed: self.seed,
+            rejected_calls: self.rejected,
+        }
+    }
+}
+
+/// The outcome of CreateEpisode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Created {
+    /// State after creation (or of the existing episode).
+    pub state: EpisodeState,
+    /// False for an idempotent repeat.
+    pub created: bool,
+}
+
+/// Step accounting after a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepInfo {
+    /// The step this call used.
+    pub step: u32,
+    /// Steps left.
+    pub steps_left: u32,
+    /// Budget spent.
+    pub done: bool,
+}
+
+/// A tool call's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// What the tool did.
+    pub output: ToolOutput,
+    /// Step accounting.
+    pub step: StepInfo,
+}
+
+/// A page of memories.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryPage {
+    /// Memories.
+    pub memories: Vec<MemoryRecord>,
+    /// Offset of the next page.
+    pub next_offset: Option<usize>,
+    /// Matching memories in all.
+    pub total: usize,
+}
+
+/// The domain service: everything the gRPC layer can ask of episodes.
+pub struct Environment {
+    config: EnvConfig,
+    dataset: Arc<Dataset>,
+    bases: HashMap<String, Arc<BaseMemory>>,
+    embed: EmbedService,
+    registry: Registry,
+    clock: Arc<dyn Clock>,
+    p_old: Mutex<HashMap<String, Arc<(Vec<f32>, Evaluation)>>>,
+    next_id: AtomicU64,
+    id_salt: u64,
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment").field("open", &self.registry.len()).field("embed", &self.embed).finish()
+    }
+}
+
+fn valid_episode_id(id: &str) -> Result<(), EpisodeError> {
+    if id.is_empty() || id.len() > 128 {
+        return Err(EpisodeError::invalid("episode_id", format!("must be 1 to 128 characters, got {}", id.len())));
+    }
+    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))) {
+        return Err(EpisodeError::invalid("episode_id", format!("may hold only letters, digits, '.', '_', ':' and '-', found {c:?}")));
+    }
+    Ok(())
+}
+
+impl Environment {
+    /// Builds the environment: embeds every conversation's M₀ once and builds its index.
+    pub fn new(config: EnvConfig, dataset: Arc<Dataset>, embed: EmbedService, clock: Arc<dyn Clock>) -> Result<Self, EmbedError> {
+        let mut bases = HashMap::new();
+        for conv in &dataset.conversations {
+            let rows = dataset.memories_of(&conv.id);
+            let records: Vec<MemoryRecord> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, m)| MemoryRecord {
+                    id: MemoryId(i as u32),
+                    text: m.text.clone(),
+                    memory_type: m.memory_type.parse().unwrap_or(MemoryType::Episodic),
+                    speaker: Some(m.speaker.clone()),
+                    session: Some(m.session),
+                    session_date: Some(m.session_date.clone()),
+                    evidence: m.evidence.clone(),
+                    source: m.source.clone(),
+                    created_step: 0,
+                })
+                .collect();
+            let base = build_base(&embed, conv.id.clone(), records, &config.index)?;
+            bases.insert(conv.id.clone(), Arc::new(base));
+        }
+        let id_salt = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Ok(Environment {
+            registry: Registry::new(config.limits.max_open_episodes),
+            config,
+            dataset,
+            bases,
+            embed,
+            clock,
+            p_old: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            id_salt,
+        })
+    }
+
+    /// The dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+    /// The settings.
+    pub fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+    /// The embedder.
+    pub fn embedder(&self) -> &EmbedService {
+        &self.embed
+    }
+    /// Open episodes.
+    pub fn open_episodes(&self) -> usize {
+        self.registry.len()
+    }
+    /// The shared M₀ of a conversation.
+    pub fn base(&self, conversation_id: &str) -> Option<&Arc<BaseMemory>> {
+        self.bases.get(conversation_id)
+    }
+
+    fn fresh_id(&self) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut z = n.wrapping_add(self.id_salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        format!("ep-{:016x}", z ^ (z >> 31))
+    }
+
+    fn entry(&self, id: &str) -> Result<Arc<Entry>, EpisodeError> {
+        let e = self.registry.get(id).ok_or_else(|| EpisodeError::EpisodeNotFound { id: id.to_string() })?;
+        e.touch(self.clock.now_ms());
+        Ok(e)
+    }
+
+    /// Opens an episode, or returns the live one with the same id.
+    pub async fn create_episode(&self, req: CreateRequest) -> Result<Created, EpisodeError> {
+        if let Some(id) = &req.episode_id {
+            valid_episode_id(id)?;
+        }
+        let max_steps = req.max_steps.unwrap_or(self.config.limits.default_max_steps);
+        if max_steps == 0 || max_steps > self.config.limits.max_steps_cap {
+            return Err(EpisodeError::invalid("max_steps", format!("must be 1 to {}, got {max_steps}", self.config.limits.max_steps_cap)));
+        }
+        let seed = req.seed.unwrap_or(0);
+        let (base, target, conversation_id, question_id, what) = match &req.source {
+            EpisodeSource::Locomo { question_id, conversation_id } => {
+                let q = self
+                    .dataset
+                    .question(question_id)
+                    .ok_or_else(|| EpisodeError::DatasetNotFound { what: "question", id: question_id.clone() })?;
+                if let Some(c) = conversation_id {
+                    if self.dataset.conversation(c).is_none() {
+                        return Err(EpisodeError::DatasetNotFound { what: "conversation", id: c.clone() });
+                    }
+                    if *c != q.conversation_id {
+                        return Err(EpisodeError::invalid("conversation_id", format!("question {question_id} belongs to {}, not {c}", q.conversation_id)));
+                    }
+                }
+                if q.category == 5 && !req.include_adversarial {
+                    return Err(EpisodeError::precondition(format!(
+                        "question {question_id} is category 5 (adversarial), which is excluded by default; set include_adversarial"
+                    )));
+                }
+                let base = self.bases.get(&q.conversation_id).cloned().ok_or_else(|| EpisodeError::DatasetNotFound {
+                    what: "conversation",
+                    id: q.conversation_id.clone(),
+                })?;
+                let target = Target {
+                    question: q.question.clone(),
+                    answer: q.answer.clone(),
+                    adversarial_answer: q.adversarial_answer.clone(),
+                    category: Some(q.category),
+                    evidence: q.evidence.clone(),
+                };
+                (Some(base), target, Some(q.conversation_id.clone()), Some(q.id.clone()), q.id.clone())
+            }
+            EpisodeSource::Custom { memories, question, answer, evidence } => {
+                self.check_custom(memories, question, answer)?;
+                let target = Target {
+                    question: question.trim().to_string(),
+                    answer: Some(answer.trim().to_string()),
+                    adversarial_answer: None,
+                    category: None,
+                    evidence: evidence.clone(),
+                };
+                (None, target, None, None, format!("custom:{}", question.trim()))
+            }
+        };
+        let definition = format!("{what} seed={seed} max_steps={max_steps}");
+        // An idempotent repeat must not pay for embedding custom memories again.
+        if let Some(id) = &req.episode_id {
+            if let Some(existing) = self.registry.get(id) {
+                existing.touch(self.clock.now_ms());
+                return self.existing(&existing, &definition).await;
+            }
+        }
+        let base = match base {
+            Some(b) => b,
+            None => {
+                let EpisodeSource::Custom { memories, .. } = &req.source else { unreachable!("LoCoMo has a base") };
+                Arc::new(self.custom_base(req.episode_id.as_deref().unwrap_or("custom"), memories).await?)
+            }
+        };
+        let id = req.episode_id.clone().unwrap_or_else(|| self.fresh_id());
+        let make = || Episode {
+            id: id.clone(),
+            conversation_id,
+            question_id,
+            target: Arc::new(target),
+            memory: EpisodeMemory::new(base),
+            seed,
+            max_steps,
+            steps_used: 0,
+            rejected: 0,
+            scored: None,
+            trace: Vec::new(),
+            definition: definition.clone(),
+        };
+        match self.registry.insert_with(&id, self.clock.now_ms(), make) {
+            Inserted::New(e) => Ok(Created { state: e.episode.lock().await.state(), created: true }),
+            Inserted::Existing(e) => self.existing(&e, &definition).await,
+            Inserted::Full => Err(EpisodeError::ResourceExhausted {
+                message: format!("{} episodes are open, the server's cap; close finished episodes", self.config.limits.max_open_episodes),
+            }),
+        }
+    }
+
+    async fn existing(&self, e: &Entry, definition: &str) -> Result<Created, EpisodeError> {
+        let ep = e.episode.lock().await;
+        if ep.definition != definition {
+            return Err(EpisodeError::AlreadyExists {
+                message: format!("episode {} is live as ({}), not ({definition})", ep.id, ep.definition),
+            });
+        }
+        Ok(Created { state: ep.state(), created: false })
+    }
+
+    fn check_custom(&self, memories: &[NewMemory], question: &str, answer: &str) -> Result<(), EpisodeError> {
+        let max = self.config.limits.max_custom_memories;
+        if memories.is_empty() || memories.len() > max {
+            return Err(EpisodeError::invalid("custom.memories", format!("must hold 1 to {max} memories, got {}", memories.len())));
+        }
+        let max_chars = self.config.limits.tools.max_text_chars;
+        for (i, m) in memories.iter().enumerate() {
+            let n = m.text.trim().chars().count();
+            if n == 0 || n > max_chars {
+                return Err(EpisodeError::invalid(&format!("custom.memories[{i}].text"), format!("must be 1 to {max_chars} characters, got {n}")));
+            }
+        }
+        for (field, v) in [("custom.question", question), ("custom.answer", answer)] {
+            let n = v.trim().chars().count();
+            if n == 0 || n > max_chars {
+                return Err(EpisodeError::invalid(field, format!("must be 1 to {max_chars} characters (not only whitespace), got {n}")));
+            }
+        }
+        Ok(())
+    }
+
+    async fn custom_base(&self, key: &str, memories: &[NewMemory]) -> Result<BaseMemory, EpisodeError> {
+        let records: Vec<MemoryRecord> = memories
+            .iter()
+            .enumerate()
+            .map(|(i, m)| MemoryRecord {
+                id: MemoryId(i as u32),
+                text: m.text.trim().to_string(),
+                memory_type: m.memory_type,
+                speaker: m.speaker.clone(),
+                session: m.session,
+                session_date: m.session_date.clone(),
+                evidence: m.evidence.clone(),
+                source: m.source.clone().unwrap_or_else(|| "custom".to_string()),
+                created_step: 0,
+            })
+            .collect();
+        let texts: Vec<String> = records.iter().map(|r| r.text.clone()).collect();
+        let vectors = self.embed.embed(texts).await?;
+        let (key, index, dim) = (key.to_string(), self.config.index.clone(), self.embed.dim());
+        // Building an index is CPU work: keep it off the async workers.
+        tokio::task::spawn_blocking(move || BaseMemory::build(key, records, vectors.concat(), dim, index))
+            .await
+            .map_err(|e| EmbedError::Join(e.to_string()).into())
+    }
+
+    /// Counts a call refused before it reached the episode (bad arguments). Unknown ids are ignored.
+    pub fn record_rejection(&self, episode_id: &str) {
+        if let Some(e) = self.registry.get(episode_id) {
+            if let Ok(mut ep) = e.episode.try_lock() {
+                ep.rejected += 1;
+            }
+        }
+    }
+
+    /// Runs one tool call: validate, embed, apply, count the step, record the trace.
+    pub async fn call_tool(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
+        let entry = self.entry(episode_id)?;
+        let mut ep = entry.episode.lock().await;
+        if ep.scored.is_some() {
+            ep.rejected += 1;
+            return Err(EpisodeError::precondition(format!("episode {episode_id} is scored; no further edits")));
+        }
+        if ep.steps_used >= ep.max_steps {
+            ep.rejected += 1;
+            return Err(EpisodeError::precondition(format!("episode {episode_id} has used its budget of {} steps", ep.max_steps)));
+        }
+        let ctx = ToolContext { step: ep.steps_used + 1, seed: ep.seed, limits: &self.config.limits.tools };
+        let prepared = match tools::prepare(&ep.memory, &call, ctx) {
+            Ok(p) => p,
+            Err(e) => {
+                ep.rejected += 1;
+                return Err(e.into());
+            }
+        };
+        // Nothing has changed yet: if this await is abandoned, the episode is as it was.
+        let vectors = self.embed.embed(prepared.texts().to_vec()).await?;
+        let output = tools::apply(&mut ep.memory, prepared, &vectors, ctx);
+        ep.steps_used += 1;
+        let step = ep.steps_used;
+        ep.trace.push(TraceEntry { step, tool_name: call.name(), arguments_json: call.arguments_json(), result_ids: output.result_ids() });
+        let steps_left = ep.max_steps - step;
+        Ok(ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 } })
+    }
+
+    /// State and, optionally, trace.
+    pub async fn get_episode(&self, episode_id: &str, with_trace: bool) -> Result<(EpisodeState, Vec<TraceEntry>), EpisodeError> {
+        let entry = self.entry(episode_id)?;
+        let ep = entry.episode.lock().await;
+        Ok((ep.state(), if with_trace { ep.trace.clone() } else { Vec::new() }))
+    }
+
+    /// A page of memories in listing order.
+    pub async fn list_memories(&self, episode_id: &str, offset: usize, page_size: usize, memory_type: Option<MemoryType>) -> Result<MemoryPage, EpisodeError> {
+        let entry = self.entry(episode_id)?;
+        let ep = entry.episode.lock().await;
+        let filter = Filter { memory_type, ..Filter::default() };
+        let matching = ep.memory.iter().filter(|(r, _)| filter.matches(r));
+        let total = ep.memory.iter().filter(|(r, _)| filter.matches(r)).count();
+        if offset > total {
+            return Err(EpisodeError::invalid("page_token", format!("offset {offset} is past the end ({total} memories)")));
+        }
+        let memories: Vec<MemoryRecord> = matching.skip(offset).take(page_size).map(|(r, _)| r.clone()).collect();
+        let end = offset + memories.len();
+        Ok(MemoryPage { memories, next_offset: (end < total).then_some(end), total })
+    }
+
+    /// Scores the episode (idempotent) and finalises it.
+    pub async fn score_episode(&self, episode_id: &str) -> Result<Arc<RewardBreakdown>, EpisodeError> {
+        let entry = self.entry(episode_id)?;
+        let mut ep = entry.episode.lock().await;
+        if let Some(b) = &ep.scored {
+            return Ok(b.clone());
+        }
+        let k = self.config.top_k;
+        let evaluator = self.config.evaluator;
+        let base = ep.memory.base().clone();
+        let old = match &ep.question_id {
+            Some(qid) => self.p_old_cached(qid, &base, &ep.target).await?,
+            None => Arc::new(self.evaluate_base(&base, &ep.target).await?),
+        };
+        let (query, old_eval) = (&old.0, old.1.clone());
+        let new_eval = {
+            let (hits, _) = ep.memory.search(query, k, &Filter::default(), None);
+            let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
+            reward::evaluate(evaluator, &ep.target, &recs)
+        };
+        let sizes = SizeInput {
+            old_count: base.len(),
+            new_count: ep.memory.len(),
+            old_chars: base.total_chars(),
+            new_chars: ep.memory.total_chars(),
+            n_max: self.config.n_max.unwrap_or(base.len()).max(1),
+        };
+        let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, k, evaluator, self.embed.identity().to_string(), ep.target.evidence.len()));
+        ep.scored = Some(b.clone());
+        Ok(b)
+    }
+
+    async fn evaluate_base(&self, base: &Arc<BaseMemory>, target: &Target) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
+        let q = self.embed.embed(vec![target.question.clone()]).await?.pop().unwrap_or_default();
+        let view = EpisodeMemory::new(base.clone());
+        let (hits, _) = view.search(&q, self.config.top_k, &Filter::default(), None);
+        let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
+        let eval = reward::evaluate(self.config.evaluator, target, &recs);
+        Ok((q, eval))
+    }
+
+    /// p_old depends only on (question, M₀, evaluator, embedder): computed once per question.
+    async fn p_old_cached(&self, question_id: &str, base: &Arc<BaseMemory>, target: &Target) -> Result<Arc<(Vec<f32>, Evaluation)>, EpisodeError> {
+        if let Some(hit) = self.p_old.lock().get(question_id) {
+            return Ok(hit.clone());
+        }
+        let computed = Arc::new(self.evaluate_base(base, target).await?);
+        Ok(self.p_old.lock().entry(question_id.to_string()).or_insert(computed).clone())
+    }
+
+    /// Closes the episode at once; returns its last state.
+    pub async fn close_episode(&self, episode_id: &str) -> Result<EpisodeState, EpisodeError> {
+        let entry = self.registry.remove(episode_id).ok_or_else(|| EpisodeError::EpisodeNotFound { id: episode_id.to_string() })?;
+        let state = entry.episode.lock().await.state();
+        Ok(state)
+    }
+
+    /// Closes episodes idle for at least the TTL; returns how many.
+    pub fn reap_idle(&self) -> usize {
+        self.registry.reap_idle(self.clock.now_ms(), self.config.limits.idle_ttl.as_millis() as u64)
+    }
+}
+
+/// Embeds records (batched) and builds an M₀.
+pub fn build_base(embed: &EmbedService, key: String, records: Vec<MemoryRecord>, index: &IndexConfig) -> Result<BaseMemory, EmbedError> {
+    let mut vectors = Vec::with_capacity(records.len() * embed.dim());
+    for chunk in records.chunks(256) {
+        let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
+        for v in embed.embed_blocking(&texts)? {
+            vectors.extend_from_slice(&v);
+        }
+    }
+    Ok(BaseMemory::build(key, records, vectors, embed.dim(), index.clone()))
+}
+
+/// Output kinds re-exported for the API layer.
+pub use tools::OutputKind as ToolOutputKind;
+#[allow(unused_imports)]
+use OutputKind as _;
+
+#[cfg(test)]
+mod tests;

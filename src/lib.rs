@@ -1,0 +1,22 @@
+//! memgym: a reinforcement-learning environment for memory editing, served over gRPC.
+//!
+//! An episode is one LoCoMo conversation's memory plus one target question. A policy edits the memory
+//! with six tools (search, manage, delete, sample, merge, split); the server scores the episode with
+//! `reward = (p_new − p_old) × memory_efficiency`.
+//!
+//! Layers, top to bottom: [`api`] (gRPC services, conversions, error → status) → [`episode`]
+//! (lifecycle, registry, limits, reaper) → [`tools`] (one file per tool) → [`memory`] (records, shared
+//! M₀, per-episode overlay, exact/HNSW index) → [`embed`]. Beside them: [`dataset`] (LoCoMo ↔ Parquet)
+//! and [`reward`] (pure functions).
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod dataset;
+pub mod embed;
+pub mod episode;
+pub mod memory;
+pub mod reward;
+pub mod server;
+pub mod telemetry;
+pub mod tools;

@@ -1,0 +1,234 @@
+//! The shared, read-only initial memory M₀ of a conversation, and the index planner.
+//!
+//! A conversation's M₀ (records, their unit vectors in one contiguous row-major buffer, and its HNSW
+//! graph when the planner needs one) is built once at startup and shared through an `Arc` by every
+//! episode on that conversation. Episodes never write to it: they keep their own changes in
+//! [`super::EpisodeMemory`] and pass their tombstones in as a filter.
+//!
+//! Planner (qdrant's `full_scan_threshold` idea): at or below the threshold the exact scan answers — on
+//! a few hundred vectors it is both faster and exact. Above it, HNSW generates candidates for
+//! unfiltered searches and every candidate is re-scored with the same [`dot`] as the exact path. A
+//! search with a metadata filter uses the exact scan (filtered sets are small, and HNSW with a
+//! restrictive filter loses recall), and so does any HNSW search that comes back short.
+
+use hnsw_rs::prelude::{DistCosine, Hnsw};
+
+use super::record::{Filter, MemoryRecord};
+use super::vector::{dot, Hit, TopK};
+
+/// Which search path to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexMode {
+    /// Exact scan at or below the full-scan threshold, HNSW above it.
+    Auto,
+    /// Always HNSW for unfiltered searches (the graph is built for every M₀).
+    Hnsw,
+    /// Always the exact scan (no graph is built).
+    Exact,
+}
+
+impl std::str::FromStr for IndexMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(IndexMode::Auto),
+            "hnsw" => Ok(IndexMode::Hnsw),
+            "exact" => Ok(IndexMode::Exact),
+            _ => Err(format!("unknown index mode {s:?} (expected auto, hnsw or exact)")),
+        }
+    }
+}
+
+/// Index settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexConfig {
+    /// Path selection.
+    pub mode: IndexMode,
+    /// In `Auto` mode, M₀ sizes up to this use the exact scan.
+    pub full_scan_threshold: usize,
+    /// HNSW neighbours per node.
+    pub hnsw_m: usize,
+    /// HNSW construction beam.
+    pub hnsw_ef_construction: usize,
+    /// HNSW search beam (raised to 2·k when k is larger).
+    pub hnsw_ef_search: usize,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            mode: IndexMode::Auto,
+            full_scan_threshold: 2_000,
+            hnsw_m: 16,
+            hnsw_ef_construction: 200,
+            hnsw_ef_search: 64,
+        }
+    }
+}
+
+/// Which path answered a search (reported for tests and benchmarks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchPath {
+    /// Exact scan.
+    Exact,
+    /// HNSW candidates, exactly re-scored.
+    Hnsw,
+}
+
+/// A tombstone set over M₀ positions.
+pub trait Tombstones {
+    /// Whether position `i` of M₀ is deleted or superseded in this episode.
+    fn is_dead(&self, i: usize) -> bool;
+    /// How many positions are dead.
+    fn dead_count(&self) -> usize;
+}
+
+/// No tombstones (M₀ itself).
+pub struct NoTombstones;
+impl Tombstones for NoTombstones {
+    fn is_dead(&self, _: usize) -> bool {
+        false
+    }
+    fn dead_count(&self) -> usize {
+        0
+    }
+}
+
+/// The read-only initial memory of one conversation (or of one custom episode).
+pub struct BaseMemory {
+    key: String,
+    records: Vec<MemoryRecord>,
+    vectors: Vec<f32>,
+    dim: usize,
+    total_chars: usize,
+    speakers: Vec<String>,
+    hnsw: Option<Hnsw<'static, f32, DistCosine>>,
+    config: IndexConfig,
+}
+
+impl std::fmt::Debug for BaseMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BaseMemory")
+            .field("key", &self.key)
+            .field("len", &self.records.len())
+            .field("dim", &self.dim)
+            .field("hnsw", &self.hnsw.is_some())
+            .finish()
+    }
+}
+
+impl BaseMemory {
+    /// Builds M₀ from records whose ids are `0..n` in order and their unit vectors (row-major, `n × dim`).
+    /// Builds the HNSW graph once if the planner will use it. Panics only on a caller bug (mismatched
+    /// lengths or ids), never on data.
+    pub fn build(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig) -> Self {
+        assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
+        debug_assert!(records.iter().enumerate().all(|(i, r)| r.id.0 as usize == i));
+        let total_chars = records.iter().map(MemoryRecord::char_len).sum();
+        let mut speakers: Vec<String> = Vec::new();
+        for r in &records {
+            if let Some(s) = &r.speaker {
+                if !speakers.contains(s) {
+                    speakers.push(s.clone());
+                }
+            }
+        }
+        let needs_graph = match config.mode {
+            IndexMode::Exact => false,
+            IndexMode::Hnsw => !records.is_empty(),
+            IndexMode::Auto => records.len() > config.full_scan_threshold,
+        };
+        let hnsw = needs_graph.then(|| {
+            let n = records.len();
+            let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
+            let h = Hnsw::<f32, DistCosine>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, DistCosine {});
+            // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
+            // build is deterministic (parallel inserts would depend on thread timing).
+            for (i, row) in vectors.chunks_exact(dim).enumerate() {
+                h.insert_slice((row, i));
+            }
+            h
+        });
+        BaseMemory { key, records, vectors, dim, total_chars, speakers, hnsw, config }
+    }
+
+    /// Key of this M₀ (the conversation id, or a custom episode's id).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Sum of record lengths in characters.
+    pub fn total_chars(&self) -> usize {
+        self.total_chars
+    }
+    /// Speakers in order of first appearance.
+    pub fn speakers(&self) -> &[String] {
+        &self.speakers
+    }
+    /// Record at position `i` (== its id number).
+    pub fn record(&self, i: usize) -> Option<&MemoryRecord> {
+        self.records.get(i)
+    }
+    /// All records.
+    pub fn records(&self) -> &[MemoryRecord] {
+        &self.records
+    }
+    /// Unit vector of position `i`.
+    pub fn vector(&self, i: usize) -> &[f32] {
+        &self.vectors[i * self.dim..(i + 1) * self.dim]
+    }
+    /// Whether an HNSW graph was built.
+    pub fn has_graph(&self) -> bool {
+        self.hnsw.is_some()
+    }
+    /// The index settings this M₀ was built with.
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    /// Offers the live records matching `filter` to `out`; returns the path used.
+    pub fn search_into(&self, query: &[f32], filter: &Filter, dead: &dyn Tombstones, out: &mut TopK, k: usize) -> SearchPath {
+        if let (Some(h), true) = (&self.hnsw, filter.is_empty()) {
+            let live = self.records.len() - dead.dead_count();
+            let want = k.min(live);
+            if want == 0 {
+                return SearchPath::Hnsw;
+            }
+            let ef = self.config.hnsw_ef_search.max(2 * k);
+            let keep = |id: &usize| !dead.is_dead(*id);
+            let found = if dead.dead_count() == 0 { h.search(query, k, ef) } else { h.search_filter(query, k, ef, Some(&keep)) };
+            if found.len() >= want {
+                for n in found {
+                    if n.d_id < self.records.len() && !dead.is_dead(n.d_id) {
+                        out.push(Hit { score: dot(query, self.vector(n.d_id)), key: n.d_id as u32 });
+                    }
+                }
+                return SearchPath::Hnsw;
+            }
+        }
+        self.exact_into(query, filter, dead, out);
+        SearchPath::Exact
+    }
+
+    /// The exact scan.
+    pub fn exact_into(&self, query: &[f32], filter: &Filter, dead: &dyn Tombstones, out: &mut TopK) {
+        let check_filter = !filter.is_empty();
+        for (i, row) in self.vectors.chunks_exact(self.dim).enumerate() {
+            if dead.is_dead(i) || (check_filter && !filter.matches(&self.records[i])) {
+                continue;
+            }
+            out.push(Hit { score: dot(query, row), key: i as u32 });
+        }
+    }
+}

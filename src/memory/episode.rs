@@ -1,0 +1,192 @@
+//! One episode's view of memory: the shared M₀ plus this episode's own changes.
+//!
+//! Creating it is O(1) in |M₀|: it holds an `Arc` to M₀, an (initially unallocated) tombstone bitset
+//! over M₀ positions, and its own added records with their vectors. An update of an M₀ record
+//! tombstones the original and adds the new version under the same id; a delete tombstones it (or drops
+//! an added record). Searches scan M₀ (skipping tombstones) and the additions, and merge the results.
+
+use std::sync::Arc;
+
+use super::base::{BaseMemory, SearchPath, Tombstones};
+use super::record::{Filter, MemoryId, MemoryRecord};
+use super::vector::{Hit, TopK};
+
+/// Tombstones over M₀ positions, allocated on the first delete.
+#[derive(Debug, Clone, Default)]
+struct Bitset {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl Bitset {
+    fn set(&mut self, i: usize, n: usize) {
+        if self.words.is_empty() {
+            self.words = vec![0; n.div_ceil(64)];
+        }
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        if self.words[w] & b == 0 {
+            self.words[w] |= b;
+            self.count += 1;
+        }
+    }
+}
+
+impl Tombstones for Bitset {
+    #[inline]
+    fn is_dead(&self, i: usize) -> bool {
+        self.words.get(i / 64).is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+    }
+    fn dead_count(&self) -> usize {
+        self.count
+    }
+}
+
+/// A search result: score and the record.
+#[derive(Debug, Clone, Copy)]
+pub struct Scored<'a> {
+    /// Cosine similarity.
+    pub score: f32,
+    /// The record.
+    pub record: &'a MemoryRecord,
+}
+
+/// An episode's memory: M₀ shared, changes owned.
+#[derive(Debug, Clone)]
+pub struct EpisodeMemory {
+    base: Arc<BaseMemory>,
+    dead: Bitset,
+    added: Vec<MemoryRecord>,
+    added_vecs: Vec<f32>,
+    next_id: u32,
+    total_chars: usize,
+}
+
+impl EpisodeMemory {
+    /// A fresh view of `base` with no changes. O(1) in |M₀|.
+    pub fn new(base: Arc<BaseMemory>) -> Self {
+        let next_id = base.len() as u32;
+        let total_chars = base.total_chars();
+        EpisodeMemory { base, dead: Bitset::default(), added: Vec::new(), added_vecs: Vec::new(), next_id, total_chars }
+    }
+
+    /// The shared M₀.
+    pub fn base(&self) -> &Arc<BaseMemory> {
+        &self.base
+    }
+    /// Number of live memories.
+    pub fn len(&self) -> usize {
+        self.base.len() - self.dead.dead_count() + self.added.len()
+    }
+    /// True when no memory is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Sum of live memory lengths in characters.
+    pub fn total_chars(&self) -> usize {
+        self.total_chars
+    }
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.base.dim()
+    }
+    /// The id the next new memory will get (ids are never reused).
+    pub fn peek_next_id(&self) -> MemoryId {
+        MemoryId(self.next_id)
+    }
+    /// Number of records this episode added or rewrote.
+    pub fn changed_count(&self) -> usize {
+        self.added.len()
+    }
+
+    fn base_live(&self, i: usize) -> bool {
+        i < self.base.len() && !self.dead.is_dead(i)
+    }
+
+    /// The live record with this id.
+    pub fn get(&self, id: MemoryId) -> Option<&MemoryRecord> {
+        let i = id.0 as usize;
+        if self.base_live(i) {
+            return self.base.record(i);
+        }
+        self.added.iter().find(|r| r.id == id)
+    }
+
+    /// The unit vector of a live record.
+    pub fn vector(&self, id: MemoryId) -> Option<&[f32]> {
+        let i = id.0 as usize;
+        if self.base_live(i) {
+            return Some(self.base.vector(i));
+        }
+        let d = self.dim();
+        self.added.iter().position(|r| r.id == id).map(|p| &self.added_vecs[p * d..(p + 1) * d])
+    }
+
+    /// Live records with their vectors: M₀ order first, then additions in the order they were made.
+    pub fn iter(&self) -> impl Iterator<Item = (&MemoryRecord, &[f32])> + '_ {
+        let d = self.dim();
+        let base = (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (&self.base.records()[i], self.base.vector(i)));
+        base.chain(self.added.iter().enumerate().map(move |(p, r)| (r, &self.added_vecs[p * d..(p + 1) * d])))
+    }
+
+    /// Hands out a fresh id.
+    pub fn allocate_id(&mut self) -> MemoryId {
+        let id = MemoryId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    /// Adds a record (its id must come from [`Self::allocate_id`]) with its unit vector.
+    pub fn insert(&mut self, record: MemoryRecord, vector: &[f32]) {
+        debug_assert_eq!(vector.len(), self.dim());
+        self.total_chars += record.char_len();
+        self.added.push(record);
+        self.added_vecs.extend_from_slice(vector);
+    }
+
+    /// Removes a live record; returns it.
+    pub fn remove(&mut self, id: MemoryId) -> Option<MemoryRecord> {
+        let i = id.0 as usize;
+        if self.base_live(i) {
+            let n = self.base.len();
+            self.dead.set(i, n);
+            let r = self.base.records()[i].clone();
+            self.total_chars -= r.char_len();
+            return Some(r);
+        }
+        let p = self.added.iter().position(|r| r.id == id)?;
+        let d = self.dim();
+        self.added_vecs.drain(p * d..(p + 1) * d);
+        let r = self.added.remove(p);
+        self.total_chars -= r.char_len();
+        Some(r)
+    }
+
+    /// Replaces a live record by a new version with the same id (update). Returns false if absent.
+    pub fn replace(&mut self, record: MemoryRecord, vector: &[f32]) -> bool {
+        let id = record.id;
+        if self.remove(id).is_none() {
+            return false;
+        }
+        self.insert(record, vector);
+        true
+    }
+
+    /// Top-`k` live records matching `filter` with score ≥ `threshold`, best first (ties by id).
+    pub fn search(&self, query: &[f32], k: usize, filter: &Filter, threshold: Option<f32>) -> (Vec<Scored<'_>>, SearchPath) {
+        let mut top = TopK::new(k);
+        let path = self.base.search_into(query, filter, &self.dead, &mut top, k);
+        let d = self.dim();
+        for (p, r) in self.added.iter().enumerate() {
+            if filter.is_empty() || filter.matches(r) {
+                top.push(Hit { score: super::vector::dot(query, &self.added_vecs[p * d..(p + 1) * d]), key: r.id.0 });
+            }
+        }
+        let hits = top.into_sorted();
+        let out = hits
+            .into_iter()
+            .filter(|h| threshold.is_none_or(|t| h.score >= t))
+            .filter_map(|h| self.get(MemoryId(h.key)).map(|record| Scored { score: h.score, record }))
+            .collect();
+        (out, path)
+    }
+}

@@ -1,0 +1,14 @@
+//! Memory: records, the shared read-only M₀ per conversation, each episode's overlay of changes, and
+//! the exact/HNSW search behind them.
+
+mod base;
+mod episode;
+mod record;
+pub mod vector;
+
+pub use base::{BaseMemory, IndexConfig, IndexMode, NoTombstones, SearchPath, Tombstones};
+pub use episode::{EpisodeMemory, Scored};
+pub use record::{BadMemoryId, Filter, MemoryId, MemoryRecord, MemoryType};
+
+#[cfg(test)]
+mod tests;

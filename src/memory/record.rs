@@ -1,0 +1,197 @@
+//! The memory record: one fact with its metadata and provenance, and its compact id.
+//!
+//! Ids are numbers shown as `m0042`: the initial memory of a conversation takes `m0000..` in dataset
+//! order (so ids are stable across every episode of that conversation), and each episode hands out new
+//! ids above those, never reusing one.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A memory id: `m` followed by a number, shown zero-padded to four digits (`m0042`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemoryId(pub u32);
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "m{:04}", self.0)
+    }
+}
+
+/// The reason a string is not a memory id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a memory id: {0:?} (expected 'm' followed by digits, like m0042)")]
+pub struct BadMemoryId(pub String);
+
+impl FromStr for MemoryId {
+    type Err = BadMemoryId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let digits = t
+            .strip_prefix('m')
+            .or_else(|| t.strip_prefix('M'))
+            .ok_or_else(|| BadMemoryId(s.to_string()))?;
+        if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(BadMemoryId(s.to_string()));
+        }
+        digits.parse::<u32>().map(MemoryId).map_err(|_| BadMemoryId(s.to_string()))
+    }
+}
+
+/// What kind of knowledge a memory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryType {
+    /// Something that happened.
+    Episodic,
+    /// A general fact or consolidated knowledge.
+    Semantic,
+    /// How to do something.
+    Procedural,
+}
+
+impl MemoryType {
+    /// The lowercase name used in tool arguments and Parquet.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryType::Episodic => "episodic",
+            MemoryType::Semantic => "semantic",
+            MemoryType::Procedural => "procedural",
+        }
+    }
+    /// All types, in schema order.
+    pub const ALL: [MemoryType; 3] = [MemoryType::Episodic, MemoryType::Semantic, MemoryType::Procedural];
+}
+
+impl FromStr for MemoryType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "episodic" => Ok(MemoryType::Episodic),
+            "semantic" => Ok(MemoryType::Semantic),
+            "procedural" => Ok(MemoryType::Procedural),
+            _ => Err(format!("unknown memory type {s:?} (expected episodic, semantic or procedural)")),
+        }
+    }
+}
+
+/// One memory with its metadata and provenance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryRecord {
+    /// Stable short id.
+    pub id: MemoryId,
+    /// The text.
+    pub text: String,
+    /// Episodic, semantic or procedural.
+    pub memory_type: MemoryType,
+    /// Who it is about; `None` when unknown or mixed.
+    pub speaker: Option<String>,
+    /// LoCoMo session number.
+    pub session: Option<u32>,
+    /// The session's date as LoCoMo writes it.
+    pub session_date: Option<String>,
+    /// Dialogue ids the memory rests on (sorted, no duplicates after a merge).
+    pub evidence: Vec<String>,
+    /// Where it came from.
+    pub source: String,
+    /// The step that created or last rewrote it (0 = initial memory).
+    pub created_step: u32,
+}
+
+impl MemoryRecord {
+    /// Length in characters (Unicode scalar values, as Python's `len`), used by the density factor.
+    pub fn char_len(&self) -> usize {
+        self.text.chars().count()
+    }
+
+    /// The compact one-line rendering tools give the LLM: `[m0042 0.83] text (D1:3)`.
+    pub fn render_line(&self, score: Option<f32>) -> String {
+        let mut s = String::with_capacity(self.text.len() + 24);
+        use std::fmt::Write as _;
+        match score {
+            Some(sc) => {
+                let _ = write!(s, "[{} {:.2}] ", self.id, sc);
+            }
+            None => {
+                let _ = write!(s, "[{}] ", self.id);
+            }
+        }
+        s.push_str(&self.text);
+        if !self.evidence.is_empty() {
+            s.push_str(" (");
+            s.push_str(&self.evidence.join(","));
+            s.push(')');
+        }
+        s
+    }
+}
+
+/// Metadata filters shared by search and sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    /// Only this type.
+    pub memory_type: Option<MemoryType>,
+    /// Only this speaker (compared case-insensitively; stored lowercase).
+    pub speaker: Option<String>,
+    /// Only this session.
+    pub session: Option<u32>,
+}
+
+impl Filter {
+    /// True when no condition is set.
+    pub fn is_empty(&self) -> bool {
+        self.memory_type.is_none() && self.speaker.is_none() && self.session.is_none()
+    }
+
+    /// Whether a record passes.
+    pub fn matches(&self, r: &MemoryRecord) -> bool {
+        if let Some(t) = self.memory_type {
+            if r.memory_type != t {
+                return false;
+            }
+        }
+        if let Some(s) = &self.speaker {
+            match &r.speaker {
+                Some(rs) if rs.eq_ignore_ascii_case(s) || rs.to_lowercase() == *s => {}
+                _ => return false,
+            }
+        }
+        if let Some(sess) = self.session {
+            if r.session != Some(sess) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_reject_garbage() {
+        assert_eq!(MemoryId(42).to_string(), "m0042");
+        assert_eq!(MemoryId(12345).to_string(), "m12345");
+        assert_eq!("m0042".parse::<MemoryId>(), Ok(MemoryId(42)));
+        assert_eq!(" m7 ".parse::<MemoryId>(), Ok(MemoryId(7)));
+        for bad in ["", "m", "42", "x0042", "m-1", "m00a1", "m99999999999", "m 1"] {
+            assert!(bad.parse::<MemoryId>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn render_line_leads_with_id() {
+        let r = MemoryRecord {
+            id: MemoryId(42),
+            text: "Caroline joined an LGBTQ support group".into(),
+            memory_type: MemoryType::Episodic,
+            speaker: Some("Caroline".into()),
+            session: Some(1),
+            session_date: None,
+            evidence: vec!["D1:3".into()],
+            source: "conversation_observations".into(),
+            created_step: 0,
+        };
+        assert_eq!(r.render_line(Some(0.834)), "[m0042 0.83] Caroline joined an LGBTQ support group (D1:3)");
+        assert_eq!(r.render_line(None), "[m0042] Caroline joined an LGBTQ support group (D1:3)");
+    }
+}

@@ -1,0 +1,243 @@
+//! The reward, as pure functions: reward = (p_new − p_old) × memory_efficiency.
+//!
+//! - `p(M, q)` is an evaluator's score of the top-k memories retrieved from M for the question. The
+//!   offline evaluator is **answer recall**: the share of the gold answer's distinct tokens present in
+//!   the retrieved text, after LoCoMo's official normalisation and NLTK-exact Porter stemming
+//!   ([`normalize`], [`porter`]); no clamping (MemUpdate clamped to [0.1, 1]). Category-5 (adversarial)
+//!   questions have no answer in the conversation: for them the score is 1 − the recall of the
+//!   adversarial (trap) answer, so memory that makes the trap answer retrievable scores lower. They are
+//!   refused by `CreateEpisode` unless asked for.
+//! - `p_old` is computed on M₀ as it was at creation and `p_new` on the final memory (MemUpdate
+//!   computed both on the final store, so its delta was ≈ 0).
+//! - `memory_efficiency = clamp(size × density × change, 0.1, 1.5)` with MemUpdate's formulas, except
+//!   that the size budget N_max defaults to |M₀| instead of 100.
+
+pub mod normalize;
+pub mod porter;
+
+use std::collections::HashSet;
+
+use crate::memory::MemoryRecord;
+
+/// What the memory is scored against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The question.
+    pub question: String,
+    /// Gold answer.
+    pub answer: Option<String>,
+    /// Category-5 trap answer.
+    pub adversarial_answer: Option<String>,
+    /// LoCoMo category (None for custom questions).
+    pub category: Option<u8>,
+    /// Evidence dialogue ids.
+    pub evidence: Vec<String>,
+}
+
+/// Evaluators that turn retrieved memories into a score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evaluator {
+    /// Offline answer recall (the default).
+    AnswerRecall,
+}
+
+impl Evaluator {
+    /// Name reported in breakdowns.
+    pub fn name(self) -> &'static str {
+        match self {
+            Evaluator::AnswerRecall => "answer-recall",
+        }
+    }
+
+    /// Scores the retrieved memories for the target.
+    pub fn score(self, target: &Target, retrieved: &[&MemoryRecord]) -> f64 {
+        match self {
+            Evaluator::AnswerRecall => {
+                let context: Vec<&str> = retrieved.iter().map(|r| r.text.as_str()).collect();
+                let context = context.join("\n");
+                match (target.category, &target.adversarial_answer, &target.answer) {
+                    (Some(5), Some(trap), _) => 1.0 - answer_recall(trap, &context),
+                    (_, _, Some(gold)) => answer_recall(gold, &context),
+                    (_, _, None) => 0.0,
+                }
+            }
+        }
+    }
+}
+
+/// Share of the distinct normalised, stemmed tokens of `gold` that occur in `context`. 0 when the gold
+/// answer has no tokens after normalisation.
+pub fn answer_recall(gold: &str, context: &str) -> f64 {
+    let gold: HashSet<String> = normalize::stemmed_tokens(gold).into_iter().collect();
+    if gold.is_empty() {
+        return 0.0;
+    }
+    let ctx: HashSet<String> = normalize::stemmed_tokens(context).into_iter().collect();
+    gold.iter().filter(|t| ctx.contains(*t)).count() as f64 / gold.len() as f64
+}
+
+/// Share of `evidence` ids covered by the provenance of `retrieved`; 0 when there is no evidence.
+pub fn evidence_recall(evidence: &[String], retrieved: &[&MemoryRecord]) -> f64 {
+    let wanted: HashSet<&str> = evidence.iter().map(String::as_str).collect();
+    if wanted.is_empty() {
+        return 0.0;
+    }
+    let covered: HashSet<&str> = retrieved.iter().flat_map(|r| r.evidence.iter().map(String::as_str)).collect();
+    wanted.iter().filter(|e| covered.contains(*e)).count() as f64 / wanted.len() as f64
+}
+
+/// Memory counts and sizes before and after.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SizeInput {
+    /// |M₀|.
+    pub old_count: usize,
+    /// |M_final|.
+    pub new_count: usize,
+    /// Characters in M₀.
+    pub old_chars: usize,
+    /// Characters in M_final.
+    pub new_chars: usize,
+    /// Size budget N_max (≥ 1).
+    pub n_max: usize,
+}
+
+/// The efficiency terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Efficiency {
+    /// 1 up to N_max, then max(0.1, 1 − (n − N_max)/N_max).
+    pub size_factor: f64,
+    /// min(1.2, density_new / max(density_old, 1)); 1 when M₀ is empty.
+    pub density_factor: f64,
+    /// max(0.8, 1 − 0.5·|n − n₀| / max(n₀, 1)).
+    pub change_factor: f64,
+    /// clamp(size × density × change, 0.1, 1.5).
+    pub memory_efficiency: f64,
+}
+
+/// MemUpdate's efficiency formulas.
+pub fn memory_efficiency(s: SizeInput) -> Efficiency {
+    let (old, new, n_max) = (s.old_count as f64, s.new_count as f64, s.n_max.max(1) as f64);
+    let size_factor = if new > n_max { (1.0 - (new - n_max) / n_max).max(0.1) } else { 1.0 };
+    let density_factor = if s.old_count > 0 {
+        let d_old = s.old_chars as f64 / old.max(1.0);
+        let d_new = s.new_chars as f64 / new.max(1.0);
+        (d_new / d_old.max(1.0)).min(1.2)
+    } else {
+        1.0
+    };
+    let change_factor = (1.0 - 0.5 * (new - old).abs() / old.max(1.0)).max(0.8);
+    let memory_efficiency = (size_factor * density_factor * change_factor).clamp(0.1, 1.5);
+    Efficiency { size_factor, density_factor, change_factor, memory_efficiency }
+}
+
+/// One evaluation of a memory for the target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// Evaluator score.
+    pub p: f64,
+    /// Evidence recall of the top-k.
+    pub evidence_recall: f64,
+    /// Ids of the top-k, best first.
+    pub retrieved: Vec<crate::memory::MemoryId>,
+}
+
+/// Evaluates retrieved memories.
+pub fn evaluate(evaluator: Evaluator, target: &Target, retrieved: &[&MemoryRecord]) -> Evaluation {
+    Evaluation {
+        p: evaluator.score(target, retrieved),
+        evidence_recall: evidence_recall(&target.evidence, retrieved),
+        retrieved: retrieved.iter().map(|r| r.id).collect(),
+    }
+}
+
+/// The full breakdown `ScoreEpisode` returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewardBreakdown {
+    /// On M₀.
+    pub old: Evaluation,
+    /// On the final memory.
+    pub new: Evaluation,
+    /// p_new − p_old.
+    pub performance_delta: f64,
+    /// Efficiency terms.
+    pub efficiency: Efficiency,
+    /// performance_delta × memory_efficiency.
+    pub reward: f64,
+    /// The sizes used.
+    pub sizes: SizeInput,
+    /// k.
+    pub top_k: usize,
+    /// Evaluator name.
+    pub evaluator: &'static str,
+    /// Embedder identity.
+    pub embedder: String,
+    /// Evidence ids of the question.
+    pub evidence_total: usize,
+}
+
+/// Combines the two evaluations and the sizes into the reward.
+pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, top_k: usize, evaluator: Evaluator, embedder: String, evidence_total: usize) -> RewardBreakdown {
+    let performance_delta = new.p - old.p;
+    let efficiency = memory_efficiency(sizes);
+    let reward = performance_delta * efficiency.memory_efficiency;
+    RewardBreakdown { old, new, performance_delta, efficiency, reward, sizes, top_k, evaluator: evaluator.name(), embedder, evidence_total }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn answer_recall_uses_official_normalisation_and_stems() {
+        assert_eq!(answer_recall("The painting, and sunsets", "She paints a sunset every day"), 1.0);
+        assert!((answer_recall("painting of sunsets", "She paints a sunset") - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(answer_recall("Adoption agencies", "Caroline researched adoption"), 0.5);
+        assert_eq!(answer_recall("!!!", "anything"), 0.0);
+        assert_eq!(answer_recall("2022", "In 2022 she moved"), 1.0);
+    }
+
+    #[test]
+    fn efficiency_matches_memupdate_formulas() {
+        let e = memory_efficiency(SizeInput { old_count: 100, new_count: 100, old_chars: 8800, new_chars: 8800, n_max: 100 });
+        assert_eq!((e.size_factor, e.density_factor, e.change_factor, e.memory_efficiency), (1.0, 1.0, 1.0, 1.0));
+        // MemUpdate's N_max = 100 with 184 memories: size factor 0.16.
+        let e = memory_efficiency(SizeInput { old_count: 184, new_count: 184, old_chars: 1, new_chars: 1, n_max: 100 });
+        assert!((e.size_factor - 0.16).abs() < 1e-12);
+        let e = memory_efficiency(SizeInput { old_count: 10, new_count: 20, old_chars: 1000, new_chars: 1000, n_max: 10 });
+        assert_eq!(e.size_factor, 0.1);
+        assert_eq!(e.change_factor, 0.8);
+        assert_eq!(e.density_factor, 0.5);
+        assert_eq!(e.memory_efficiency, 0.1);
+    }
+
+    proptest! {
+        #[test]
+        fn factors_stay_in_bounds(old in 0usize..3000, new in 0usize..3000, oc in 0usize..500_000, nc in 0usize..500_000, n_max in 0usize..3000) {
+            let e = memory_efficiency(SizeInput { old_count: old, new_count: new, old_chars: oc, new_chars: nc, n_max });
+            prop_assert!((0.1..=1.0).contains(&e.size_factor));
+            prop_assert!((0.0..=1.2).contains(&e.density_factor));
+            prop_assert!((0.8..=1.0).contains(&e.change_factor));
+            prop_assert!((0.1..=1.5).contains(&e.memory_efficiency));
+            prop_assert!(e.memory_efficiency.is_finite());
+        }
+
+        #[test]
+        fn recall_is_a_share(gold in "[a-z ,.]{0,40}", ctx in "[a-z ,.]{0,80}") {
+            let r = answer_recall(&gold, &ctx);
+            prop_assert!((0.0..=1.0).contains(&r));
+            // The gold text always covers itself.
+            prop_assert!(answer_recall(&gold, &gold) == 1.0 || normalize::stemmed_tokens(&gold).is_empty());
+        }
+
+        #[test]
+        fn reward_is_bounded_and_zero_without_change(p_old in 0.0f64..=1.0, p_new in 0.0f64..=1.0, n in 1usize..500) {
+            let ev = |p: f64| Evaluation { p, evidence_recall: 0.0, retrieved: vec![] };
+            let sizes = SizeInput { old_count: n, new_count: n, old_chars: 10 * n, new_chars: 10 * n, n_max: n };
+            let b = breakdown(ev(p_old), ev(p_new), sizes, 5, Evaluator::AnswerRecall, "x".into(), 0);
+            prop_assert!(b.reward.abs() <= 1.5);
+            let same = breakdown(ev(p_old), ev(p_old), sizes, 5, Evaluator::AnswerRecall, "x".into(), 0);
+            prop_assert_eq!(same.reward, 0.0);
+        }
+    }
+}

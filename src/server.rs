@@ -1,0 +1,145 @@
+//! Builds and runs the gRPC server: the two memgym services, standard health, reflection (v1 and
+//! v1alpha, so grpcurl 1.8 works), the idle reaper, and graceful shutdown with a drain deadline.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+
+use crate::api::pb::dataset_server::DatasetServer;
+use crate::api::pb::memory_env_server::MemoryEnvServer;
+use crate::api::{DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
+use crate::episode::Environment;
+
+/// Largest request the server decodes (custom episodes can carry thousands of memories).
+pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Serves `env` on `listener` until `shutdown` resolves, then drains in-flight calls for at most `drain`.
+pub async fn serve(listener: TcpListener, env: Arc<Environment>, shutdown: impl Future<Output = ()> + Send + 'static, drain: Duration) -> anyhow::Result<()> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter.set_serving::<MemoryEnvServer<MemoryEnvService>>().await;
+    health_reporter.set_serving::<DatasetServer<DatasetService>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let reaper = spawn_reaper(env.clone());
+    let env_svc = MemoryEnvServer::new(MemoryEnvService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let data_svc = DatasetServer::new(DatasetService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
+
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let router = Server::builder()
+        .tcp_nodelay(true)
+        .http2_adaptive_window(Some(true))
+        .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(env_svc)
+        .add_service(data_svc);
+    let mut server = tokio::spawn(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+        let _ = stop_rx.await;
+    }));
+
+    tokio::select! {
+        r = &mut server => { reaper.abort(); return Ok(r??); }
+        () = shutdown => {}
+    }
+    tracing::info!("shutting down: health NOT_SERVING, draining in-flight calls");
+    health_reporter.set_not_serving::<MemoryEnvServer<MemoryEnvService>>().await;
+    health_reporter.set_not_serving::<DatasetServer<DatasetService>>().await;
+    let _ = stop_tx.send(());
+    reaper.abort();
+    match tokio::time::timeout(drain, &mut server).await {
+        Ok(r) => Ok(r??),
+        Err(_) => {
+            tracing::warn!(?drain, "drain deadline passed with connections still open; stopping");
+            server.abort();
+            Ok(())
+        }
+    }
+}
+
+fn spawn_reaper(env: Arc<Environment>) -> JoinHandle<()> {
+    let ttl = env.config().limits.idle_ttl;
+    let every = (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let n = env.reap_idle();
+            if n > 0 {
+                tracing::info!(reaped = n, open = env.open_episodes(), "closed idle episodes");
+            }
+        }
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
+}
+
+/// A server running in the background (tests and the in-process benchmark).
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    handle: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Running {
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        (&mut self.handle).await?
+    }
+}
+
+/// Starts `env` on `127.0.0.1:0` (or `addr`) in the background.
+pub async fn spawn(env: Arc<Environment>, addr: SocketAddr) -> anyhow::Result<Running> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let handle = tokio::spawn(serve(
+        listener,
+        env,
+        async {
+            let _ = rx.await;
+        },
+        Duration::from_secs(5),
+    ));
+    Ok(Running { addr, stop: Some(tx), handle })
+}

@@ -1,0 +1,412 @@
+//! The tools as an LLM sees them: OpenAI function schemas (verl-compatible: each property has only
+//! `type`, `description` and `enum`) and the parser for the JSON arguments an LLM emits.
+//!
+//! Parsing is strict: the arguments must be a JSON object, every value must have the schema's type
+//! (integers may be written `5` or `5.0`), unknown argument names are refused, and `null` means unset.
+//! Every error names the argument. The parsed values go through the same validation as the typed RPCs.
+
+use serde_json::{json, Map, Value};
+
+use crate::memory::MemoryType;
+
+use super::args::{ManageOpKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, ToolLimits};
+use super::text::{MergeStrategy, SplitCriteria};
+use super::{ManageOp, ToolCall, ToolError, TOOL_NAMES};
+
+const TYPES: [&str; 3] = ["episodic", "semantic", "procedural"];
+
+fn prop(ty: &str, description: &str) -> Value {
+    json!({"type": ty, "description": description})
+}
+
+fn prop_enum(description: &str, values: &[&str]) -> Value {
+    json!({"type": "string", "description": description, "enum": values})
+}
+
+fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({"type": "function", "function": {"name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required}}})
+}
+
+/// The six tools' OpenAI function schemas, in [`TOOL_NAMES`] order.
+pub fn tool_schemas() -> Vec<Value> {
+    vec![
+        function(
+            "search_memory",
+            "Search the memory by meaning. Returns the best matches, each as [memory_id score] text (evidence).",
+            json!({
+                "query": prop("string", "What to look for, in natural language."),
+                "top_k": prop("integer", "How many results, 1 to 50 (default 5)."),
+                "threshold": prop("number", "Only results with similarity at least this, 0 to 1 (default 0)."),
+                "memory_type": prop_enum("Only memories of this type.", &TYPES),
+                "speaker": prop("string", "Only memories about this speaker."),
+                "session": prop("integer", "Only memories from this conversation session number."),
+            }),
+            &["query"],
+        ),
+        function(
+            "manage_memory",
+            "Create a new memory, or update the text of an existing one (it keeps its id and evidence).",
+            json!({
+                "operation": prop_enum("create a new memory or update an existing one.", &["create", "update"]),
+                "content": prop("string", "The memory text."),
+                "memory_id": prop("string", "Id of the memory to update, like m0042 (update only)."),
+                "memory_type": prop_enum("Type of the memory (default semantic for create; unchanged for update).", &TYPES),
+                "speaker": prop("string", "Who the memory is about."),
+                "source": prop("string", "Where the information comes from."),
+            }),
+            &["operation", "content"],
+        ),
+        function(
+            "delete_memory",
+            "Delete one memory (memory_id) or several (memory_ids). Nothing is deleted if any id is unknown.",
+            json!({
+                "memory_id": prop("string", "Id of the memory to delete, like m0042."),
+                "memory_ids": prop("array", "Ids of the memories to delete (a list of strings)."),
+                "reason": prop("string", "Why the memory should go."),
+            }),
+            &[],
+        ),
+        function(
+            "sample_memory",
+            "Look at k memories: random, diverse (spread out by meaning) or recent (newest first).",
+            json!({
+                "k": prop("integer", "How many memories, 1 to 50 (default 3)."),
+                "strategy": prop_enum("How to choose them (default random).", &["random", "diverse", "recent"]),
+                "memory_type": prop_enum("Only memories of this type.", &TYPES),
+            }),
+            &[],
+        ),
+        function(
+            "merge_memory",
+            "Merge 2 to 5 memories into one; the originals are removed and their evidence is kept.",
+            json!({
+                "memory_ids": prop("array", "Ids of the 2 to 5 memories to merge (a list of strings)."),
+                "strategy": prop_enum(
+                    "summarize keeps the sentences that cover the content, concatenate keeps all distinct sentences, extract_common keeps what the memories share.",
+                    &["summarize", "concatenate", "extract_common"],
+                ),
+                "content": prop("string", "Text for the merged memory (replaces the strategy's text)."),
+            }),
+            &["memory_ids", "strategy"],
+        ),
+        function(
+            "split_memory",
+            "Split one memory into 2 to max_parts focused memories that keep its evidence.",
+            json!({
+                "memory_id": prop("string", "Id of the memory to split, like m0042."),
+                "split_criteria": prop_enum("Split at time expressions, by topic, or by the person mentioned.", &["temporal", "thematic", "speaker"]),
+                "max_parts": prop("integer", "Most parts, 2 to 5 (default 3)."),
+                "parts": prop("array", "The part texts to use instead of splitting automatically (a list of strings)."),
+            }),
+            &["memory_id", "split_criteria"],
+        ),
+    ]
+}
+
+/// Parses `arguments_json` for `tool_name` into a validated call.
+pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) -> Result<ToolCall, ToolError> {
+    let name = tool_name.trim();
+    if !TOOL_NAMES.contains(&name) {
+        return Err(ToolError::invalid("tool_name", format!("unknown tool {tool_name:?} (expected one of {})", TOOL_NAMES.join(", "))));
+    }
+    let raw = arguments_json.trim();
+    let value: Value = if raw.is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(raw).map_err(|e| ToolError::invalid("arguments_json", format!("not valid JSON: {e}")))?
+    };
+    let Value::Object(obj) = value else {
+        return Err(ToolError::invalid("arguments_json", "must be a JSON object"));
+    };
+    let mut a = Args { obj, used: Vec::new() };
+    let call = match name {
+        "search_memory" => ToolCall::Search(
+            RawSearch {
+                query: a.string("query")?,
+                top_k: a.int("top_k")?,
+                threshold: a.number("threshold")?,
+                memory_type: a.memory_type("memory_type")?,
+                speaker: a.string("speaker")?,
+                session: a.int("session")?,
+            }
+            .validate(limits)?,
+        ),
+        "manage_memory" => ToolCall::Manage(
+            RawManage {
+                operation: a.choice("operation", &[("create", ManageOpKind::Create), ("update", ManageOpKind::Update)])?,
+                content: a.string("content")?,
+                memory_id: a.string("memory_id")?,
+                memory_type: a.memory_type("memory_type")?,
+                speaker: a.string("speaker")?,
+                source: a.string("source")?,
+            }
+            .validate(limits)?,
+        ),
+        "delete_memory" => ToolCall::Delete(
+            RawDelete { memory_id: a.string("memory_id")?, memory_ids: a.strings("memory_ids")?, reason: a.string("reason")? }
+                .validate(limits)?,
+        ),
+        "sample_memory" => ToolCall::Sample(
+            RawSample {
+                k: a.int("k")?,
+                strategy: a.choice(
+                    "strategy",
+                    &[("random", SampleStrategy::Random), ("diverse", SampleStrategy::Diverse), ("recent", SampleStrategy::Recent)],
+                )?,
+                memory_type: a.memory_type("memory_type")?,
+            }
+            .validate()?,
+        ),
+        "merge_memory" => ToolCall::Merge(
+            RawMerge {
+                memory_ids: a.strings("memory_ids")?,
+                strategy: a.choice(
+                    "strategy",
+                    &[
+                        ("summarize", MergeStrategy::Summarize),
+                        ("concatenate", MergeStrategy::Concatenate),
+                        ("extract_common", MergeStrategy::ExtractCommon),
+                    ],
+                )?,
+                content: a.string("content")?,
+            }
+            .validate(limits)?,
+        ),
+        _ => ToolCall::Split(
+            RawSplit {
+                memory_id: a.string("memory_id")?,
+                split_criteria: a.choice(
+                    "split_criteria",
+                    &[("temporal", SplitCriteria::Temporal), ("thematic", SplitCriteria::Thematic), ("speaker", SplitCriteria::Speaker)],
+                )?,
+                max_parts: a.int("max_parts")?,
+                parts: a.strings("parts")?,
+            }
+            .validate(limits)?,
+        ),
+    };
+    a.refuse_unknown()?;
+    Ok(call)
+}
+
+struct Args {
+    obj: Map<String, Value>,
+    used: Vec<&'static str>,
+}
+
+impl Args {
+    fn get(&mut self, key: &'static str) -> Option<&Value> {
+        self.used.push(key);
+        self.obj.get(key).filter(|v| !v.is_null())
+    }
+
+    fn string(&mut self, key: &'static str) -> Result<Option<String>, ToolError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(ToolError::invalid(key, format!("must be a string, got {}", kind(v)))),
+        }
+    }
+
+    fn int(&mut self, key: &'static str) -> Result<Option<i64>, ToolError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) => {
+                if let Some(i) = n.as_i64() {
+                    Ok(Some(i))
+                } else {
+                    match n.as_f64() {
+                        Some(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Some(f as i64)),
+                        _ => Err(ToolError::invalid(key, format!("must be an integer, got {n}"))),
+                    }
+                }
+            }
+            Some(v) => Err(ToolError::invalid(key, format!("must be an integer, got {}", kind(v)))),
+        }
+    }
+
+    fn number(&mut self, key: &'static str) -> Result<Option<f64>, ToolError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n.as_f64().map(Some).ok_or_else(|| ToolError::invalid(key, "must be a number")),
+            Some(v) => Err(ToolError::invalid(key, format!("must be a number, got {}", kind(v)))),
+        }
+    }
+
+    fn strings(&mut self, key: &'static str) -> Result<Option<Vec<String>>, ToolError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(ToolError::invalid(key, format!("must be a list of strings, found {}", kind(other)))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(v) => Err(ToolError::invalid(key, format!("must be a list of strings, got {}", kind(v)))),
+        }
+    }
+
+    fn choice<T: Copy>(&mut self, key: &'static str, options: &[(&str, T)]) -> Result<Option<T>, ToolError> {
+        let Some(s) = self.string(key)? else { return Ok(None) };
+        let t = s.trim().to_ascii_lowercase();
+        options.iter().find(|(n, _)| *n == t).map(|(_, v)| Some(*v)).ok_or_else(|| {
+            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+            ToolError::invalid(key, format!("must be one of {}, got {s:?}", names.join(", ")))
+        })
+    }
+
+    fn memory_type(&mut self, key: &'static str) -> Result<Option<MemoryType>, ToolError> {
+        self.choice(key, &[("episodic", MemoryType::Episodic), ("semantic", MemoryType::Semantic), ("procedural", MemoryType::Procedural)])
+    }
+
+    fn refuse_unknown(&self) -> Result<(), ToolError> {
+        match self.obj.keys().find(|k| !self.used.contains(&k.as_str())) {
+            Some(k) => Err(ToolError::invalid(k, format!("unknown argument (expected one of {})", self.used.join(", ")))),
+            None => Ok(()),
+        }
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Schema name of a merge strategy.
+pub fn merge_strategy_name(s: MergeStrategy) -> &'static str {
+    match s {
+        MergeStrategy::Summarize => "summarize",
+        MergeStrategy::Concatenate => "concatenate",
+        MergeStrategy::ExtractCommon => "extract_common",
+    }
+}
+
+/// Schema name of a split criterion.
+pub fn split_criteria_name(c: SplitCriteria) -> &'static str {
+    match c {
+        SplitCriteria::Temporal => "temporal",
+        SplitCriteria::Thematic => "thematic",
+        SplitCriteria::Speaker => "speaker",
+    }
+}
+
+/// The validated call as canonical JSON arguments (recorded in the trace).
+pub fn canonical_arguments(call: &ToolCall) -> Value {
+    let ids = |v: &[crate::memory::MemoryId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    match call {
+        ToolCall::Search(a) => json!({
+            "query": a.query, "top_k": a.top_k, "threshold": a.threshold,
+            "memory_type": a.filter.memory_type.map(MemoryType::as_str), "speaker": a.filter.speaker, "session": a.filter.session,
+        }),
+        ToolCall::Manage(a) => {
+            let (op, id) = match a.op {
+                ManageOp::Create => ("create", None),
+                ManageOp::Update(id) => ("update", Some(id.to_string())),
+            };
+            json!({"operation": op, "content": a.content, "memory_id": id,
+                "memory_type": a.memory_type.map(MemoryType::as_str), "speaker": a.speaker, "source": a.source})
+        }
+        ToolCall::Delete(a) => json!({"memory_ids": ids(&a.ids), "reason": a.reason}),
+        ToolCall::Sample(a) => json!({"k": a.k, "strategy": a.strategy.as_str(), "memory_type": a.memory_type.map(MemoryType::as_str)}),
+        ToolCall::Merge(a) => json!({"memory_ids": ids(&a.ids), "strategy": merge_strategy_name(a.strategy), "content": a.content}),
+        ToolCall::Split(a) => json!({"memory_id": a.id.to_string(), "split_criteria": split_criteria_name(a.criteria),
+            "max_parts": a.max_parts, "parts": a.parts}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(name: &str, args: &str) -> Result<ToolCall, ToolError> {
+        parse_call(name, args, &ToolLimits::default())
+    }
+
+    fn field_of(e: ToolError) -> String {
+        match e {
+            ToolError::InvalidArgument { field, .. } => field,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn schemas_are_verl_compatible() {
+        let schemas = tool_schemas();
+        assert_eq!(schemas.len(), 6);
+        for (s, name) in schemas.iter().zip(TOOL_NAMES) {
+            assert_eq!(s["type"], "function");
+            assert_eq!(s["function"]["name"], name);
+            assert_eq!(s["function"]["parameters"]["type"], "object");
+            let props = s["function"]["parameters"]["properties"].as_object().unwrap();
+            for (pname, p) in props {
+                for key in p.as_object().unwrap().keys() {
+                    assert!(["type", "description", "enum"].contains(&key.as_str()), "{name}.{pname} has {key}");
+                }
+            }
+            for r in s["function"]["parameters"]["required"].as_array().unwrap() {
+                assert!(props.contains_key(r.as_str().unwrap()), "{name} requires unknown {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn parses_what_llms_emit() {
+        let c = parse("search_memory", r#"{"query": "support group", "top_k": 3.0, "memory_type": "Episodic", "speaker": null}"#).unwrap();
+        let ToolCall::Search(a) = c else { panic!() };
+        assert_eq!((a.top_k, a.filter.memory_type), (3, Some(MemoryType::Episodic)));
+        assert!(matches!(parse("sample_memory", "").unwrap(), ToolCall::Sample(_)));
+        let c = parse("delete_memory", r#"{"memory_ids": ["m0001", "m0002"], "reason": "dup"}"#).unwrap();
+        assert_eq!(c.arguments_json(), r#"{"memory_ids":["m0001","m0002"],"reason":"dup"}"#);
+    }
+
+    #[test]
+    fn errors_name_the_argument() {
+        let cases = [
+            ("search_memory", "{", "arguments_json"),
+            ("search_memory", "[1]", "arguments_json"),
+            ("search_memory", r#"{"query": 5}"#, "query"),
+            ("search_memory", r#"{"query": "  "}"#, "query"),
+            ("search_memory", r#"{"query": "x", "top_k": "5"}"#, "top_k"),
+            ("search_memory", r#"{"query": "x", "top_k": 2.5}"#, "top_k"),
+            ("search_memory", r#"{"query": "x", "top_k": 0}"#, "top_k"),
+            ("search_memory", r#"{"query": "x", "top_k": 51}"#, "top_k"),
+            ("search_memory", r#"{"query": "x", "threshold": 1.5}"#, "threshold"),
+            ("search_memory", r#"{"query": "x", "memory_type": "feelings"}"#, "memory_type"),
+            ("search_memory", r#"{"query": "x", "colour": "red"}"#, "colour"),
+            ("manage_memory", r#"{"content": "x"}"#, "operation"),
+            ("manage_memory", r#"{"operation": "upsert", "content": "x"}"#, "operation"),
+            ("manage_memory", r#"{"operation": "update", "content": "x"}"#, "memory_id"),
+            ("manage_memory", r#"{"operation": "update", "content": "x", "memory_id": "42"}"#, "memory_id"),
+            ("manage_memory", r#"{"operation": "create"}"#, "content"),
+            ("delete_memory", r#"{}"#, "memory_id"),
+            ("delete_memory", r#"{"memory_ids": "m0001"}"#, "memory_ids"),
+            ("delete_memory", r#"{"memory_ids": ["m0001", "m0001"]}"#, "memory_ids"),
+            ("delete_memory", r#"{"memory_ids": []}"#, "memory_ids"),
+            ("delete_memory", r#"{"memory_ids": [1]}"#, "memory_ids"),
+            ("sample_memory", r#"{"k": -1}"#, "k"),
+            ("sample_memory", r#"{"strategy": "newest"}"#, "strategy"),
+            ("merge_memory", r#"{"memory_ids": ["m0001"], "strategy": "summarize"}"#, "memory_ids"),
+            ("merge_memory", r#"{"memory_ids": ["m1","m2","m3","m4","m5","m6"], "strategy": "summarize"}"#, "memory_ids"),
+            ("merge_memory", r#"{"memory_ids": ["m1","m2"]}"#, "strategy"),
+            ("merge_memory", r#"{"memory_ids": ["m1","m2"], "strategy": "concatenate", "content": ""}"#, "content"),
+            ("split_memory", r#"{"split_criteria": "temporal"}"#, "memory_id"),
+            ("split_memory", r#"{"memory_id": "m1"}"#, "split_criteria"),
+            ("split_memory", r#"{"memory_id": "m1", "split_criteria": "speaker", "max_parts": 6}"#, "max_parts"),
+            ("split_memory", r#"{"memory_id": "m1", "split_criteria": "speaker", "parts": ["only one"]}"#, "parts"),
+            ("wipe_memory", r#"{}"#, "tool_name"),
+        ];
+        for (tool, args, field) in cases {
+            let got = field_of(parse(tool, args).expect_err(args));
+            assert_eq!(got, field, "{tool} {args}");
+        }
+    }
+}

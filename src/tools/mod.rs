@@ -1,0 +1,262 @@
+//! The six memory-editing tools, one file each, and the two-phase protocol they share.
+//!
+//! A call is first **prepared** against the episode's memory without changing it: every argument and
+//! precondition is checked and the texts that need vectors are computed. The caller embeds those texts
+//! (off the async workers), then **applies** the plan, which cannot fail. So a rejected call changes
+//! nothing, and a call abandoned while embedding (client gone, deadline) changes nothing either.
+//!
+//! Arguments come from the typed RPCs (converted in `api/`) or from LLM-emitted JSON ([`json`]); both
+//! go through the same validating constructors in [`args`].
+
+pub mod args;
+mod delete;
+pub mod json;
+mod manage;
+mod merge;
+mod sample;
+mod search;
+mod split;
+pub mod text;
+
+pub use args::{
+    DeleteArgs, ManageArgs, ManageOp, MergeArgs, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit,
+    SampleArgs, SampleStrategy, SearchArgs, SplitArgs, ToolLimits,
+};
+pub use text::{MergeStrategy, SplitCriteria};
+
+use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, SearchPath};
+
+/// Why a tool call was refused. Nothing is changed when a call fails.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// An argument is missing, malformed or out of range.
+    #[error("invalid argument {field}: {message}")]
+    InvalidArgument {
+        /// The argument's name.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A memory id does not name a live memory of the episode.
+    #[error("{field}: memory {id} not found")]
+    MemoryNotFound {
+        /// The argument that named it.
+        field: String,
+        /// The id.
+        id: MemoryId,
+    },
+    /// The call is well-formed but cannot be carried out on this memory.
+    #[error("{message}")]
+    FailedPrecondition {
+        /// Why.
+        message: String,
+    },
+    /// The call would exceed a cap (memories per episode).
+    #[error("{message}")]
+    ResourceExhausted {
+        /// Which cap.
+        message: String,
+    },
+}
+
+impl ToolError {
+    /// An [`ToolError::InvalidArgument`].
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        ToolError::InvalidArgument { field: field.to_string(), message: message.into() }
+    }
+}
+
+/// The six tools' OpenAI function names, in schema order.
+pub const TOOL_NAMES: [&str; 6] = ["search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"];
+
+/// One validated tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolCall {
+    /// search_memory.
+    Search(SearchArgs),
+    /// manage_memory.
+    Manage(ManageArgs),
+    /// delete_memory.
+    Delete(DeleteArgs),
+    /// sample_memory.
+    Sample(SampleArgs),
+    /// merge_memory.
+    Merge(MergeArgs),
+    /// split_memory.
+    Split(SplitArgs),
+}
+
+impl ToolCall {
+    /// The OpenAI function name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCall::Search(_) => TOOL_NAMES[0],
+            ToolCall::Manage(_) => TOOL_NAMES[1],
+            ToolCall::Delete(_) => TOOL_NAMES[2],
+            ToolCall::Sample(_) => TOOL_NAMES[3],
+            ToolCall::Merge(_) => TOOL_NAMES[4],
+            ToolCall::Split(_) => TOOL_NAMES[5],
+        }
+    }
+
+    /// Canonical JSON of the arguments (for the trace).
+    pub fn arguments_json(&self) -> String {
+        json::canonical_arguments(self).to_string()
+    }
+}
+
+/// What a tool needs from the episode besides its memory.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolContext<'a> {
+    /// The step number this call will take (1-based).
+    pub step: u32,
+    /// The episode seed.
+    pub seed: u64,
+    /// Caps.
+    pub limits: &'a ToolLimits,
+}
+
+/// A validated call with the texts it needs embedded.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    plan: Plan,
+    texts: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Plan {
+    Search(SearchArgs),
+    Create(MemoryRecord),
+    Update(MemoryRecord),
+    Delete(Vec<MemoryId>),
+    Sample(SampleArgs),
+    Merge { sources: Vec<MemoryId>, merged: MemoryRecord },
+    Split { source: MemoryId, parts: Vec<MemoryRecord> },
+}
+
+impl Prepared {
+    /// Texts to embed before [`apply`], in order.
+    pub fn texts(&self) -> &[String] {
+        &self.texts
+    }
+}
+
+/// The result of a tool call: typed data plus the compact text for the LLM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Typed result.
+    pub kind: OutputKind,
+    /// Compact rendering that leads with memory ids.
+    pub text: String,
+}
+
+/// Typed tool results.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputKind {
+    /// Search hits, best first, and the path that answered.
+    Search {
+        /// (score, record).
+        hits: Vec<(f32, MemoryRecord)>,
+        /// Exact scan or HNSW.
+        path: SearchPath,
+    },
+    /// A created memory.
+    Created(MemoryRecord),
+    /// An updated memory.
+    Updated(MemoryRecord),
+    /// Deleted ids and the count left.
+    Deleted {
+        /// The ids.
+        ids: Vec<MemoryId>,
+        /// Memories left.
+        remaining: usize,
+    },
+    /// Sampled memories.
+    Sampled(Vec<MemoryRecord>),
+    /// A merge.
+    Merged {
+        /// The new memory.
+        memory: MemoryRecord,
+        /// The removed sources.
+        removed: Vec<MemoryId>,
+    },
+    /// A split.
+    Split {
+        /// The new memories.
+        parts: Vec<MemoryRecord>,
+        /// The removed original.
+        removed: MemoryId,
+    },
+}
+
+impl ToolOutput {
+    /// Memory ids the call returned, created or touched (recorded in the trace).
+    pub fn result_ids(&self) -> Vec<MemoryId> {
+        match &self.kind {
+            OutputKind::Search { hits, .. } => hits.iter().map(|h| h.1.id).collect(),
+            OutputKind::Created(r) | OutputKind::Updated(r) => vec![r.id],
+            OutputKind::Deleted { ids, .. } => ids.clone(),
+            OutputKind::Sampled(rs) => rs.iter().map(|r| r.id).collect(),
+            OutputKind::Merged { memory, removed } => std::iter::once(memory.id).chain(removed.iter().copied()).collect(),
+            OutputKind::Split { parts, removed } => parts.iter().map(|r| r.id).chain(std::iter::once(*removed)).collect(),
+        }
+    }
+}
+
+/// Validates `call` against `mem` and computes what must be embedded. Changes nothing.
+pub fn prepare(mem: &EpisodeMemory, call: &ToolCall, ctx: ToolContext<'_>) -> Result<Prepared, ToolError> {
+    match call {
+        ToolCall::Search(a) => Ok(search::prepare(a)),
+        ToolCall::Manage(a) => manage::prepare(mem, a, ctx),
+        ToolCall::Delete(a) => delete::prepare(mem, a),
+        ToolCall::Sample(a) => Ok(Prepared { plan: Plan::Sample(a.clone()), texts: Vec::new() }),
+        ToolCall::Merge(a) => merge::prepare(mem, a, ctx),
+        ToolCall::Split(a) => split::prepare(mem, a, ctx),
+    }
+}
+
+/// Applies a prepared call with one unit vector per text of [`Prepared::texts`]. Cannot fail: all
+/// checks ran in [`prepare`] against the same memory state.
+pub fn apply(mem: &mut EpisodeMemory, prepared: Prepared, vectors: &[Vec<f32>], ctx: ToolContext<'_>) -> ToolOutput {
+    debug_assert_eq!(vectors.len(), prepared.texts.len());
+    match prepared.plan {
+        Plan::Search(a) => search::apply(mem, &a, &vectors[0]),
+        Plan::Create(r) => manage::apply_create(mem, r, &vectors[0]),
+        Plan::Update(r) => manage::apply_update(mem, r, &vectors[0]),
+        Plan::Delete(ids) => delete::apply(mem, ids),
+        Plan::Sample(a) => sample::apply(mem, &a, ctx),
+        Plan::Merge { sources, merged } => merge::apply(mem, sources, merged, &vectors[0]),
+        Plan::Split { source, parts } => split::apply(mem, source, parts, vectors),
+    }
+}
+
+/// Looks up every id, refusing duplicates and unknown ids (the first problem is reported).
+fn require_distinct_live<'m>(mem: &'m EpisodeMemory, field: &str, ids: &[MemoryId]) -> Result<Vec<&'m MemoryRecord>, ToolError> {
+    let mut out = Vec::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        if ids[..i].contains(id) {
+            return Err(ToolError::invalid(field, format!("duplicate id {id}")));
+        }
+        out.push(mem.get(*id).ok_or(ToolError::MemoryNotFound { field: field.to_string(), id: *id })?);
+    }
+    Ok(out)
+}
+
+/// Refuses a call that would leave more than the cap of memories.
+fn require_room(mem: &EpisodeMemory, limits: &ToolLimits, removed: usize, added: usize) -> Result<(), ToolError> {
+    let after = mem.len() - removed + added;
+    if added > removed && after > limits.max_memories {
+        return Err(ToolError::ResourceExhausted {
+            message: format!("the episode would hold {after} memories, over the cap of {}", limits.max_memories),
+        });
+    }
+    Ok(())
+}
+
+/// Joins id lists for tool texts.
+fn join_ids(ids: &[MemoryId]) -> String {
+    ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+//! sample_memory: k memories by one of three strategies.
+//!
+//! - `random`: uniform without replacement from a ChaCha8 generator seeded by (episode seed, step), so a
+//!   replay of the same calls draws the same memories.
+//! - `diverse`: farthest-point sampling in embedding space — a seeded random start, then repeatedly the
+//!   memory whose nearest already-chosen memory is farthest (ties to the earlier memory).
+//! - `recent`: newest first (by creation step, then creation order).
+
+use rand::seq::index;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::memory::vector::dot;
+use crate::memory::{EpisodeMemory, MemoryRecord};
+
+use super::{OutputKind, SampleArgs, SampleStrategy, ToolContext, ToolOutput};
+
+fn rng(ctx: ToolContext<'_>) -> ChaCha8Rng {
+    // Mix the step in so successive calls differ while staying reproducible.
+    let mixed = ctx.seed ^ (u64::from(ctx.step)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ChaCha8Rng::seed_from_u64(mixed)
+}
+
+pub(super) fn apply(mem: &EpisodeMemory, a: &SampleArgs, ctx: ToolContext<'_>) -> ToolOutput {
+    let pool: Vec<(&MemoryRecord, &[f32])> =
+        mem.iter().filter(|(r, _)| a.memory_type.is_none_or(|t| r.memory_type == t)).collect();
+    let k = a.k.min(pool.len());
+    let picked: Vec<usize> = match a.strategy {
+        SampleStrategy::Random => {
+            let mut idx = index::sample(&mut rng(ctx), pool.len(), k).into_vec();
+            idx.sort_unstable();
+            idx
+        }
+        SampleStrategy::Recent => {
+            let mut order: Vec<usize> = (0..pool.len()).collect();
+            order.sort_by(|x, y| pool[*y].0.created_step.cmp(&pool[*x].0.created_step).then(y.cmp(x)));
+            order.truncate(k);
+            order
+        }
+        SampleStrategy::Diverse => farthest_points(&pool, k, ctx),
+    };
+    let memories: Vec<MemoryRecord> = picked.into_iter().map(|i| pool[i].0.clone()).collect();
+    let text = if memories.is_empty() {
+        "no memories to sample".to_string()
+    } else {
+        memories.iter().map(|r| r.render_line(None)).collect::<Vec<_>>().join("\n")
+    };
+    ToolOutput { kind: OutputKind::Sampled(memories), text }
+}
+
+fn farthest_points(pool: &[(&MemoryRecord, &[f32])], k: usize, ctx: ToolContext<'_>) -> Vec<usize> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let first = index::sample(&mut rng(ctx), pool.len(), 1).index(0);
+    let mut chosen = vec![first];
+    // nearest[i] = highest similarity of i to any chosen point (lower = farther).
+    let mut nearest: Vec<f32> = pool.iter().map(|(_, v)| dot(v, pool[first].1)).collect();
+    while chosen.len() < k {
+        let mut best: Option<(usize, f32)> = None;
+        for (i, s) in nearest.iter().enumerate() {
+            if chosen.contains(&i) {
+                continue;
+            }
+            if best.is_none_or(|(_, bs)| *s < bs) {
+                best = Some((i, *s));
+            }
+        }
+        let Some((next, _)) = best else { break };
+        chosen.push(next);
+        for (i, s) in nearest.iter_mut().enumerate() {
+            *s = s.max(dot(pool[i].1, pool[next].1));
+        }
+    }
+    chosen
+}

@@ -1,0 +1,77 @@
+//! Starts the server in-process on an ephemeral loopback port and hands out clients.
+
+use clap::Parser;
+use memgym::api::pb;
+use memgym::api::pb::dataset_client::DatasetClient;
+use memgym::api::pb::memory_env_client::MemoryEnvClient;
+use memgym::cli::{Cli, Command};
+use memgym::server::{self, Running};
+use tonic::transport::Channel;
+
+/// A running server and clients connected to it.
+pub struct App {
+    pub server: Running,
+    pub env: MemoryEnvClient<Channel>,
+    pub data: DatasetClient<Channel>,
+    pub channel: Channel,
+}
+
+/// Starts a server with the default settings plus `flags` (as on the command line).
+pub async fn spawn_app(flags: &[&str]) -> App {
+    let mut argv = vec!["memgym", "serve"];
+    argv.extend_from_slice(flags);
+    let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
+    let env = memgym::config::build_environment(&args.env).expect("environment builds");
+    let server = server::spawn(env, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
+    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
+    App { env: MemoryEnvClient::new(channel.clone()), data: DatasetClient::new(channel.clone()), channel, server }
+}
+
+impl App {
+    /// Opens a LoCoMo episode with a chosen id.
+    pub async fn open(&mut self, id: &str, question_id: &str) -> pb::CreateEpisodeResponse {
+        self.env
+            .create_episode(pb::CreateEpisodeRequest { episode_id: id.into(), question_id: question_id.into(), seed: Some(3), ..Default::default() })
+            .await
+            .expect("create")
+            .into_inner()
+    }
+
+    /// Calls a tool by name with JSON arguments.
+    pub async fn tool(&mut self, id: &str, name: &str, args: serde_json::Value) -> Result<pb::CallToolResponse, tonic::Status> {
+        self.env
+            .call_tool(pb::CallToolRequest { episode_id: id.into(), tool_name: name.into(), arguments_json: args.to_string() })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    /// Every memory of an episode (all pages).
+    pub async fn all_memories(&mut self, id: &str) -> Vec<pb::Memory> {
+        let mut out = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .env
+                .list_memories(pb::ListMemoriesRequest { episode_id: id.into(), page_size: 100, page_token: token, memory_type: 0 })
+                .await
+                .expect("list")
+                .into_inner();
+            out.extend(page.memories);
+            if page.next_page_token.is_empty() {
+                return out;
+            }
+            token = page.next_page_token;
+        }
+    }
+
+    /// The episode's state.
+    pub async fn state(&mut self, id: &str) -> pb::EpisodeState {
+        self.env
+            .get_episode(pb::GetEpisodeRequest { episode_id: id.into(), include_trace: false })
+            .await
+            .expect("get")
+            .into_inner()
+            .state
+            .expect("state")
+    }
+}
