@@ -1,0 +1,144 @@
+//! Tool-call latency: each of the six tools, end to end, on a real conversation's memory.
+//!
+//! What it measures, and why (these numbers are quoted in the README's Performance section): the
+//! server-side cost of one `CallTool` minus the gRPC and task hops, i.e. `tools::prepare` (validation
+//! and the offline text work of merge/split) + embedding the texts it asks for (`HashEmbedder`,
+//! synchronously, as the blocking-pool task does) + `tools::apply`. Calls are built once from JSON
+//! arguments like an LLM's with `tools::json::parse_call`, outside the timing (`tools/parse_call`
+//! times that step on its own).
+//!
+//! The memory is conv-41's M₀ (324 LoCoMo observations with their provenance, built as the server
+//! builds it: `IndexConfig::default()`, so the exact scan at this size). Every iteration starts from M₀:
+//! `iter_batched` hands each one a fresh `EpisodeMemory::new(base.clone())` (the O(1) fork), made and
+//! dropped outside the timing.
+//!
+//! Calls: search top_k 5 with a conv-41 question; manage create; manage update of m0010; delete m0010;
+//! sample random / diverse / recent with k 5 (diverse is farthest-point sampling over all 324 vectors,
+//! the heaviest sample); merge of m0010 + m0011 with concatenate and with summarize; split (thematic)
+//! of the first conv-41 memory that splits into exactly two parts (found outside the timing).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use memgym::config::load_dataset;
+use memgym::embed::{EmbedService, HashEmbedder};
+use memgym::episode::build_base;
+use memgym::memory::{BaseMemory, EpisodeMemory, IndexConfig, MemoryId, MemoryRecord, MemoryType};
+use memgym::tools::json::parse_call;
+use memgym::tools::{apply, prepare, ToolCall, ToolContext, ToolLimits, ToolOutput};
+
+const SEED: u64 = 7;
+
+fn conv41(embed: &EmbedService) -> Arc<BaseMemory> {
+    let ds = load_dataset(None).expect("the embedded LoCoMo dataset loads");
+    let records = ds
+        .memories_of("conv-41")
+        .iter()
+        .enumerate()
+        .map(|(i, m)| MemoryRecord {
+            id: MemoryId(i as u32),
+            text: m.text.clone(),
+            memory_type: m.memory_type.parse().unwrap_or(MemoryType::Episodic),
+            speaker: Some(m.speaker.clone()),
+            session: Some(m.session),
+            session_date: Some(m.session_date.clone()),
+            evidence: m.evidence.clone(),
+            source: m.source.clone(),
+            created_step: 0,
+        })
+        .collect();
+    Arc::new(build_base(embed, "conv-41".into(), records, &IndexConfig::default()).expect("hash embedding cannot fail"))
+}
+
+/// prepare + embed + apply: what `Environment::call_tool` does between taking the episode lock and
+/// recording the trace.
+fn run(mem: &mut EpisodeMemory, call: &ToolCall, embed: &EmbedService, limits: &ToolLimits) -> ToolOutput {
+    let ctx = ToolContext { step: 1, seed: SEED, limits };
+    let prepared = prepare(mem, call, ctx).expect("the benchmarked call is valid on M₀");
+    let vectors = if prepared.texts().is_empty() {
+        Vec::new()
+    } else {
+        let texts: Vec<&str> = prepared.texts().iter().map(String::as_str).collect();
+        embed.embed_blocking(&texts).expect("hash embedding cannot fail")
+    };
+    apply(mem, prepared, &vectors, ctx)
+}
+
+/// The id of the first memory that a thematic split turns into exactly two parts.
+fn splittable(base: &Arc<BaseMemory>, limits: &ToolLimits) -> String {
+    let mem = EpisodeMemory::new(base.clone());
+    let ctx = ToolContext { step: 1, seed: SEED, limits };
+    (0..base.len())
+        .map(|i| MemoryId(i as u32).to_string())
+        .find(|id| {
+            let args = format!(r#"{{"memory_id": "{id}", "split_criteria": "thematic"}}"#);
+            let call = parse_call("split_memory", &args, limits).expect("valid arguments");
+            prepare(&mem, &call, ctx).is_ok_and(|p| p.texts().len() == 2)
+        })
+        .expect("some conv-41 memory splits thematically in two")
+}
+
+fn tools(c: &mut Criterion) {
+    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
+    let base = conv41(&embed);
+    let limits = ToolLimits::default();
+    let split_id = splittable(&base, &limits);
+    let split_args = format!(r#"{{"memory_id": "{split_id}", "split_criteria": "thematic"}}"#);
+
+    let cases: Vec<(&str, &str, String)> = vec![
+        ("search_top5", "search_memory", r#"{"query": "What did Maria do to help the homeless shelter?", "top_k": 5}"#.into()),
+        (
+            "manage_create",
+            "manage_memory",
+            r#"{"operation": "create", "content": "John volunteered at the homeless shelter with Maria in May 2023.", "memory_type": "episodic", "speaker": "John"}"#
+                .into(),
+        ),
+        (
+            "manage_update",
+            "manage_memory",
+            r#"{"operation": "update", "memory_id": "m0010", "content": "Maria donated her old car to the homeless shelter where she volunteers."}"#
+                .into(),
+        ),
+        ("delete", "delete_memory", r#"{"memory_id": "m0010", "reason": "superseded"}"#.into()),
+        ("sample_random_k5", "sample_memory", r#"{"k": 5, "strategy": "random"}"#.into()),
+        ("sample_diverse_k5", "sample_memory", r#"{"k": 5, "strategy": "diverse"}"#.into()),
+        ("sample_recent_k5", "sample_memory", r#"{"k": 5, "strategy": "recent"}"#.into()),
+        ("merge2_concatenate", "merge_memory", r#"{"memory_ids": ["m0010", "m0011"], "strategy": "concatenate"}"#.into()),
+        ("merge2_summarize", "merge_memory", r#"{"memory_ids": ["m0010", "m0011"], "strategy": "summarize"}"#.into()),
+        ("split_thematic", "split_memory", split_args),
+    ];
+
+    let mut g = c.benchmark_group("tools");
+    for (label, tool, args) in &cases {
+        let call = parse_call(tool, args, &limits).unwrap_or_else(|e| panic!("{label}: {e}"));
+        // Check once, outside the timing, that the call succeeds on M₀.
+        run(&mut EpisodeMemory::new(base.clone()), &call, &embed, &limits);
+        g.bench_function(*label, |b| {
+            b.iter_batched(
+                || EpisodeMemory::new(base.clone()),
+                |mut mem| {
+                    let out = run(&mut mem, black_box(&call), &embed, &limits);
+                    (mem, out)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.bench_function("parse_call", |b| {
+        let (_, tool, args) = &cases[7];
+        b.iter(|| parse_call(black_box(tool), black_box(args), &limits).expect("valid"))
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = tools
+}
+criterion_main!(benches);
