@@ -12,9 +12,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(protos, ["proto"])?;
     let out = PathBuf::from(env::var("OUT_DIR")?);
     fs::write(out.join("memgym_descriptor.bin"), prost::Message::encode_to_vec(&fds))?;
-    tonic_prost_build::configure()
-        .build_server(true)
-        .build_client(true)
-        .compile_fds(fds)?;
+    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
     Ok(())
 }

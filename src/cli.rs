@@ -112,7 +112,7 @@ pub enum DatasetCommand {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Concurrent episodes.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 1024)]
     pub episodes: usize,
     /// Tool calls per episode.
     #[arg(long, default_value_t = 30)]

@@ -26,7 +26,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let env = config::build_environment(&a.env)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
+                let listener =
+                    tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),
                     embedder = %env.embedder().identity(), "memgym serving");
                 server::serve(listener, env, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
 use crate::api::pb::dataset_server::DatasetServer;
@@ -20,8 +20,23 @@ use crate::episode::Environment;
 /// Largest request the server decodes (custom episodes can carry thousands of memories).
 pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
+/// HTTP/2 connection window. RL trainers multiplex hundreds to thousands of episodes on one connection,
+/// each sending small messages. h2 (0.4.20+) bounds the memory of buffered *small* DATA frames with a
+/// budget of half the connection window (at least 25,600 bytes, i.e. ~100 frames) and closes the
+/// connection with ENHANCE_YOUR_CALM "too_many_data_frames" when it runs out. With the 64 KiB default a
+/// burst of ~1,000 concurrent calls on one connection tripped it (seen in `memgym bench`); 16 MiB gives
+/// a budget of ~32k buffered small frames.
+pub const CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
+/// HTTP/2 per-stream window.
+pub const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
+
 /// Serves `env` on `listener` until `shutdown` resolves, then drains in-flight calls for at most `drain`.
-pub async fn serve(listener: TcpListener, env: Arc<Environment>, shutdown: impl Future<Output = ()> + Send + 'static, drain: Duration) -> anyhow::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    env: Arc<Environment>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: Duration,
+) -> anyhow::Result<()> {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MemoryEnvServer<MemoryEnvService>>().await;
     health_reporter.set_serving::<DatasetServer<DatasetService>>().await;
@@ -41,14 +56,18 @@ pub async fn serve(listener: TcpListener, env: Arc<Environment>, shutdown: impl 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let router = Server::builder()
         .tcp_nodelay(true)
-        .http2_adaptive_window(Some(true))
+        .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
+        .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(env_svc)
         .add_service(data_svc);
-    let mut server = tokio::spawn(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+    // serve_with_incoming does not apply the builder's tcp_nodelay to accepted sockets: without it, small
+    // unary replies wait for delayed ACKs (~40 ms per call, seen in `memgym bench`).
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let mut server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
         let _ = stop_rx.await;
     }));
 

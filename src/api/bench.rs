@@ -76,7 +76,13 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
             (r.addr, Some(r))
         }
     };
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?.tcp_nodelay(true).connect().await?;
+    // Large HTTP/2 windows on the client too: see `server::CONNECTION_WINDOW_BYTES`.
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .initial_connection_window_size(server::CONNECTION_WINDOW_BYTES)
+        .initial_stream_window_size(server::STREAM_WINDOW_BYTES)
+        .connect()
+        .await?;
     let mut data = DatasetClient::new(channel.clone());
     let mut questions = Vec::new();
     let mut token = String::new();
@@ -133,19 +139,30 @@ async fn episode(mut c: MemoryEnvClient<Channel>, i: usize, q: pb::QuestionRecor
         .await;
     t.lat.entry("create").or_default().0.push(ms(t0.elapsed()));
     if let Err(s) = created {
+        if std::env::var_os("MEMGYM_BENCH_DEBUG").is_some() {
+            eprintln!("create failed: {s:?}");
+        }
         *t.failures.entry(format!("create {:?}", s.code())).or_default() += 1;
         return t;
     }
-    let words: Vec<String> = q.question.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_string()).filter(|w| w.len() > 3).collect();
+    let words: Vec<String> =
+        q.question.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_string()).filter(|w| w.len() > 3).collect();
     let mut known: Vec<String> = Vec::new();
     for _ in 0..calls {
         let roll: u32 = rng.random_range(0..100);
         let need = |n: usize| known.len() >= n;
         let (tool, args) = match roll {
             0..=39 => ("search_memory", search_args(&mut rng, &words)),
-            40..=49 => ("sample_memory", json!({"k": rng.random_range(2..6), "strategy": pick3(&mut rng, ["random", "diverse", "recent"])})),
-            50..=64 => ("manage_memory", json!({"operation": "create", "content": format!("{} remembers {}", q.conversation_id, words.join(" "))})),
-            65..=74 if need(1) => ("manage_memory", json!({"operation": "update", "memory_id": known[rng.random_range(0..known.len())], "content": format!("Updated note about {}", words.join(" "))})),
+            40..=49 => {
+                ("sample_memory", json!({"k": rng.random_range(2..6), "strategy": pick3(&mut rng, ["random", "diverse", "recent"])}))
+            }
+            50..=64 => {
+                ("manage_memory", json!({"operation": "create", "content": format!("{} remembers {}", q.conversation_id, words.join(" "))}))
+            }
+            65..=74 if need(1) => (
+                "manage_memory",
+                json!({"operation": "update", "memory_id": known[rng.random_range(0..known.len())], "content": format!("Updated note about {}", words.join(" "))}),
+            ),
             75..=84 if need(1) => ("delete_memory", json!({"memory_id": known.swap_remove(rng.random_range(0..known.len()))})),
             85..=94 if need(2) => {
                 let a = known.swap_remove(rng.random_range(0..known.len()));
@@ -159,12 +176,15 @@ async fn episode(mut c: MemoryEnvClient<Channel>, i: usize, q: pb::QuestionRecor
             _ => ("search_memory", search_args(&mut rng, &words)),
         };
         let t0 = Instant::now();
-        let r = c.call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.to_string(), arguments_json: args.to_string() }).await;
+        let r = c
+            .call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.to_string(), arguments_json: args.to_string() })
+            .await;
         let dt = ms(t0.elapsed());
         t.lat.entry(tool).or_default().0.push(dt);
         t.tool_all.0.push(dt);
         match r {
             Ok(resp) => collect_ids(resp.into_inner(), &mut known),
+            #[allow(clippy::wildcard_enum_match_arm)] // any other code is a failure, whatever tonic adds
             Err(s) => {
                 let key = format!("{tool} {:?}", s.code());
                 match s.code() {
@@ -221,8 +241,13 @@ fn report(a: &BenchArgs, mut t: Tally, wall: f64) {
     let tool_calls = t.tool_all.0.len();
     let eps = a.episodes as f64 / wall;
     let cps = tool_calls as f64 / wall;
-    println!("memgym bench: {} episodes x {} calls, groups of {}, {}", a.episodes, a.calls, a.group,
-        if a.addr.is_some() { "external server" } else { "in-process server over loopback" });
+    println!(
+        "memgym bench: {} episodes x {} calls, groups of {}, {}",
+        a.episodes,
+        a.calls,
+        a.group,
+        if a.addr.is_some() { "external server" } else { "in-process server over loopback" }
+    );
     println!("wall {wall:.3} s   episodes/s {eps:.1}   tool calls/s {cps:.0}");
     println!("{:<16} {:>8} {:>9} {:>9} {:>9} {:>9}", "rpc", "count", "p50 ms", "p90 ms", "p99 ms", "max ms");
     let mut rows: Vec<(&str, Samples)> = t.lat.iter().map(|(k, v)| (*k, v.clone())).collect();

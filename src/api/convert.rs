@@ -159,7 +159,10 @@ impl TryFrom<pb::CreateEpisodeRequest> for CreateRequest {
         let pb::CreateEpisodeRequest { episode_id, conversation_id, question_id, custom, seed, max_steps, include_adversarial } = r;
         let source = match (opt(question_id), custom) {
             (Some(_), Some(_)) => return Err(bad("custom", "give either question_id or custom, not both")),
-            (Some(q), None) => EpisodeSource::Locomo { question_id: q.trim().to_string(), conversation_id: opt(conversation_id).map(|c| c.trim().to_string()) },
+            (Some(q), None) => EpisodeSource::Locomo {
+                question_id: q.trim().to_string(),
+                conversation_id: opt(conversation_id).map(|c| c.trim().to_string()),
+            },
             (None, Some(c)) => {
                 if opt(conversation_id).is_some() {
                     return Err(bad("conversation_id", "is not used with custom"));
@@ -279,14 +282,18 @@ pub fn tool_result(r: ToolResult) -> (String, pb::call_tool_response::Result) {
             text: text.clone(),
             step,
         }),
-        OutputKind::Created(m) | OutputKind::Updated(m) => R::Manage(pb::ManageResponse { memory: Some((&m).into()), text: text.clone(), step }),
+        OutputKind::Created(m) | OutputKind::Updated(m) => {
+            R::Manage(pb::ManageResponse { memory: Some((&m).into()), text: text.clone(), step })
+        }
         OutputKind::Deleted { ids, remaining } => R::Delete(pb::DeleteResponse {
             deleted_ids: ids.iter().map(ToString::to_string).collect(),
             memory_count: remaining as u32,
             text: text.clone(),
             step,
         }),
-        OutputKind::Sampled(ms) => R::Sample(pb::SampleResponse { memories: ms.iter().map(pb::Memory::from).collect(), text: text.clone(), step }),
+        OutputKind::Sampled(ms) => {
+            R::Sample(pb::SampleResponse { memories: ms.iter().map(pb::Memory::from).collect(), text: text.clone(), step })
+        }
         OutputKind::Merged { memory, removed } => R::Merge(pb::MergeResponse {
             memory: Some((&memory).into()),
             removed_ids: removed.iter().map(ToString::to_string).collect(),

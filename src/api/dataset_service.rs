@@ -24,7 +24,10 @@ impl DatasetService {
 
 #[tonic::async_trait]
 impl DatasetApi for DatasetService {
-    async fn list_conversations(&self, _r: Request<pb::ListConversationsRequest>) -> Result<Response<pb::ListConversationsResponse>, Status> {
+    async fn list_conversations(
+        &self,
+        _r: Request<pb::ListConversationsRequest>,
+    ) -> Result<Response<pb::ListConversationsResponse>, Status> {
         let ds = self.env.dataset();
         let conversations = ds
             .conversations

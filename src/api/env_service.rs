@@ -152,28 +152,32 @@ impl MemoryEnv for MemoryEnvService {
 
     async fn get_episode(&self, request: Request<pb::GetEpisodeRequest>) -> Result<Response<pb::GetEpisodeResponse>, Status> {
         let pb::GetEpisodeRequest { episode_id: id, include_trace } = request.into_inner();
-        logged(async {
-            let (state, trace) = self.env.get_episode(&episode_id(id)?, include_trace).await?;
-            Ok(Response::new(pb::GetEpisodeResponse { state: Some(state.into()), trace: trace.into_iter().map(Into::into).collect() }))
-        }
-        .await)
+        logged(
+            async {
+                let (state, trace) = self.env.get_episode(&episode_id(id)?, include_trace).await?;
+                Ok(Response::new(pb::GetEpisodeResponse { state: Some(state.into()), trace: trace.into_iter().map(Into::into).collect() }))
+            }
+            .await,
+        )
     }
 
     async fn list_memories(&self, request: Request<pb::ListMemoriesRequest>) -> Result<Response<pb::ListMemoriesResponse>, Status> {
         let pb::ListMemoriesRequest { episode_id: id, page_size: size, page_token, memory_type } = request.into_inner();
-        logged(async {
-            let id = episode_id(id)?;
-            let size = page_size(size, 50, 500)?;
-            let offset = page_offset(&page_token)?;
-            let memory_type = convert::memory_type_in("memory_type", memory_type)?;
-            let page = self.env.list_memories(&id, offset, size, memory_type).await?;
-            Ok(Response::new(pb::ListMemoriesResponse {
-                memories: page.memories.iter().map(pb::Memory::from).collect(),
-                next_page_token: page.next_offset.map(|o| o.to_string()).unwrap_or_default(),
-                total: page.total as u32,
-            }))
-        }
-        .await)
+        logged(
+            async {
+                let id = episode_id(id)?;
+                let size = page_size(size, 50, 500)?;
+                let offset = page_offset(&page_token)?;
+                let memory_type = convert::memory_type_in("memory_type", memory_type)?;
+                let page = self.env.list_memories(&id, offset, size, memory_type).await?;
+                Ok(Response::new(pb::ListMemoriesResponse {
+                    memories: page.memories.iter().map(pb::Memory::from).collect(),
+                    next_page_token: page.next_offset.map(|o| o.to_string()).unwrap_or_default(),
+                    total: page.total as u32,
+                }))
+            }
+            .await,
+        )
     }
 
     async fn score_episode(&self, request: Request<pb::ScoreEpisodeRequest>) -> Result<Response<pb::ScoreEpisodeResponse>, Status> {
@@ -196,10 +200,12 @@ impl MemoryEnv for MemoryEnvService {
 
     async fn close_episode(&self, request: Request<pb::CloseEpisodeRequest>) -> Result<Response<pb::CloseEpisodeResponse>, Status> {
         let pb::CloseEpisodeRequest { episode_id: id } = request.into_inner();
-        logged(async {
-            let state = self.env.close_episode(&episode_id(id)?).await?;
-            Ok(Response::new(pb::CloseEpisodeResponse { state: Some(state.into()) }))
-        }
-        .await)
+        logged(
+            async {
+                let state = self.env.close_episode(&episode_id(id)?).await?;
+                Ok(Response::new(pb::CloseEpisodeResponse { state: Some(state.into()) }))
+            }
+            .await,
+        )
     }
 }

@@ -70,10 +70,7 @@ where
         repairs.raw_entries += 1;
         let mut yielded = 0u32;
         let mut tokens = 0u32;
-        for token in entry
-            .split(|c: char| c == ';' || c == ',' || c.is_whitespace())
-            .filter(|t| !t.is_empty())
-        {
+        for token in entry.split(|c: char| c == ';' || c == ',' || c.is_whitespace()).filter(|t| !t.is_empty()) {
             tokens += 1;
             match canonical_dia_id(token) {
                 Some(id) => {
@@ -112,10 +109,7 @@ mod tests {
     fn clean_entries_pass_through() {
         let (v, r) = norm(&["D1:3", "D10:2"]);
         assert_eq!(v, ["D1:3", "D10:2"]);
-        assert_eq!(
-            (r.raw_entries, r.clean, r.repaired, r.dropped),
-            (2, 2, 0, 0)
-        );
+        assert_eq!((r.raw_entries, r.clean, r.repaired, r.dropped), (2, 2, 0, 0));
     }
 
     #[test]

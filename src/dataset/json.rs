@@ -75,9 +75,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
-        serde_json::Number::from_f64(v)
-            .map(Json::Number)
-            .ok_or_else(|| E::custom("non-finite number"))
+        serde_json::Number::from_f64(v).map(Json::Number).ok_or_else(|| E::custom("non-finite number"))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Json, E> {
@@ -129,9 +127,7 @@ mod tests {
     #[test]
     fn keeps_key_order_and_rejects_duplicates() {
         let v: Json = serde_json::from_str(r#"{"b":1,"a":[true,null,"x",2.5]}"#).expect("parses");
-        let Json::Object(entries) = &v else {
-            panic!("not an object: {v:?}")
-        };
+        let Json::Object(entries) = &v else { panic!("not an object: {v:?}") };
         assert_eq!(entries[0].0, "b");
         assert_eq!(v.get("b"), Some(&Json::Number(1u64.into())));
         assert!(serde_json::from_str::<Json>(r#"{"a":1,"a":2}"#).is_err());

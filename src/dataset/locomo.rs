@@ -9,8 +9,8 @@ use std::path::Path;
 use super::evidence::normalize_evidence;
 use super::json::Json;
 use super::{
-    memory_id, question_id, seed42_split, Conversation, Dataset, DatasetError,
-    EvidenceRepairReport, MemoryRow, Question, Session, MEMORY_TYPE_EPISODIC, SOURCE_OBSERVATIONS,
+    memory_id, question_id, seed42_split, Conversation, Dataset, DatasetError, EvidenceRepairReport, MemoryRow, Question, Session,
+    MEMORY_TYPE_EPISODIC, SOURCE_OBSERVATIONS,
 };
 
 impl Dataset {
@@ -21,10 +21,7 @@ impl Dataset {
     /// [`DatasetError::Io`] if the file cannot be read, otherwise as
     /// [`Dataset::from_locomo_json_bytes`].
     pub fn from_locomo_json(path: &Path) -> Result<Dataset, DatasetError> {
-        let bytes = std::fs::read(path).map_err(|source| DatasetError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| DatasetError::Io { path: path.to_path_buf(), source })?;
         Dataset::from_locomo_json_bytes(&bytes, &path.display().to_string())
     }
 
@@ -36,10 +33,8 @@ impl Dataset {
     /// path, for a value that is missing or wrong (unknown conversation, missing session date,
     /// category outside 1..=5, observation without a well-formed dia id, …).
     pub fn from_locomo_json_bytes(bytes: &[u8], file: &str) -> Result<Dataset, DatasetError> {
-        let root: Json = serde_json::from_slice(bytes).map_err(|e| DatasetError::JsonSyntax {
-            file: file.to_owned(),
-            message: e.to_string(),
-        })?;
+        let root: Json =
+            serde_json::from_slice(bytes).map_err(|e| DatasetError::JsonSyntax { file: file.to_owned(), message: e.to_string() })?;
         let mut converter = Converter {
             file,
             conversations: Vec::new(),
@@ -53,11 +48,7 @@ impl Dataset {
             converter.sample(sample, &format!("[{i}]"), &mut seen)?;
         }
         let repairs = converter.repairs;
-        let mut dataset = Dataset::new(
-            converter.conversations,
-            converter.memories,
-            converter.questions,
-        )?;
+        let mut dataset = Dataset::new(converter.conversations, converter.memories, converter.questions)?;
         dataset.repairs = Some(repairs);
         Ok(dataset)
     }
@@ -85,11 +76,7 @@ fn session_number(key: &str, prefix: &str, suffix: &str) -> Option<Result<u32, (
 
 impl Converter<'_> {
     fn err(&self, path: &str, message: impl Into<String>) -> DatasetError {
-        DatasetError::Json {
-            file: self.file.to_owned(),
-            path: path.to_owned(),
-            message: message.into(),
-        }
+        DatasetError::Json { file: self.file.to_owned(), path: path.to_owned(), message: message.into() }
     }
 
     fn array<'j>(&self, v: &'j Json, path: &str) -> Result<&'j [Json], DatasetError> {
@@ -117,8 +104,7 @@ impl Converter<'_> {
     }
 
     fn field<'j>(&self, v: &'j Json, key: &str, path: &str) -> Result<&'j Json, DatasetError> {
-        v.get(key)
-            .ok_or_else(|| self.err(&format!("{path}.{key}"), "missing"))
+        v.get(key).ok_or_else(|| self.err(&format!("{path}.{key}"), "missing"))
     }
 
     /// A required, non-blank string field.
@@ -139,28 +125,16 @@ impl Converter<'_> {
             Some(Json::String(s)) if s.trim().is_empty() => Err(self.err(&path, "empty answer")),
             Some(Json::String(s)) => Ok(Some(s.clone())),
             Some(Json::Number(n)) => Ok(Some(n.to_string())),
-            Some(other) => Err(self.err(
-                &path,
-                format!("expected a string or a number, got {}", other.describe()),
-            )),
+            Some(other) => Err(self.err(&path, format!("expected a string or a number, got {}", other.describe()))),
         }
     }
 
-    fn sample(
-        &mut self,
-        sample: &Json,
-        path: &str,
-        seen: &mut HashSet<String>,
-    ) -> Result<(), DatasetError> {
+    fn sample(&mut self, sample: &Json, path: &str, seen: &mut HashSet<String>) -> Result<(), DatasetError> {
         self.object(sample, path)?;
         let id = self.text_field(sample, "sample_id", path)?;
         let id_path = format!("{path}.sample_id");
-        let split = seed42_split(&id).ok_or_else(|| {
-            self.err(
-                &id_path,
-                format!("conversation {id:?} is not in the seed-42 train/test split"),
-            )
-        })?;
+        let split =
+            seed42_split(&id).ok_or_else(|| self.err(&id_path, format!("conversation {id:?} is not in the seed-42 train/test split")))?;
         if !seen.insert(id.clone()) {
             return Err(self.err(&id_path, format!("duplicate conversation id {id:?}")));
         }
@@ -181,8 +155,7 @@ impl Converter<'_> {
                 for (t, turn) in turns.iter().enumerate() {
                     self.object(turn, &format!("{key_path}[{t}]"))?;
                 }
-                let count = u32::try_from(turns.len())
-                    .map_err(|_| self.err(&key_path, "too many turns"))?;
+                let count = u32::try_from(turns.len()).map_err(|_| self.err(&key_path, "too many turns"))?;
                 turns_by_session.insert(n, count);
             } else if let Some(n) = session_number(key, "session_", "_date_time") {
                 let n = n.map_err(|()| self.err(&key_path, "bad session number"))?;
@@ -194,43 +167,21 @@ impl Converter<'_> {
         for (&number, &turns) in &turns_by_session {
             let date_path = format!("{conv_path}.session_{number}_date_time");
             let date = match dates.get(&number) {
-                None => {
-                    return Err(self.err(&date_path, format!("missing date of session {number}")))
-                }
-                Some(date) if date.trim().is_empty() => {
-                    return Err(self.err(&date_path, "empty date"))
-                }
+                None => return Err(self.err(&date_path, format!("missing date of session {number}"))),
+                Some(date) if date.trim().is_empty() => return Err(self.err(&date_path, "empty date")),
                 Some(date) => (*date).to_owned(),
             };
-            turn_count = turn_count
-                .checked_add(turns)
-                .ok_or_else(|| self.err(&conv_path, "too many turns"))?;
-            sessions.push(Session {
-                number,
-                date_time: date,
-            });
+            turn_count = turn_count.checked_add(turns).ok_or_else(|| self.err(&conv_path, "too many turns"))?;
+            sessions.push(Session { number, date_time: date });
         }
 
         self.observations(sample, path, &id, &sessions)?;
         self.qa(sample, path, &id, split)?;
-        self.conversations.push(Conversation {
-            id,
-            speaker_a,
-            speaker_b,
-            sessions,
-            turn_count,
-            split,
-        });
+        self.conversations.push(Conversation { id, speaker_a, speaker_b, sessions, turn_count, split });
         Ok(())
     }
 
-    fn observations(
-        &mut self,
-        sample: &Json,
-        path: &str,
-        conversation_id: &str,
-        sessions: &[Session],
-    ) -> Result<(), DatasetError> {
+    fn observations(&mut self, sample: &Json, path: &str, conversation_id: &str, sessions: &[Session]) -> Result<(), DatasetError> {
         let obs_path = format!("{path}.observation");
         let observation = self.field(sample, "observation", path)?;
         let mut by_session: BTreeMap<u32, (&Json, String)> = BTreeMap::new();
@@ -244,10 +195,7 @@ impl Converter<'_> {
         let mut position: u32 = 0;
         for (&number, (value, session_path)) in &by_session {
             let Some(session) = sessions.iter().find(|s| s.number == number) else {
-                return Err(self.err(
-                    session_path,
-                    format!("observations of session {number}, which has no dialogue"),
-                ));
+                return Err(self.err(session_path, format!("observations of session {number}, which has no dialogue")));
             };
             for (speaker, facts) in self.object(value, session_path)? {
                 let speaker_path = format!("{session_path}.{speaker}");
@@ -258,10 +206,7 @@ impl Converter<'_> {
                     let fact_path = format!("{speaker_path}[{f}]");
                     let pair = self.array(fact, &fact_path)?;
                     let [text, dia] = pair else {
-                        return Err(self.err(
-                            &fact_path,
-                            format!("expected [fact, dia_id], got {} elements", pair.len()),
-                        ));
+                        return Err(self.err(&fact_path, format!("expected [fact, dia_id], got {} elements", pair.len())));
                     };
                     let text_path = format!("{fact_path}[0]");
                     let text = self.string(text, &text_path)?;
@@ -279,19 +224,11 @@ impl Converter<'_> {
                                 .map(|(k, item)| self.string(item, &format!("{dia_path}[{k}]")))
                                 .collect::<Result<_, _>>()?
                         }
-                        other
-                        @ (Json::Null | Json::Bool(_) | Json::Number(_) | Json::Object(_)) => {
-                            return Err(self.err(
-                                &dia_path,
-                                format!(
-                                    "expected a dia id or a list of them, got {}",
-                                    other.describe()
-                                ),
-                            ))
+                        other @ (Json::Null | Json::Bool(_) | Json::Number(_) | Json::Object(_)) => {
+                            return Err(self.err(&dia_path, format!("expected a dia id or a list of them, got {}", other.describe())))
                         }
                     };
-                    let evidence =
-                        normalize_evidence(raw.iter().copied(), &mut self.repairs.memories);
+                    let evidence = normalize_evidence(raw.iter().copied(), &mut self.repairs.memories);
                     if evidence.is_empty() {
                         return Err(self.err(&dia_path, "no well-formed dia id (D<n>:<n>)"));
                     }
@@ -307,22 +244,14 @@ impl Converter<'_> {
                         evidence,
                         source: SOURCE_OBSERVATIONS.to_owned(),
                     });
-                    position = position
-                        .checked_add(1)
-                        .ok_or_else(|| self.err(&fact_path, "too many memories"))?;
+                    position = position.checked_add(1).ok_or_else(|| self.err(&fact_path, "too many memories"))?;
                 }
             }
         }
         Ok(())
     }
 
-    fn qa(
-        &mut self,
-        sample: &Json,
-        path: &str,
-        conversation_id: &str,
-        split: super::Split,
-    ) -> Result<(), DatasetError> {
+    fn qa(&mut self, sample: &Json, path: &str, conversation_id: &str, split: super::Split) -> Result<(), DatasetError> {
         let qa_path = format!("{path}.qa");
         let qa = self.field(sample, "qa", path)?;
         for (i, item) in self.array(qa, &qa_path)?.iter().enumerate() {
@@ -347,19 +276,10 @@ impl Converter<'_> {
             let category = match self.field(item, "category", &item_path)? {
                 Json::Number(n) => match n.as_u64().and_then(|c| u8::try_from(c).ok()) {
                     Some(c @ 1..=5) => c,
-                    Some(_) | None => {
-                        return Err(self.err(&category_path, format!("expected 1..5, got {n}")))
-                    }
+                    Some(_) | None => return Err(self.err(&category_path, format!("expected 1..5, got {n}"))),
                 },
-                other @ (Json::Null
-                | Json::Bool(_)
-                | Json::String(_)
-                | Json::Array(_)
-                | Json::Object(_)) => {
-                    return Err(self.err(
-                        &category_path,
-                        format!("expected 1..5, got {}", other.describe()),
-                    ))
+                other @ (Json::Null | Json::Bool(_) | Json::String(_) | Json::Array(_) | Json::Object(_)) => {
+                    return Err(self.err(&category_path, format!("expected 1..5, got {}", other.describe())))
                 }
             };
             self.questions.push(Question {

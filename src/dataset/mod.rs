@@ -103,22 +103,14 @@ pub const MEMORY_TYPE_EPISODIC: &str = "episodic";
 pub const SOURCE_OBSERVATIONS: &str = "conversation_observations";
 
 /// The LoCoMo question categories, indexed by `category - 1`.
-pub const CATEGORY_NAMES: [&str; 5] = [
-    "multi-hop",
-    "temporal",
-    "open-domain",
-    "single-hop",
-    "adversarial",
-];
+pub const CATEGORY_NAMES: [&str; 5] = ["multi-hop", "temporal", "open-domain", "single-hop", "adversarial"];
 
 /// The category of adversarial questions (no answer in the conversation).
 pub const ADVERSARIAL_CATEGORY: u8 = 5;
 
 /// The name of a LoCoMo question category (1..=5), or `None` outside that range.
 pub fn category_name(category: u8) -> Option<&'static str> {
-    CATEGORY_NAMES
-        .get(usize::from(category).checked_sub(1)?)
-        .copied()
+    CATEGORY_NAMES.get(usize::from(category).checked_sub(1)?).copied()
 }
 
 /// The train/test split used by MemUpdate (`Astera-org/memupdate`,
@@ -142,10 +134,7 @@ pub const SEED42_SPLIT: [(&str, Split); 10] = [
 
 /// The split of a LoCoMo conversation in [`SEED42_SPLIT`], or `None` for an unknown id.
 pub fn seed42_split(conversation_id: &str) -> Option<Split> {
-    SEED42_SPLIT
-        .iter()
-        .find(|(id, _)| *id == conversation_id)
-        .map(|(_, split)| *split)
+    SEED42_SPLIT.iter().find(|(id, _)| *id == conversation_id).map(|(_, split)| *split)
 }
 
 /// The id of the memory at `position` within its conversation: `m` + at least 4 digits.
@@ -319,9 +308,7 @@ pub struct Dataset {
 /// repair counts, which only a JSON conversion knows).
 impl PartialEq for Dataset {
     fn eq(&self, other: &Dataset) -> bool {
-        self.conversations == other.conversations
-            && self.memories == other.memories
-            && self.questions == other.questions
+        self.conversations == other.conversations && self.memories == other.memories && self.questions == other.questions
     }
 }
 
@@ -417,30 +404,9 @@ impl DatasetError {
     fn in_dir(self, dir: &Path) -> DatasetError {
         let full = |file: String| dir.join(file).display().to_string();
         match self {
-            DatasetError::Parquet { file, message } => DatasetError::Parquet {
-                file: full(file),
-                message,
-            },
-            DatasetError::Schema {
-                file,
-                column,
-                message,
-            } => DatasetError::Schema {
-                file: full(file),
-                column,
-                message,
-            },
-            DatasetError::InvalidRow {
-                file,
-                row,
-                column,
-                message,
-            } => DatasetError::InvalidRow {
-                file: full(file),
-                row,
-                column,
-                message,
-            },
+            DatasetError::Parquet { file, message } => DatasetError::Parquet { file: full(file), message },
+            DatasetError::Schema { file, column, message } => DatasetError::Schema { file: full(file), column, message },
+            DatasetError::InvalidRow { file, row, column, message } => DatasetError::InvalidRow { file: full(file), row, column, message },
             other @ (DatasetError::Io { .. }
             | DatasetError::JsonSyntax { .. }
             | DatasetError::Json { .. }
@@ -456,18 +422,8 @@ impl Dataset {
     /// # Errors
     ///
     /// The first violation found by [`Dataset::validate`].
-    pub fn new(
-        conversations: Vec<Conversation>,
-        memories: Vec<MemoryRow>,
-        questions: Vec<Question>,
-    ) -> Result<Dataset, DatasetError> {
-        let mut dataset = Dataset {
-            conversations,
-            memories,
-            questions,
-            index: Index::default(),
-            repairs: None,
-        };
+    pub fn new(conversations: Vec<Conversation>, memories: Vec<MemoryRow>, questions: Vec<Question>) -> Result<Dataset, DatasetError> {
+        let mut dataset = Dataset { conversations, memories, questions, index: Index::default(), repairs: None };
         dataset.validate()?;
         dataset.reindex();
         Ok(dataset)
@@ -476,52 +432,28 @@ impl Dataset {
     /// Re-sorts memories and questions by (conversation order, position/index) and rebuilds the
     /// lookup index. Call it after editing the public vectors.
     pub fn reindex(&mut self) {
-        let order: HashMap<&str, usize> = self
-            .conversations
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id.as_str(), i))
-            .collect();
+        let order: HashMap<&str, usize> = self.conversations.iter().enumerate().map(|(i, c)| (c.id.as_str(), i)).collect();
         let rank = |id: &str| order.get(id).copied().unwrap_or(usize::MAX);
-        self.memories
-            .sort_by_cached_key(|m| (rank(&m.conversation_id), m.position));
-        self.questions
-            .sort_by_cached_key(|q| (rank(&q.conversation_id), q.index));
+        self.memories.sort_by_cached_key(|m| (rank(&m.conversation_id), m.position));
+        self.questions.sort_by_cached_key(|q| (rank(&q.conversation_id), q.index));
 
-        let mut index = Index {
-            conversations: self
-                .conversations
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.id.clone(), i))
-                .collect(),
-            ..Index::default()
-        };
+        let mut index =
+            Index { conversations: self.conversations.iter().enumerate().map(|(i, c)| (c.id.clone(), i)).collect(), ..Index::default() };
         let mut start = 0;
         while start < self.memories.len() {
             let id = &self.memories[start].conversation_id;
-            let len = self.memories[start..]
-                .iter()
-                .take_while(|m| &m.conversation_id == id)
-                .count();
+            let len = self.memories[start..].iter().take_while(|m| &m.conversation_id == id).count();
             index.memories.insert(id.clone(), start..start + len);
             start += len;
         }
-        index.questions = self
-            .questions
-            .iter()
-            .enumerate()
-            .map(|(i, q)| (q.id.clone(), i))
-            .collect();
+        index.questions = self.questions.iter().enumerate().map(|(i, q)| (q.id.clone(), i)).collect();
         self.index = index;
     }
 
     /// The conversation with this id.
     pub fn conversation(&self, id: &str) -> Option<&Conversation> {
         match self.index.conversations.get(id) {
-            Some(&i) if self.conversations.get(i).is_some_and(|c| c.id == id) => {
-                self.conversations.get(i)
-            }
+            Some(&i) if self.conversations.get(i).is_some_and(|c| c.id == id) => self.conversations.get(i),
             _ => self.conversations.iter().find(|c| c.id == id),
         }
     }
@@ -530,35 +462,20 @@ impl Dataset {
     pub fn memories_of(&self, conversation_id: &str) -> &[MemoryRow] {
         if let Some(range) = self.index.memories.get(conversation_id) {
             if let Some(slice) = self.memories.get(range.clone()) {
-                let first_ok = slice
-                    .first()
-                    .is_some_and(|m| m.conversation_id == conversation_id);
-                let last_ok = slice
-                    .last()
-                    .is_some_and(|m| m.conversation_id == conversation_id);
-                let before_ok = range.start == 0
-                    || self.memories[range.start - 1].conversation_id != conversation_id;
-                let after_ok = self
-                    .memories
-                    .get(range.end)
-                    .is_none_or(|m| m.conversation_id != conversation_id);
+                let first_ok = slice.first().is_some_and(|m| m.conversation_id == conversation_id);
+                let last_ok = slice.last().is_some_and(|m| m.conversation_id == conversation_id);
+                let before_ok = range.start == 0 || self.memories[range.start - 1].conversation_id != conversation_id;
+                let after_ok = self.memories.get(range.end).is_none_or(|m| m.conversation_id != conversation_id);
                 if first_ok && last_ok && before_ok && after_ok {
                     return slice;
                 }
             }
         }
         // Stale or missing index entry: find the run by scanning.
-        let Some(start) = self
-            .memories
-            .iter()
-            .position(|m| m.conversation_id == conversation_id)
-        else {
+        let Some(start) = self.memories.iter().position(|m| m.conversation_id == conversation_id) else {
             return &[];
         };
-        let len = self.memories[start..]
-            .iter()
-            .take_while(|m| m.conversation_id == conversation_id)
-            .count();
+        let len = self.memories[start..].iter().take_while(|m| m.conversation_id == conversation_id).count();
         &self.memories[start..start + len]
     }
 
@@ -571,13 +488,8 @@ impl Dataset {
     }
 
     /// The questions of a conversation, in `qa` order.
-    pub fn questions_of<'a>(
-        &'a self,
-        conversation_id: &'a str,
-    ) -> impl Iterator<Item = &'a Question> + 'a {
-        self.questions
-            .iter()
-            .filter(move |q| q.conversation_id == conversation_id)
+    pub fn questions_of<'a>(&'a self, conversation_id: &'a str) -> impl Iterator<Item = &'a Question> + 'a {
+        self.questions.iter().filter(move |q| q.conversation_id == conversation_id)
     }
 
     /// What the JSON converter repaired in the evidence; `None` for a dataset read from Parquet.

@@ -12,10 +12,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder, UInt32Builder};
 use arrow_array::types::{UInt32Type, UInt8Type};
-use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, ListArray, PrimitiveArray, RecordBatch, StringArray,
-    UInt32Array, UInt8Array,
-};
+use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, ListArray, PrimitiveArray, RecordBatch, StringArray, UInt32Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -103,11 +100,7 @@ fn string_lists<'a, I>(rows: impl Iterator<Item = I>) -> ArrayRef
 where
     I: IntoIterator<Item = &'a str>,
 {
-    let mut builder = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new(
-        "item",
-        DataType::Utf8,
-        false,
-    )));
+    let mut builder = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
     for row in rows {
         for item in row {
             builder.values().append_value(item);
@@ -117,24 +110,13 @@ where
     Arc::new(builder.finish())
 }
 
-fn batch(
-    file: &str,
-    schema: SchemaRef,
-    columns: Vec<ArrayRef>,
-) -> Result<RecordBatch, DatasetError> {
-    RecordBatch::try_new(schema, columns).map_err(|e| DatasetError::Parquet {
-        file: file.to_owned(),
-        message: e.to_string(),
-    })
+fn batch(file: &str, schema: SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch, DatasetError> {
+    RecordBatch::try_new(schema, columns).map_err(|e| DatasetError::Parquet { file: file.to_owned(), message: e.to_string() })
 }
 
 /// The conversations as one record batch (no validation).
 pub(super) fn conversations_batch(rows: &[Conversation]) -> Result<RecordBatch, DatasetError> {
-    let mut numbers = ListBuilder::new(UInt32Builder::new()).with_field(Arc::new(Field::new(
-        "item",
-        DataType::UInt32,
-        false,
-    )));
+    let mut numbers = ListBuilder::new(UInt32Builder::new()).with_field(Arc::new(Field::new("item", DataType::UInt32, false)));
     for c in rows {
         for s in &c.sessions {
             numbers.values().append_value(s.number);
@@ -149,10 +131,7 @@ pub(super) fn conversations_batch(rows: &[Conversation]) -> Result<RecordBatch, 
             strings(rows.iter().map(|c| c.speaker_a.as_str())),
             strings(rows.iter().map(|c| c.speaker_b.as_str())),
             Arc::new(numbers.finish()),
-            string_lists(
-                rows.iter()
-                    .map(|c| c.sessions.iter().map(|s| s.date_time.as_str())),
-            ),
+            string_lists(rows.iter().map(|c| c.sessions.iter().map(|s| s.date_time.as_str()))),
             Arc::new(rows.iter().map(|c| c.turn_count).collect::<UInt32Array>()),
             strings(rows.iter().map(|c| c.split.as_str())),
         ],
@@ -189,16 +168,8 @@ pub(super) fn questions_batch(rows: &[Question]) -> Result<RecordBatch, DatasetE
             strings(rows.iter().map(|q| q.conversation_id.as_str())),
             Arc::new(rows.iter().map(|q| q.index).collect::<UInt32Array>()),
             strings(rows.iter().map(|q| q.question.as_str())),
-            Arc::new(
-                rows.iter()
-                    .map(|q| q.answer.as_deref())
-                    .collect::<StringArray>(),
-            ),
-            Arc::new(
-                rows.iter()
-                    .map(|q| q.adversarial_answer.as_deref())
-                    .collect::<StringArray>(),
-            ),
+            Arc::new(rows.iter().map(|q| q.answer.as_deref()).collect::<StringArray>()),
+            Arc::new(rows.iter().map(|q| q.adversarial_answer.as_deref()).collect::<StringArray>()),
             string_lists(rows.iter().map(|q| q.evidence.iter().map(String::as_str))),
             Arc::new(rows.iter().map(|q| q.category).collect::<UInt8Array>()),
             strings(rows.iter().map(|q| q.split.as_str())),
@@ -208,13 +179,8 @@ pub(super) fn questions_batch(rows: &[Question]) -> Result<RecordBatch, DatasetE
 
 /// Encodes one record batch as a snappy-compressed Parquet file in memory.
 pub(super) fn encode(file: &str, batch: &RecordBatch) -> Result<Bytes, DatasetError> {
-    let err = |e: parquet::errors::ParquetError| DatasetError::Parquet {
-        file: file.to_owned(),
-        message: e.to_string(),
-    };
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .build();
+    let err = |e: parquet::errors::ParquetError| DatasetError::Parquet { file: file.to_owned(), message: e.to_string() };
+    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
     let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).map_err(err)?;
     writer.write(batch).map_err(err)?;
     Ok(Bytes::from(writer.into_inner().map_err(err)?))
@@ -233,24 +199,15 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
         Some(p) if !p.as_os_str().is_empty() => p,
         Some(_) | None => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
         let mut file = fs::File::create(&tmp).map_err(io(&tmp))?;
         file.write_all(bytes).map_err(io(&tmp))?;
         file.sync_all().map_err(io(&tmp))?;
         drop(file);
         fs::rename(&tmp, path).map_err(io(path))?;
-        fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(dir))
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
     })();
     if result.is_err() {
         // Best effort: the temporary file may or may not exist at this point.
@@ -262,18 +219,12 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
 /// Decodes a Parquet file into record batches after checking its schema against `expected`.
 /// A panic inside the decoder on a malformed file is turned into an error as a last resort.
 fn decode(file: &str, bytes: Bytes, expected: &Schema) -> Result<Vec<RecordBatch>, DatasetError> {
-    let parquet_err = |message: String| DatasetError::Parquet {
-        file: file.to_owned(),
-        message,
-    };
+    let parquet_err = |message: String| DatasetError::Parquet { file: file.to_owned(), message };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(|e| parquet_err(e.to_string()))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| parquet_err(e.to_string()))?;
         check_schema(file, builder.schema(), expected)?;
         let reader = builder.build().map_err(|e| parquet_err(e.to_string()))?;
-        reader
-            .map(|b| b.map_err(|e| parquet_err(e.to_string())))
-            .collect::<Result<Vec<_>, _>>()
+        reader.map(|b| b.map_err(|e| parquet_err(e.to_string()))).collect::<Result<Vec<_>, _>>()
     }));
     match outcome {
         Ok(result) => result,
@@ -299,20 +250,10 @@ fn compatible(expected: &DataType, actual: &DataType) -> bool {
 fn check_schema(file: &str, actual: &Schema, expected: &Schema) -> Result<(), DatasetError> {
     for field in expected.fields() {
         let column = field.name();
-        let schema_err = |message: String| DatasetError::Schema {
-            file: file.to_owned(),
-            column: column.clone(),
-            message,
-        };
-        let found = actual
-            .field_with_name(column)
-            .map_err(|_| schema_err("missing column".to_owned()))?;
+        let schema_err = |message: String| DatasetError::Schema { file: file.to_owned(), column: column.clone(), message };
+        let found = actual.field_with_name(column).map_err(|_| schema_err("missing column".to_owned()))?;
         if !compatible(field.data_type(), found.data_type()) {
-            return Err(schema_err(format!(
-                "expected {}, found {}",
-                field.data_type(),
-                found.data_type()
-            )));
+            return Err(schema_err(format!("expected {}, found {}", field.data_type(), found.data_type())));
         }
     }
     Ok(())
@@ -327,18 +268,10 @@ struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     fn schema_err(&self, column: &str, message: &str) -> DatasetError {
-        DatasetError::Schema {
-            file: self.file.to_owned(),
-            column: column.to_owned(),
-            message: message.to_owned(),
-        }
+        DatasetError::Schema { file: self.file.to_owned(), column: column.to_owned(), message: message.to_owned() }
     }
 
-    fn array<A: Array + 'static>(
-        &self,
-        column: &str,
-        type_name: &str,
-    ) -> Result<&'a A, DatasetError> {
+    fn array<A: Array + 'static>(&self, column: &str, type_name: &str) -> Result<&'a A, DatasetError> {
         let batch: &'a RecordBatch = self.batch;
         batch
             .column_by_name(column)
@@ -349,47 +282,21 @@ impl<'a> Columns<'a> {
     }
 
     fn strings(&self, column: &'a str) -> Result<StringColumn<'a>, DatasetError> {
-        Ok(StringColumn {
-            at: self.at(column),
-            array: self.array::<StringArray>(column, "Utf8")?,
-        })
+        Ok(StringColumn { at: self.at(column), array: self.array::<StringArray>(column, "Utf8")? })
     }
 
-    fn primitives<T: ArrowPrimitiveType>(
-        &self,
-        column: &'a str,
-        type_name: &str,
-    ) -> Result<PrimitiveColumn<'a, T>, DatasetError> {
-        Ok(PrimitiveColumn {
-            at: self.at(column),
-            array: self.array::<PrimitiveArray<T>>(column, type_name)?,
-        })
+    fn primitives<T: ArrowPrimitiveType>(&self, column: &'a str, type_name: &str) -> Result<PrimitiveColumn<'a, T>, DatasetError> {
+        Ok(PrimitiveColumn { at: self.at(column), array: self.array::<PrimitiveArray<T>>(column, type_name)? })
     }
 
-    fn lists<V: Array + 'static>(
-        &self,
-        column: &'a str,
-        type_name: &str,
-    ) -> Result<ListColumn<'a, V>, DatasetError> {
+    fn lists<V: Array + 'static>(&self, column: &'a str, type_name: &str) -> Result<ListColumn<'a, V>, DatasetError> {
         let list = self.array::<ListArray>(column, type_name)?;
-        let values = list
-            .values()
-            .as_any()
-            .downcast_ref::<V>()
-            .ok_or_else(|| self.schema_err(column, &format!("expected {type_name}")))?;
-        Ok(ListColumn {
-            at: self.at(column),
-            list,
-            values,
-        })
+        let values = list.values().as_any().downcast_ref::<V>().ok_or_else(|| self.schema_err(column, &format!("expected {type_name}")))?;
+        Ok(ListColumn { at: self.at(column), list, values })
     }
 
     fn at(&self, column: &'a str) -> At<'a> {
-        At {
-            file: self.file,
-            column,
-            offset: self.offset,
-        }
+        At { file: self.file, column, offset: self.offset }
     }
 }
 
@@ -487,10 +394,7 @@ impl<V: Array> ListColumn<'_, V> {
 
 impl ListColumn<'_, StringArray> {
     fn get(&self, i: usize) -> Result<Vec<String>, DatasetError> {
-        Ok(self
-            .range(i)?
-            .map(|j| self.values.value(j).to_owned())
-            .collect())
+        Ok(self.range(i)?.map(|j| self.values.value(j).to_owned()).collect())
     }
 }
 
@@ -509,11 +413,7 @@ fn for_each_row<T>(
     let mut out = Vec::new();
     let mut offset = 0;
     for batch in batches {
-        let columns = Columns {
-            file,
-            batch,
-            offset,
-        };
+        let columns = Columns { file, batch, offset };
         for i in 0..batch.num_rows() {
             out.push(row(&columns, i)?);
         }
@@ -525,38 +425,21 @@ fn for_each_row<T>(
 fn read_conversations(file: &str, bytes: Bytes) -> Result<Vec<Conversation>, DatasetError> {
     let batches = decode(file, bytes, &conversations_schema())?;
     for_each_row(file, &batches, |cols, i| {
-        let numbers = cols
-            .lists::<UInt32Array>("session_numbers", "List<UInt32>")?
-            .get(i)?;
+        let numbers = cols.lists::<UInt32Array>("session_numbers", "List<UInt32>")?.get(i)?;
         let dates_col = cols.lists::<StringArray>("session_dates", "List<Utf8>")?;
         let dates = dates_col.get(i)?;
         if numbers.len() != dates.len() {
-            return Err(dates_col.at.err(
-                i,
-                format!(
-                    "{} dates for {} session numbers",
-                    dates.len(),
-                    numbers.len()
-                ),
-            ));
+            return Err(dates_col.at.err(i, format!("{} dates for {} session numbers", dates.len(), numbers.len())));
         }
         let split_col = cols.strings("split")?;
         let split_text = split_col.get(i)?;
-        let split: Split = split_text
-            .parse()
-            .map_err(|e: super::ParseSplitError| split_col.at.err(i, e.to_string()))?;
+        let split: Split = split_text.parse().map_err(|e: super::ParseSplitError| split_col.at.err(i, e.to_string()))?;
         Ok(Conversation {
             id: cols.strings("id")?.get(i)?,
             speaker_a: cols.strings("speaker_a")?.get(i)?,
             speaker_b: cols.strings("speaker_b")?.get(i)?,
-            sessions: numbers
-                .into_iter()
-                .zip(dates)
-                .map(|(number, date_time)| Session { number, date_time })
-                .collect(),
-            turn_count: cols
-                .primitives::<UInt32Type>("turn_count", "UInt32")?
-                .get(i)?,
+            sessions: numbers.into_iter().zip(dates).map(|(number, date_time)| Session { number, date_time }).collect(),
+            turn_count: cols.primitives::<UInt32Type>("turn_count", "UInt32")?.get(i)?,
             split,
         })
     })
@@ -568,17 +451,13 @@ fn read_memories(file: &str, bytes: Bytes) -> Result<Vec<MemoryRow>, DatasetErro
         Ok(MemoryRow {
             conversation_id: cols.strings("conversation_id")?.get(i)?,
             memory_id: cols.strings("memory_id")?.get(i)?,
-            position: cols
-                .primitives::<UInt32Type>("position", "UInt32")?
-                .get(i)?,
+            position: cols.primitives::<UInt32Type>("position", "UInt32")?.get(i)?,
             text: cols.strings("text")?.get(i)?,
             memory_type: cols.strings("memory_type")?.get(i)?,
             speaker: cols.strings("speaker")?.get(i)?,
             session: cols.primitives::<UInt32Type>("session", "UInt32")?.get(i)?,
             session_date: cols.strings("session_date")?.get(i)?,
-            evidence: cols
-                .lists::<StringArray>("evidence", "List<Utf8>")?
-                .get(i)?,
+            evidence: cols.lists::<StringArray>("evidence", "List<Utf8>")?.get(i)?,
             source: cols.strings("source")?.get(i)?,
         })
     })
@@ -588,10 +467,7 @@ fn read_questions(file: &str, bytes: Bytes) -> Result<Vec<Question>, DatasetErro
     let batches = decode(file, bytes, &questions_schema())?;
     for_each_row(file, &batches, |cols, i| {
         let split_col = cols.strings("split")?;
-        let split: Split = split_col
-            .get(i)?
-            .parse()
-            .map_err(|e: super::ParseSplitError| split_col.at.err(i, e.to_string()))?;
+        let split: Split = split_col.get(i)?.parse().map_err(|e: super::ParseSplitError| split_col.at.err(i, e.to_string()))?;
         Ok(Question {
             id: cols.strings("id")?.get(i)?,
             conversation_id: cols.strings("conversation_id")?.get(i)?,
@@ -599,9 +475,7 @@ fn read_questions(file: &str, bytes: Bytes) -> Result<Vec<Question>, DatasetErro
             question: cols.strings("question")?.get(i)?,
             answer: cols.strings("answer")?.optional(i)?,
             adversarial_answer: cols.strings("adversarial_answer")?.optional(i)?,
-            evidence: cols
-                .lists::<StringArray>("evidence", "List<Utf8>")?
-                .get(i)?,
+            evidence: cols.lists::<StringArray>("evidence", "List<Utf8>")?.get(i)?,
             category: cols.primitives::<UInt8Type>("category", "UInt8")?.get(i)?,
             split,
         })
@@ -616,10 +490,7 @@ impl Dataset {
     /// [`DatasetError::Parquet`] if the encoder fails.
     pub fn to_parquet_bytes(&self) -> Result<ParquetFiles, DatasetError> {
         Ok(ParquetFiles {
-            conversations: encode(
-                CONVERSATIONS_FILE,
-                &conversations_batch(&self.conversations)?,
-            )?,
+            conversations: encode(CONVERSATIONS_FILE, &conversations_batch(&self.conversations)?)?,
             memories: encode(MEMORIES_FILE, &memories_batch(&self.memories)?)?,
             questions: encode(QUESTIONS_FILE, &questions_batch(&self.questions)?)?,
         })
@@ -635,10 +506,7 @@ impl Dataset {
     /// [`DatasetError::Parquet`] if encoding fails.
     pub fn write_parquet(&self, dir: &Path) -> Result<(), DatasetError> {
         let files = self.to_parquet_bytes()?;
-        fs::create_dir_all(dir).map_err(|source| DatasetError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        fs::create_dir_all(dir).map_err(|source| DatasetError::Io { path: dir.to_path_buf(), source })?;
         atomic_write(&dir.join(CONVERSATIONS_FILE), &files.conversations)?;
         atomic_write(&dir.join(MEMORIES_FILE), &files.memories)?;
         atomic_write(&dir.join(QUESTIONS_FILE), &files.questions)?;
@@ -654,16 +522,9 @@ impl Dataset {
     pub fn read_parquet_dir(dir: &Path) -> Result<Dataset, DatasetError> {
         let read = |name: &str| {
             let path = dir.join(name);
-            fs::read(&path)
-                .map(Bytes::from)
-                .map_err(|source| DatasetError::Io { path, source })
+            fs::read(&path).map(Bytes::from).map_err(|source| DatasetError::Io { path, source })
         };
-        Dataset::read_parquet_bytes(
-            read(CONVERSATIONS_FILE)?,
-            read(MEMORIES_FILE)?,
-            read(QUESTIONS_FILE)?,
-        )
-        .map_err(|e| e.in_dir(dir))
+        Dataset::read_parquet_bytes(read(CONVERSATIONS_FILE)?, read(MEMORIES_FILE)?, read(QUESTIONS_FILE)?).map_err(|e| e.in_dir(dir))
     }
 
     /// Reads and validates the three tables from in-memory Parquet files, e.g. copies embedded
@@ -675,11 +536,7 @@ impl Dataset {
     /// [`DatasetError::Schema`] for a missing column or one of the wrong type,
     /// [`DatasetError::InvalidRow`] for a null in a non-nullable column or a value that fails
     /// [`Dataset::validate`], [`DatasetError::Invalid`] for a failed cross-row check.
-    pub fn read_parquet_bytes(
-        conversations: Bytes,
-        memories: Bytes,
-        questions: Bytes,
-    ) -> Result<Dataset, DatasetError> {
+    pub fn read_parquet_bytes(conversations: Bytes, memories: Bytes, questions: Bytes) -> Result<Dataset, DatasetError> {
         let conversations = read_conversations(CONVERSATIONS_FILE, conversations)?;
         let memories = read_memories(MEMORIES_FILE, memories)?;
         let questions = read_questions(QUESTIONS_FILE, questions)?;

@@ -4,9 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
-use super::{
-    category_name, Dataset, EvidenceRepairReport, EvidenceRepairs, Split, ADVERSARIAL_CATEGORY,
-};
+use super::{category_name, Dataset, EvidenceRepairReport, EvidenceRepairs, Split, ADVERSARIAL_CATEGORY};
 
 /// Counts of one conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,14 +95,8 @@ impl Dataset {
             *memories.entry(&m.conversation_id).or_default() += 1;
         }
         let mut by_category: HashMap<&str, [u32; 5]> = HashMap::new();
-        let mut categories: Vec<CategoryStats> = (1..=5u8)
-            .map(|category| CategoryStats {
-                category,
-                questions: 0,
-                train: 0,
-                test: 0,
-            })
-            .collect();
+        let mut categories: Vec<CategoryStats> =
+            (1..=5u8).map(|category| CategoryStats { category, questions: 0, train: 0, test: 0 }).collect();
         for q in &self.questions {
             let Some(slot) = usize::from(q.category).checked_sub(1).filter(|&k| k < 5) else {
                 continue;
@@ -122,8 +114,7 @@ impl Dataset {
             .conversations
             .iter()
             .map(|c| {
-                let questions_by_category =
-                    by_category.get(c.id.as_str()).copied().unwrap_or_default();
+                let questions_by_category = by_category.get(c.id.as_str()).copied().unwrap_or_default();
                 ConversationStats {
                     id: c.id.clone(),
                     split: c.split,
@@ -139,19 +130,12 @@ impl Dataset {
         let splits = Split::ALL
             .iter()
             .map(|&split| {
-                let mut s = SplitStats {
-                    split,
-                    conversations: 0,
-                    memories: 0,
-                    questions: 0,
-                    questions_without_adversarial: 0,
-                };
+                let mut s = SplitStats { split, conversations: 0, memories: 0, questions: 0, questions_without_adversarial: 0 };
                 for c in conversations.iter().filter(|c| c.split == split) {
                     s.conversations += 1;
                     s.memories += c.memories;
                     s.questions += c.questions;
-                    s.questions_without_adversarial += c.questions
-                        - c.questions_by_category[usize::from(ADVERSARIAL_CATEGORY) - 1];
+                    s.questions_without_adversarial += c.questions - c.questions_by_category[usize::from(ADVERSARIAL_CATEGORY) - 1];
                 }
                 s
             })
@@ -164,37 +148,20 @@ impl Dataset {
             memories: count(self.memories.len()),
             questions: count(self.questions.len()),
         };
-        Stats {
-            conversations,
-            splits,
-            categories,
-            totals,
-            evidence_repairs: self.repairs,
-        }
+        Stats { conversations, splits, categories, totals, evidence_repairs: self.repairs }
     }
 }
 
 /// Writes rows of cells, first column left-aligned, the others right-aligned.
 fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|k| {
-            rows.iter()
-                .filter_map(|r| r.get(k))
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths: Vec<usize> =
+        (0..columns).map(|k| rows.iter().filter_map(|r| r.get(k)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
     for row in rows {
         let mut line = String::new();
         for (k, (cell, &w)) in row.iter().zip(&widths).enumerate() {
             // Writing to a String cannot fail.
-            let _ = if k == 0 {
-                write!(line, "{cell:<w$}")
-            } else {
-                write!(line, "  {cell:>w$}")
-            };
+            let _ = if k == 0 { write!(line, "{cell:<w$}") } else { write!(line, "  {cell:>w$}") };
         }
         writeln!(f, "{}", line.trim_end())?;
     }
@@ -256,16 +223,8 @@ impl fmt::Display for Stats {
         table(f, &rows)?;
         writeln!(f)?;
 
-        let mut rows = vec![[
-            "split",
-            "conversations",
-            "memories",
-            "questions",
-            "without cat5",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect::<Vec<_>>()];
+        let mut rows =
+            vec![["split", "conversations", "memories", "questions", "without cat5"].iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()];
         for s in &self.splits {
             rows.push(vec![
                 s.split.to_string(),
@@ -278,17 +237,10 @@ impl fmt::Display for Stats {
         table(f, &rows)?;
         writeln!(f)?;
 
-        let mut rows = vec![["category", "questions", "train", "test"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect::<Vec<_>>()];
+        let mut rows = vec![["category", "questions", "train", "test"].iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()];
         for c in &self.categories {
             rows.push(vec![
-                format!(
-                    "{} {}",
-                    c.category,
-                    category_name(c.category).unwrap_or("?")
-                ),
+                format!("{} {}", c.category, category_name(c.category).unwrap_or("?")),
                 c.questions.to_string(),
                 c.train.to_string(),
                 c.test.to_string(),
@@ -297,34 +249,19 @@ impl fmt::Display for Stats {
         table(f, &rows)?;
 
         match &self.evidence_repairs {
-            None => writeln!(
-                f,
-                "\nevidence repairs: not known (dataset not read from JSON)"
-            )?,
+            None => writeln!(f, "\nevidence repairs: not known (dataset not read from JSON)")?,
             Some(r) => {
                 writeln!(f)?;
                 let rows = vec![
-                    [
-                        "evidence",
-                        "raw entries",
-                        "clean",
-                        "repaired",
-                        "dropped",
-                        "bad tokens",
-                        "duplicates",
-                    ]
-                    .iter()
-                    .map(|s| (*s).to_owned())
-                    .collect::<Vec<_>>(),
+                    ["evidence", "raw entries", "clean", "repaired", "dropped", "bad tokens", "duplicates"]
+                        .iter()
+                        .map(|s| (*s).to_owned())
+                        .collect::<Vec<_>>(),
                     repairs_row("memories", &r.memories),
                     repairs_row("questions", &r.questions),
                 ];
                 table(f, &rows)?;
-                writeln!(
-                    f,
-                    "observation pairs with a list-valued dia_id: {}",
-                    r.list_valued_dia_ids
-                )?;
+                writeln!(f, "observation pairs with a list-valued dia_id: {}", r.list_valued_dia_ids)?;
             }
         }
         Ok(())

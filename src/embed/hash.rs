@@ -9,11 +9,11 @@
 use super::{EmbedError, Embedder, EmbedderIdentity};
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as", "is", "was",
-    "are", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "he", "she", "they", "them",
-    "his", "her", "their", "i", "you", "we", "me", "my", "your", "our", "do", "does", "did", "has", "have", "had",
-    "what", "when", "where", "who", "whom", "which", "why", "how", "would", "could", "should", "will", "can", "about",
-    "into", "than", "then", "so", "if", "not", "no", "yes", "also", "some", "any", "there", "here", "after", "before",
+    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as", "is", "was", "are", "were",
+    "be", "been", "being", "it", "its", "this", "that", "these", "those", "he", "she", "they", "them", "his", "her", "their", "i", "you",
+    "we", "me", "my", "your", "our", "do", "does", "did", "has", "have", "had", "what", "when", "where", "who", "whom", "which", "why",
+    "how", "would", "could", "should", "will", "can", "about", "into", "than", "then", "so", "if", "not", "no", "yes", "also", "some",
+    "any", "there", "here", "after", "before",
 ];
 
 /// Feature-hashing embedder (see the module doc).
@@ -39,11 +39,8 @@ impl HashEmbedder {
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
         let dim = self.identity.dim;
         let mut v = vec![0.0f32; dim];
-        let words: Vec<String> = text
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(|w| stem(&w.to_lowercase()))
-            .collect();
+        let words: Vec<String> =
+            text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| stem(&w.to_lowercase())).collect();
         let mut add = |key: &[u8], salt: u8, w: f32| {
             let mut h = fnv1a_with(salt, key);
             let idx = (h % dim as u64) as usize;

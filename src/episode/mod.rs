@@ -285,6 +285,9 @@ pub struct MemoryPage {
     pub total: usize,
 }
 
+/// A question's embedding and its evaluation on M₀ (cached per question: `p_old`).
+type POld = Arc<(Vec<f32>, Evaluation)>;
+
 /// The domain service: everything the gRPC layer can ask of episodes.
 pub struct Environment {
     config: EnvConfig,
@@ -293,7 +296,7 @@ pub struct Environment {
     embed: EmbedService,
     registry: Registry,
     clock: Arc<dyn Clock>,
-    p_old: Mutex<HashMap<String, Arc<(Vec<f32>, Evaluation)>>>,
+    p_old: Mutex<HashMap<String, POld>>,
     next_id: AtomicU64,
     id_salt: u64,
 }
@@ -408,7 +411,10 @@ impl Environment {
                         return Err(EpisodeError::DatasetNotFound { what: "conversation", id: c.clone() });
                     }
                     if *c != q.conversation_id {
-                        return Err(EpisodeError::invalid("conversation_id", format!("question {question_id} belongs to {}, not {c}", q.conversation_id)));
+                        return Err(EpisodeError::invalid(
+                            "conversation_id",
+                            format!("question {question_id} belongs to {}, not {c}", q.conversation_id),
+                        ));
                     }
                 }
                 if q.category == 5 && !req.include_adversarial {
@@ -416,10 +422,11 @@ impl Environment {
                         "question {question_id} is category 5 (adversarial), which is excluded by default; set include_adversarial"
                     )));
                 }
-                let base = self.bases.get(&q.conversation_id).cloned().ok_or_else(|| EpisodeError::DatasetNotFound {
-                    what: "conversation",
-                    id: q.conversation_id.clone(),
-                })?;
+                let base = self
+                    .bases
+                    .get(&q.conversation_id)
+                    .cloned()
+                    .ok_or_else(|| EpisodeError::DatasetNotFound { what: "conversation", id: q.conversation_id.clone() })?;
                 let target = Target {
                     question: q.question.clone(),
                     answer: q.answer.clone(),
@@ -438,7 +445,11 @@ impl Environment {
                     category: None,
                     evidence: evidence.clone(),
                 };
-                (None, target, None, None, format!("custom:{}", question.trim()))
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for b in memories.iter().flat_map(|m| m.text.trim().bytes().chain(std::iter::once(0))) {
+                    h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                (None, target, None, None, format!("custom:{}:{}:{h:016x}", question.trim(), memories.len()))
             }
         };
         let definition = format!("{what} seed={seed} max_steps={max_steps}");
@@ -499,7 +510,10 @@ impl Environment {
         for (i, m) in memories.iter().enumerate() {
             let n = m.text.trim().chars().count();
             if n == 0 || n > max_chars {
-                return Err(EpisodeError::invalid(&format!("custom.memories[{i}].text"), format!("must be 1 to {max_chars} characters, got {n}")));
+                return Err(EpisodeError::invalid(
+                    &format!("custom.memories[{i}].text"),
+                    format!("must be 1 to {max_chars} characters, got {n}"),
+                ));
             }
         }
         for (field, v) in [("custom.question", question), ("custom.answer", answer)] {
@@ -583,7 +597,13 @@ impl Environment {
     }
 
     /// A page of memories in listing order.
-    pub async fn list_memories(&self, episode_id: &str, offset: usize, page_size: usize, memory_type: Option<MemoryType>) -> Result<MemoryPage, EpisodeError> {
+    pub async fn list_memories(
+        &self,
+        episode_id: &str,
+        offset: usize,
+        page_size: usize,
+        memory_type: Option<MemoryType>,
+    ) -> Result<MemoryPage, EpisodeError> {
         let entry = self.entry(episode_id)?;
         let ep = entry.episode.lock().await;
         let filter = Filter { memory_type, ..Filter::default() };
@@ -624,7 +644,15 @@ impl Environment {
             new_chars: ep.memory.total_chars(),
             n_max: self.config.n_max.unwrap_or(base.len()).max(1),
         };
-        let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, k, evaluator, self.embed.identity().to_string(), ep.target.evidence.len()));
+        let b = Arc::new(reward::breakdown(
+            old_eval,
+            new_eval,
+            sizes,
+            k,
+            evaluator,
+            self.embed.identity().to_string(),
+            ep.target.evidence.len(),
+        ));
         ep.scored = Some(b.clone());
         Ok(b)
     }
@@ -639,7 +667,12 @@ impl Environment {
     }
 
     /// p_old depends only on (question, M₀, evaluator, embedder): computed once per question.
-    async fn p_old_cached(&self, question_id: &str, base: &Arc<BaseMemory>, target: &Target) -> Result<Arc<(Vec<f32>, Evaluation)>, EpisodeError> {
+    async fn p_old_cached(
+        &self,
+        question_id: &str,
+        base: &Arc<BaseMemory>,
+        target: &Target,
+    ) -> Result<POld, EpisodeError> {
         if let Some(hit) = self.p_old.lock().get(question_id) {
             return Ok(hit.clone());
         }

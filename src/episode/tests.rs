@@ -109,7 +109,8 @@ async fn deleting_the_evidence_memories_scores_negative() {
     for (i, q) in questions(crate::dataset::Split::Test).iter().enumerate() {
         let rows = ds.memories_of(&q.conversation_id);
         let is_evidence = |m: &crate::dataset::MemoryRow| m.evidence.iter().any(|e| q.evidence.contains(e));
-        let ids: Vec<String> = rows.iter().enumerate().filter(|(_, m)| is_evidence(m)).map(|(p, _)| MemoryId(p as u32).to_string()).collect();
+        let ids: Vec<String> =
+            rows.iter().enumerate().filter(|(_, m)| is_evidence(m)).map(|(p, _)| MemoryId(p as u32).to_string()).collect();
         if ids.is_empty() || ids.len() > 50 {
             continue;
         }
@@ -122,8 +123,10 @@ async fn deleting_the_evidence_memories_scores_negative() {
         sum += b.reward;
         episodes += 1;
         // Where M₀ answered and no other memory holds any answer token, deleting the evidence must cost reward.
-        let gold: std::collections::HashSet<String> = reward::normalize::stemmed_tokens(q.answer.as_deref().unwrap_or("")).into_iter().collect();
-        let elsewhere = rows.iter().filter(|m| !is_evidence(m)).any(|m| reward::normalize::stemmed_tokens(&m.text).iter().any(|t| gold.contains(t)));
+        let gold: std::collections::HashSet<String> =
+            reward::normalize::stemmed_tokens(q.answer.as_deref().unwrap_or("")).into_iter().collect();
+        let elsewhere =
+            rows.iter().filter(|m| !is_evidence(m)).any(|m| reward::normalize::stemmed_tokens(&m.text).iter().any(|t| gold.contains(t)));
         if b.old.p > 0.0 && !elsewhere {
             checked += 1;
             if b.reward >= 0.0 {
@@ -198,7 +201,10 @@ async fn budget_scoring_and_closing() {
     assert_eq!(s1, s2, "scoring is idempotent");
     assert_eq!(env.close_episode("b").await.unwrap().steps_used, 2);
     assert!(matches!(env.close_episode("b").await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
-    assert!(matches!(env.call_tool("b", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
+    assert!(matches!(
+        env.call_tool("b", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err(),
+        EpisodeError::EpisodeNotFound { .. }
+    ));
 
     env.create_episode(locomo("s", "conv-26:q2")).await.unwrap();
     env.score_episode("s").await.unwrap();

@@ -56,13 +56,7 @@ pub struct IndexConfig {
 
 impl Default for IndexConfig {
     fn default() -> Self {
-        IndexConfig {
-            mode: IndexMode::Auto,
-            full_scan_threshold: 2_000,
-            hnsw_m: 16,
-            hnsw_ef_construction: 200,
-            hnsw_ef_search: 64,
-        }
+        IndexConfig { mode: IndexMode::Auto, full_scan_threshold: 2_000, hnsw_m: 16, hnsw_ef_construction: 200, hnsw_ef_search: 64 }
     }
 }
 

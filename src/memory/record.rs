@@ -26,10 +26,7 @@ impl FromStr for MemoryId {
     type Err = BadMemoryId;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
-        let digits = t
-            .strip_prefix('m')
-            .or_else(|| t.strip_prefix('M'))
-            .ok_or_else(|| BadMemoryId(s.to_string()))?;
+        let digits = t.strip_prefix('m').or_else(|| t.strip_prefix('M')).ok_or_else(|| BadMemoryId(s.to_string()))?;
         if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(BadMemoryId(s.to_string()));
         }

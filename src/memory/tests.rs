@@ -126,9 +126,21 @@ fn hnsw_skips_tombstones_and_rescoring_is_exact() {
 #[test]
 fn auto_mode_uses_the_threshold() {
     let vs = clustered(40, 8, 2, 4);
-    let small = BaseMemory::build("s".into(), (0..40).map(|i| record(i, "A", 1)).collect(), vs.concat(), 8, IndexConfig { full_scan_threshold: 40, ..IndexConfig::default() });
+    let small = BaseMemory::build(
+        "s".into(),
+        (0..40).map(|i| record(i, "A", 1)).collect(),
+        vs.concat(),
+        8,
+        IndexConfig { full_scan_threshold: 40, ..IndexConfig::default() },
+    );
     assert!(!small.has_graph());
-    let big = BaseMemory::build("b".into(), (0..40).map(|i| record(i, "A", 1)).collect(), vs.concat(), 8, IndexConfig { full_scan_threshold: 39, ..IndexConfig::default() });
+    let big = BaseMemory::build(
+        "b".into(),
+        (0..40).map(|i| record(i, "A", 1)).collect(),
+        vs.concat(),
+        8,
+        IndexConfig { full_scan_threshold: 39, ..IndexConfig::default() },
+    );
     assert!(big.has_graph());
 }
 

@@ -176,7 +176,15 @@ pub struct RewardBreakdown {
 }
 
 /// Combines the two evaluations and the sizes into the reward.
-pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, top_k: usize, evaluator: Evaluator, embedder: String, evidence_total: usize) -> RewardBreakdown {
+pub fn breakdown(
+    old: Evaluation,
+    new: Evaluation,
+    sizes: SizeInput,
+    top_k: usize,
+    evaluator: Evaluator,
+    embedder: String,
+    evidence_total: usize,
+) -> RewardBreakdown {
     let performance_delta = new.p - old.p;
     let efficiency = memory_efficiency(sizes);
     let reward = performance_delta * efficiency.memory_efficiency;

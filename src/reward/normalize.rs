@@ -156,10 +156,7 @@ fn is_py_whitespace(c: char) -> bool {
 
 /// Python's `" ".join(s.split())`.
 fn collapse_whitespace(s: &str) -> String {
-    s.split(is_py_whitespace)
-        .filter(|t| !t.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
+    s.split(is_py_whitespace).filter(|t| !t.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// `regex.sub(r'\b(a|an|the|and)\b', ' ', text)`: every maximal run of word
@@ -169,10 +166,7 @@ fn remove_articles(text: &str) -> String {
     let mut rest = text;
     while let Some(first) = rest.chars().next() {
         let in_word = is_word_char(first);
-        let end = rest
-            .char_indices()
-            .find(|&(_, c)| is_word_char(c) != in_word)
-            .map_or(rest.len(), |(i, _)| i);
+        let end = rest.char_indices().find(|&(_, c)| is_word_char(c) != in_word).map_or(rest.len(), |(i, _)| i);
         let (run, tail) = rest.split_at(end);
         if in_word && matches!(run, "a" | "an" | "the" | "and") {
             out.push(' ');
@@ -194,21 +188,14 @@ fn remove_articles(text: &str) -> String {
 pub fn normalize_answer(s: &str) -> String {
     let without_commas = s.replace(',', "");
     let lower = without_commas.to_lowercase();
-    let without_punct: String = lower
-        .chars()
-        .filter(|c| !c.is_ascii_punctuation())
-        .collect();
+    let without_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
     collapse_whitespace(&remove_articles(&without_punct))
 }
 
 /// [`normalize_answer`], split on whitespace, Porter-stem each token with
 /// [`super::porter::stem`] — the token list LoCoMo's `f1_score` counts.
 pub fn stemmed_tokens(s: &str) -> Vec<String> {
-    normalize_answer(s)
-        .split(is_py_whitespace)
-        .filter(|t| !t.is_empty())
-        .map(super::porter::stem)
-        .collect()
+    normalize_answer(s).split(is_py_whitespace).filter(|t| !t.is_empty()).map(super::porter::stem).collect()
 }
 
 #[cfg(test)]
@@ -235,12 +222,7 @@ mod tests {
             }
         }
         assert!(rows > 300, "fixture unexpectedly small: {rows} rows");
-        assert!(
-            mismatches.is_empty(),
-            "{} of {rows} normalisations differ from Python:\n{}",
-            mismatches.len(),
-            mismatches.join("\n")
-        );
+        assert!(mismatches.is_empty(), "{} of {rows} normalisations differ from Python:\n{}", mismatches.len(), mismatches.join("\n"));
     }
 
     /// Hand-picked cases, each checked against the Python original.
@@ -274,10 +256,7 @@ mod tests {
 
     #[test]
     fn stemmed_tokens_pipeline() {
-        assert_eq!(
-            stemmed_tokens("The kids were running to the Beach, happily!"),
-            ["kid", "were", "run", "to", "beach", "happili"]
-        );
+        assert_eq!(stemmed_tokens("The kids were running to the Beach, happily!"), ["kid", "were", "run", "to", "beach", "happili"]);
         assert!(stemmed_tokens(" ,.; the ").is_empty());
     }
 
@@ -292,19 +271,7 @@ mod tests {
     #[test]
     fn odd_inputs_do_not_panic() {
         let long = "the ".repeat(5_000) + &"y".repeat(10_000);
-        let odd = [
-            "",
-            "'",
-            ",",
-            "ßß",
-            "ǅ",
-            "😀 a 😀",
-            "İ",
-            "ΑΣ,Β",
-            "\u{200b}",
-            "\u{301}a\u{301}",
-            long.as_str(),
-        ];
+        let odd = ["", "'", ",", "ßß", "ǅ", "😀 a 😀", "İ", "ΑΣ,Β", "\u{200b}", "\u{301}a\u{301}", long.as_str()];
         for s in odd {
             let _ = normalize_answer(s);
             let _ = stemmed_tokens(s);

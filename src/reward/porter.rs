@@ -186,11 +186,7 @@ fn apply_rules(word: &[char], rules: &[Rule]) -> Vec<char> {
     for &(suffix, replacement, cond) in rules {
         if ends_with(word, suffix) {
             let stem = strip(word, suffix.chars().count());
-            return if holds(cond, stem, word) {
-                concat(stem, replacement)
-            } else {
-                word.to_vec()
-            };
+            return if holds(cond, stem, word) { concat(stem, replacement) } else { word.to_vec() };
         }
     }
     word.to_vec()
@@ -200,15 +196,7 @@ fn step1a(word: &[char]) -> Vec<char> {
     if ends_with(word, "ies") && word.len() == 4 {
         return concat(strip(word, 3), "ie");
     }
-    apply_rules(
-        word,
-        &[
-            ("sses", "ss", Cond::Always),
-            ("ies", "i", Cond::Always),
-            ("ss", "ss", Cond::Always),
-            ("s", "", Cond::Always),
-        ],
-    )
+    apply_rules(word, &[("sses", "ss", Cond::Always), ("ies", "i", Cond::Always), ("ss", "ss", Cond::Always), ("s", "", Cond::Always)])
 }
 
 fn step1b(word: &[char]) -> Vec<char> {
@@ -218,11 +206,7 @@ fn step1b(word: &[char]) -> Vec<char> {
     }
     if ends_with(word, "eed") {
         let stem = strip(word, 3);
-        return if measure(stem) > 0 {
-            concat(stem, "ee")
-        } else {
-            word.to_vec()
-        };
+        return if measure(stem) > 0 { concat(stem, "ee") } else { word.to_vec() };
     }
     let mut found: Option<&[char]> = None;
     for suffix in ["ed", "ing"] {
@@ -407,12 +391,7 @@ mod tests {
             }
         }
         assert!(rows > 4000, "fixture unexpectedly small: {rows} rows");
-        assert!(
-            mismatches.is_empty(),
-            "{} of {rows} stems differ from NLTK:\n{}",
-            mismatches.len(),
-            mismatches.join("\n")
-        );
+        assert!(mismatches.is_empty(), "{} of {rows} stems differ from NLTK:\n{}", mismatches.len(), mismatches.join("\n"));
     }
 
     /// Well-known cases, each checked against NLTK 3.10.4.

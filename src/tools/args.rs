@@ -218,14 +218,18 @@ impl RawManage {
         let id = self.memory_id.as_deref().map(str::trim).filter(|s| !s.is_empty());
         let op = match (kind, id) {
             (ManageOpKind::Create, None) => ManageOp::Create,
-            (ManageOpKind::Create, Some(_)) => {
-                return Err(ToolError::invalid("memory_id", "is only for update; create assigns a new id"))
-            }
+            (ManageOpKind::Create, Some(_)) => return Err(ToolError::invalid("memory_id", "is only for update; create assigns a new id")),
             (ManageOpKind::Update, Some(s)) => ManageOp::Update(parse_id("memory_id", s)?),
             (ManageOpKind::Update, None) => return Err(ToolError::invalid("memory_id", "is required for update")),
         };
         let content = text_arg("content", self.content, limits)?;
-        Ok(ManageArgs { op, content, memory_type: self.memory_type, speaker: label("speaker", self.speaker)?, source: label("source", self.source)? })
+        Ok(ManageArgs {
+            op,
+            content,
+            memory_type: self.memory_type,
+            speaker: label("speaker", self.speaker)?,
+            source: label("source", self.source)?,
+        })
     }
 }
 
@@ -323,7 +327,8 @@ impl RawMerge {
     pub fn validate(self, limits: &ToolLimits) -> Result<MergeArgs, ToolError> {
         let list = self.memory_ids.ok_or_else(|| ToolError::invalid("memory_ids", "is required"))?;
         let ids = parse_ids("memory_ids", &list, MERGE_IDS.0, MERGE_IDS.1)?;
-        let strategy = self.strategy.ok_or_else(|| ToolError::invalid("strategy", "is required (summarize, concatenate or extract_common)"))?;
+        let strategy =
+            self.strategy.ok_or_else(|| ToolError::invalid("strategy", "is required (summarize, concatenate or extract_common)"))?;
         let content = match self.content {
             None => None,
             Some(c) => Some(checked_text("content", &c, limits.max_text_chars)?),
@@ -365,9 +370,8 @@ impl RawSplit {
             None | Some("") => return Err(ToolError::invalid("memory_id", "is required")),
             Some(s) => parse_id("memory_id", s)?,
         };
-        let criteria = self
-            .split_criteria
-            .ok_or_else(|| ToolError::invalid("split_criteria", "is required (temporal, thematic or speaker)"))?;
+        let criteria =
+            self.split_criteria.ok_or_else(|| ToolError::invalid("split_criteria", "is required (temporal, thematic or speaker)"))?;
         let max_parts = int_in("max_parts", self.max_parts, SPLIT_PARTS.2, SPLIT_PARTS.0, SPLIT_PARTS.1)?;
         let parts = match self.parts {
             None => None,

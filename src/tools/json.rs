@@ -234,6 +234,7 @@ impl Args {
         }
     }
 
+    #[allow(clippy::wildcard_enum_match_arm)] // `kind` names whatever else it is
     fn strings(&mut self, key: &'static str) -> Result<Option<Vec<String>>, ToolError> {
         match self.get(key) {
             None => Ok(None),
@@ -324,6 +325,7 @@ pub fn canonical_arguments(call: &ToolCall) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::wildcard_enum_match_arm)]
 mod tests {
     use super::*;
 

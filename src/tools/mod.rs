@@ -19,8 +19,8 @@ mod split;
 pub mod text;
 
 pub use args::{
-    DeleteArgs, ManageArgs, ManageOp, MergeArgs, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit,
-    SampleArgs, SampleStrategy, SearchArgs, SplitArgs, ToolLimits,
+    DeleteArgs, ManageArgs, ManageOp, MergeArgs, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleArgs,
+    SampleStrategy, SearchArgs, SplitArgs, ToolLimits,
 };
 pub use text::{MergeStrategy, SplitCriteria};
 

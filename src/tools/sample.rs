@@ -22,8 +22,7 @@ fn rng(ctx: ToolContext<'_>) -> ChaCha8Rng {
 }
 
 pub(super) fn apply(mem: &EpisodeMemory, a: &SampleArgs, ctx: ToolContext<'_>) -> ToolOutput {
-    let pool: Vec<(&MemoryRecord, &[f32])> =
-        mem.iter().filter(|(r, _)| a.memory_type.is_none_or(|t| r.memory_type == t)).collect();
+    let pool: Vec<(&MemoryRecord, &[f32])> = mem.iter().filter(|(r, _)| a.memory_type.is_none_or(|t| r.memory_type == t)).collect();
     let k = a.k.min(pool.len());
     let picked: Vec<usize> = match a.strategy {
         SampleStrategy::Random => {

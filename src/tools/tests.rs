@@ -1,5 +1,6 @@
 //! Tool semantics on a small real memory, and a property test: random call sequences against a naive
 //! model of which ids are live.
+#![allow(clippy::wildcard_enum_match_arm)]
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -72,13 +73,23 @@ fn search_leads_with_ids_and_filters() {
 #[test]
 fn manage_create_and_update_keep_provenance() {
     let mut m = memory();
-    let out = run(&mut m, call("manage_memory", r#"{"operation": "create", "content": "Caroline wants to adopt.", "speaker": "Caroline"}"#), 1).unwrap();
+    let out =
+        run(&mut m, call("manage_memory", r#"{"operation": "create", "content": "Caroline wants to adopt.", "speaker": "Caroline"}"#), 1)
+            .unwrap();
     let OutputKind::Created(r) = out.kind else { panic!() };
     assert_eq!((r.id, r.memory_type, r.source.as_str(), r.created_step), (MemoryId(6), MemoryType::Semantic, "agent", 1));
     assert!(out.text.starts_with("created [m0006]"));
-    let out = run(&mut m, call("manage_memory", r#"{"operation": "update", "memory_id": "m0002", "content": "Caroline researches adoption agencies."}"#), 2).unwrap();
+    let out = run(
+        &mut m,
+        call("manage_memory", r#"{"operation": "update", "memory_id": "m0002", "content": "Caroline researches adoption agencies."}"#),
+        2,
+    )
+    .unwrap();
     let OutputKind::Updated(u) = out.kind else { panic!() };
-    assert_eq!((u.id, u.evidence.clone(), u.session, u.speaker.as_deref()), (MemoryId(2), vec!["D2:4".to_string()], Some(2), Some("Caroline")));
+    assert_eq!(
+        (u.id, u.evidence.clone(), u.session, u.speaker.as_deref()),
+        (MemoryId(2), vec!["D2:4".to_string()], Some(2), Some("Caroline"))
+    );
     assert_eq!(m.get(MemoryId(2)).unwrap().text, "Caroline researches adoption agencies.");
     let err = run(&mut m, call("manage_memory", r#"{"operation": "update", "memory_id": "m0099", "content": "x"}"#), 3).unwrap_err();
     assert!(matches!(err, ToolError::MemoryNotFound { id: MemoryId(99), .. }));
@@ -129,7 +140,12 @@ fn merge_unions_provenance() {
     assert!(r.text.contains("support group") && r.text.contains("adoption"));
     assert!(m.get(MemoryId(0)).is_none() && m.get(MemoryId(2)).is_none());
     assert_eq!(m.len(), 5);
-    let out = run(&mut m, call("merge_memory", r#"{"memory_ids": ["m0001", "m0003"], "strategy": "summarize", "content": "Melanie paints and runs."}"#), 2).unwrap();
+    let out = run(
+        &mut m,
+        call("merge_memory", r#"{"memory_ids": ["m0001", "m0003"], "strategy": "summarize", "content": "Melanie paints and runs."}"#),
+        2,
+    )
+    .unwrap();
     let OutputKind::Merged { memory: r, .. } = out.kind else { panic!() };
     assert_eq!((r.text.as_str(), r.speaker.as_deref()), ("Melanie paints and runs.", Some("Melanie")));
 }

@@ -60,48 +60,183 @@ async fn bad_input_table() {
         ("top_k as string", tool("search_memory", json!({"query": "x", "top_k": "5"})), Code::InvalidArgument),
         ("threshold > 1", tool("search_memory", json!({"query": "x", "threshold": 1.01})), Code::InvalidArgument),
         ("threshold < 0", tool("search_memory", json!({"query": "x", "threshold": -0.1})), Code::InvalidArgument),
-        ("threshold NaN (typed)", rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: "x".into(), threshold: Some(f32::NAN), ..Default::default() }), Code::InvalidArgument),
-        ("threshold inf (typed)", rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: "x".into(), threshold: Some(f32::INFINITY), ..Default::default() }), Code::InvalidArgument),
+        (
+            "threshold NaN (typed)",
+            rpc!(
+                search,
+                pb::SearchRequest { episode_id: "bad".into(), query: "x".into(), threshold: Some(f32::NAN), ..Default::default() }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "threshold inf (typed)",
+            rpc!(
+                search,
+                pb::SearchRequest { episode_id: "bad".into(), query: "x".into(), threshold: Some(f32::INFINITY), ..Default::default() }
+            ),
+            Code::InvalidArgument,
+        ),
         ("unknown memory_type", tool("search_memory", json!({"query": "x", "memory_type": "feelings"})), Code::InvalidArgument),
-        ("unknown enum value (typed)", rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: "x".into(), memory_type: 99, ..Default::default() }), Code::InvalidArgument),
+        (
+            "unknown enum value (typed)",
+            rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: "x".into(), memory_type: 99, ..Default::default() }),
+            Code::InvalidArgument,
+        ),
         ("unknown argument", tool("search_memory", json!({"query": "x", "colour": "red"})), Code::InvalidArgument),
-        ("message over 8 MiB", rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: huge.clone(), ..Default::default() }), Code::OutOfRange),
+        (
+            "message over 8 MiB",
+            rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: huge.clone(), ..Default::default() }),
+            Code::OutOfRange,
+        ),
         ("update unknown id", tool("manage_memory", json!({"operation": "update", "memory_id": "m0999", "content": "x"})), Code::NotFound),
-        ("update malformed id", tool("manage_memory", json!({"operation": "update", "memory_id": "42", "content": "x"})), Code::InvalidArgument),
+        (
+            "update malformed id",
+            tool("manage_memory", json!({"operation": "update", "memory_id": "42", "content": "x"})),
+            Code::InvalidArgument,
+        ),
         ("update without id", tool("manage_memory", json!({"operation": "update", "content": "x"})), Code::InvalidArgument),
         ("unknown operation", tool("manage_memory", json!({"operation": "upsert", "content": "x"})), Code::InvalidArgument),
-        ("operation unset (typed)", rpc!(manage, pb::ManageRequest { episode_id: "bad".into(), content: "x".into(), ..Default::default() }), Code::InvalidArgument),
+        (
+            "operation unset (typed)",
+            rpc!(manage, pb::ManageRequest { episode_id: "bad".into(), content: "x".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
         ("empty content", tool("manage_memory", json!({"operation": "create", "content": "  "})), Code::InvalidArgument),
         ("delete known + unknown", tool("delete_memory", json!({"memory_ids": ["m0001", "m0999"]})), Code::NotFound),
         ("delete duplicate ids", tool("delete_memory", json!({"memory_ids": ["m0001", "m0001"]})), Code::InvalidArgument),
-        ("delete nothing (typed)", rpc!(delete, pb::DeleteRequest { episode_id: "bad".into(), ..Default::default() }), Code::InvalidArgument),
+        (
+            "delete nothing (typed)",
+            rpc!(delete, pb::DeleteRequest { episode_id: "bad".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
         ("delete id and ids", tool("delete_memory", json!({"memory_id": "m0001", "memory_ids": ["m0002"]})), Code::InvalidArgument),
         ("sample k 0", tool("sample_memory", json!({"k": 0})), Code::InvalidArgument),
         ("sample k 51", tool("sample_memory", json!({"k": 51})), Code::InvalidArgument),
         ("sample k 2.5", tool("sample_memory", json!({"k": 2.5})), Code::InvalidArgument),
         ("merge one id", tool("merge_memory", json!({"memory_ids": ["m0001"], "strategy": "summarize"})), Code::InvalidArgument),
-        ("merge six ids", tool("merge_memory", json!({"memory_ids": ["m1", "m2", "m3", "m4", "m5", "m6"], "strategy": "summarize"})), Code::InvalidArgument),
-        ("merge duplicate ids", tool("merge_memory", json!({"memory_ids": ["m0001", "m0001"], "strategy": "concatenate"})), Code::InvalidArgument),
+        (
+            "merge six ids",
+            tool("merge_memory", json!({"memory_ids": ["m1", "m2", "m3", "m4", "m5", "m6"], "strategy": "summarize"})),
+            Code::InvalidArgument,
+        ),
+        (
+            "merge duplicate ids",
+            tool("merge_memory", json!({"memory_ids": ["m0001", "m0001"], "strategy": "concatenate"})),
+            Code::InvalidArgument,
+        ),
         ("merge unknown id", tool("merge_memory", json!({"memory_ids": ["m0001", "m0999"], "strategy": "concatenate"})), Code::NotFound),
-        ("merge without strategy (typed)", rpc!(merge, pb::MergeRequest { episode_id: "bad".into(), memory_ids: vec!["m0001".into(), "m0002".into()], ..Default::default() }), Code::InvalidArgument),
-        ("merge empty content", tool("merge_memory", json!({"memory_ids": ["m0001", "m0002"], "strategy": "concatenate", "content": ""})), Code::InvalidArgument),
+        (
+            "merge without strategy (typed)",
+            rpc!(
+                merge,
+                pb::MergeRequest { episode_id: "bad".into(), memory_ids: vec!["m0001".into(), "m0002".into()], ..Default::default() }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "merge empty content",
+            tool("merge_memory", json!({"memory_ids": ["m0001", "m0002"], "strategy": "concatenate", "content": ""})),
+            Code::InvalidArgument,
+        ),
         ("split unknown id", tool("split_memory", json!({"memory_id": "m0999", "split_criteria": "thematic"})), Code::NotFound),
-        ("split max_parts 1", tool("split_memory", json!({"memory_id": "m0001", "split_criteria": "thematic", "max_parts": 1})), Code::InvalidArgument),
-        ("split one part", tool("split_memory", json!({"memory_id": "m0001", "split_criteria": "thematic", "parts": ["only"]})), Code::InvalidArgument),
-        ("split parts with empty", tool("split_memory", json!({"memory_id": "m0001", "split_criteria": "thematic", "parts": ["a", " "]})), Code::InvalidArgument),
-        ("split unsplittable", tool("split_memory", json!({"memory_id": "m0000", "split_criteria": "speaker", "max_parts": 2})), Code::FailedPrecondition),
-        ("unknown episode", rpc!(search, pb::SearchRequest { episode_id: "nope".into(), query: "x".into(), ..Default::default() }), Code::NotFound),
+        (
+            "split max_parts 1",
+            tool("split_memory", json!({"memory_id": "m0001", "split_criteria": "thematic", "max_parts": 1})),
+            Code::InvalidArgument,
+        ),
+        (
+            "split one part",
+            tool("split_memory", json!({"memory_id": "m0001", "split_criteria": "thematic", "parts": ["only"]})),
+            Code::InvalidArgument,
+        ),
+        (
+            "split parts with empty",
+            tool("split_memory", json!({"memory_id": "m0001", "split_criteria": "thematic", "parts": ["a", " "]})),
+            Code::InvalidArgument,
+        ),
+        (
+            "split unsplittable",
+            tool("split_memory", json!({"memory_id": "m0000", "split_criteria": "speaker", "max_parts": 2})),
+            Code::FailedPrecondition,
+        ),
+        (
+            "unknown episode",
+            rpc!(search, pb::SearchRequest { episode_id: "nope".into(), query: "x".into(), ..Default::default() }),
+            Code::NotFound,
+        ),
         ("empty episode id", rpc!(search, pb::SearchRequest { query: "x".into(), ..Default::default() }), Code::InvalidArgument),
-        ("create without question", rpc!(create_episode, pb::CreateEpisodeRequest { episode_id: "new".into(), ..Default::default() }), Code::InvalidArgument),
-        ("create unknown question", rpc!(create_episode, pb::CreateEpisodeRequest { question_id: "conv-26:q9999".into(), ..Default::default() }), Code::NotFound),
-        ("create bad episode id", rpc!(create_episode, pb::CreateEpisodeRequest { episode_id: "a b".into(), question_id: "conv-26:q0".into(), ..Default::default() }), Code::InvalidArgument),
-        ("create max_steps 0", rpc!(create_episode, pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), max_steps: Some(0), ..Default::default() }), Code::InvalidArgument),
-        ("create max_steps over cap", rpc!(create_episode, pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), max_steps: Some(5000), ..Default::default() }), Code::InvalidArgument),
-        ("create conflicting id", rpc!(create_episode, pb::CreateEpisodeRequest { episode_id: "bad".into(), question_id: "conv-26:q1".into(), ..Default::default() }), Code::AlreadyExists),
-        ("create custom without memories", rpc!(create_episode, pb::CreateEpisodeRequest { custom: Some(pb::CustomEpisode { question: "q".into(), answer: "a".into(), ..Default::default() }), ..Default::default() }), Code::InvalidArgument),
-        ("create question and custom", rpc!(create_episode, pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), custom: Some(pb::CustomEpisode::default()), ..Default::default() }), Code::InvalidArgument),
-        ("list page_size 501", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_size: 501, ..Default::default() }), Code::InvalidArgument),
-        ("list bad page token", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "abc".into(), ..Default::default() }), Code::InvalidArgument),
+        (
+            "create without question",
+            rpc!(create_episode, pb::CreateEpisodeRequest { episode_id: "new".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
+        (
+            "create unknown question",
+            rpc!(create_episode, pb::CreateEpisodeRequest { question_id: "conv-26:q9999".into(), ..Default::default() }),
+            Code::NotFound,
+        ),
+        (
+            "create bad episode id",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest { episode_id: "a b".into(), question_id: "conv-26:q0".into(), ..Default::default() }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "create max_steps 0",
+            rpc!(create_episode, pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), max_steps: Some(0), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
+        (
+            "create max_steps over cap",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), max_steps: Some(5000), ..Default::default() }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "create conflicting id",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest { episode_id: "bad".into(), question_id: "conv-26:q1".into(), ..Default::default() }
+            ),
+            Code::AlreadyExists,
+        ),
+        (
+            "create custom without memories",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest {
+                    custom: Some(pb::CustomEpisode { question: "q".into(), answer: "a".into(), ..Default::default() }),
+                    ..Default::default()
+                }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "create question and custom",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest {
+                    question_id: "conv-26:q0".into(),
+                    custom: Some(pb::CustomEpisode::default()),
+                    ..Default::default()
+                }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "list page_size 501",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_size: 501, ..Default::default() }),
+            Code::InvalidArgument,
+        ),
+        (
+            "list bad page token",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "abc".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
         ("score unknown episode", rpc!(score_episode, pb::ScoreEpisodeRequest { episode_id: "nope".into() }), Code::NotFound),
         ("close unknown episode", rpc!(close_episode, pb::CloseEpisodeRequest { episode_id: "nope".into() }), Code::NotFound),
     ];
@@ -135,11 +270,17 @@ async fn bad_input_table() {
 #[tokio::test]
 async fn adversarial_questions_need_the_flag() {
     let mut app = spawn_app(&[]).await;
-    let qs = app.data.list_questions(pb::ListQuestionsRequest { category: 5, page_size: 1, ..Default::default() }).await.unwrap().into_inner();
+    let qs =
+        app.data.list_questions(pb::ListQuestionsRequest { category: 5, page_size: 1, ..Default::default() }).await.unwrap().into_inner();
     let q = &qs.questions[0].id;
     let err = app.env.create_episode(pb::CreateEpisodeRequest { question_id: q.clone(), ..Default::default() }).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
-    let ok = app.env.create_episode(pb::CreateEpisodeRequest { question_id: q.clone(), include_adversarial: true, ..Default::default() }).await.unwrap().into_inner();
+    let ok = app
+        .env
+        .create_episode(pb::CreateEpisodeRequest { question_id: q.clone(), include_adversarial: true, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(ok.episode_id.starts_with("ep-"));
     app.server.stop().await.unwrap();
 }

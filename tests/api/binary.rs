@@ -28,7 +28,8 @@ async fn serve_answers_and_exits_cleanly_on_sigterm() {
     });
     let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server logs its address");
     let mut c = MemoryEnvClient::connect(format!("http://{addr}")).await.unwrap();
-    let r = c.create_episode(pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), ..Default::default() }).await.unwrap().into_inner();
+    let r =
+        c.create_episode(pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(r.initial_memory_count, 184);
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());

@@ -20,7 +20,12 @@ async fn conversations_and_questions() {
     // Paging through everything gives every question once.
     let (mut seen, mut token) = (Vec::new(), String::new());
     loop {
-        let page = app.data.list_questions(pb::ListQuestionsRequest { page_size: 700, page_token: token, ..Default::default() }).await.unwrap().into_inner();
+        let page = app
+            .data
+            .list_questions(pb::ListQuestionsRequest { page_size: 700, page_token: token, ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner();
         assert_eq!(page.total, 1986);
         seen.extend(page.questions.into_iter().map(|q| q.id));
         if page.next_page_token.is_empty() {
@@ -29,10 +34,23 @@ async fn conversations_and_questions() {
         token = page.next_page_token;
     }
     assert_eq!(seen.len(), 1986);
-    let q = app.data.list_questions(pb::ListQuestionsRequest { conversation_id: "conv-26".into(), category: 2, ..Default::default() }).await.unwrap().into_inner();
+    let q = app
+        .data
+        .list_questions(pb::ListQuestionsRequest { conversation_id: "conv-26".into(), category: 2, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(q.total, 37);
-    assert!(q.questions.iter().all(|r| r.conversation_id == "conv-26" && r.category == 2 && !r.evidence.is_empty() && r.split == pb::Split::Test as i32));
-    let train = app.data.list_questions(pb::ListQuestionsRequest { split: pb::Split::Train as i32, ..Default::default() }).await.unwrap().into_inner();
+    assert!(q
+        .questions
+        .iter()
+        .all(|r| r.conversation_id == "conv-26" && r.category == 2 && !r.evidence.is_empty() && r.split == pb::Split::Test as i32));
+    let train = app
+        .data
+        .list_questions(pb::ListQuestionsRequest { split: pb::Split::Train as i32, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(train.total, 1440);
     for (req, code) in [
         (pb::ListQuestionsRequest { category: 7, ..Default::default() }, Code::InvalidArgument),

@@ -25,31 +25,68 @@ async fn a_whole_episode_with_all_six_tools() {
     assert!(s.text.starts_with(&format!("[{} ", s.results[0].memory.as_ref().unwrap().id)), "{}", s.text);
     assert!(s.results.windows(2).all(|w| w[0].score >= w[1].score));
     let top = s.results[0].memory.clone().unwrap();
-    assert!(!top.evidence.is_empty() && !top.speaker.is_empty() && top.session.is_some() && !top.session_date.is_empty(), "metadata kept: {top:?}");
+    assert!(
+        !top.evidence.is_empty() && !top.speaker.is_empty() && top.session.is_some() && !top.session_date.is_empty(),
+        "metadata kept: {top:?}"
+    );
 
     // manage_memory create + update through CallTool.
-    let r = app.tool("ep-1", "manage_memory", json!({"operation": "create", "content": "Caroline went to an LGBTQ support group on 7 May 2023.", "speaker": "Caroline"})).await.unwrap();
+    let r = app
+        .tool(
+            "ep-1",
+            "manage_memory",
+            json!({"operation": "create", "content": "Caroline went to an LGBTQ support group on 7 May 2023.", "speaker": "Caroline"}),
+        )
+        .await
+        .unwrap();
     let Some(R::Manage(m)) = r.result else { panic!() };
     let new_id = m.memory.unwrap().id;
     assert_eq!(new_id, "m0184");
     assert!(r.text.starts_with("created [m0184]"));
-    let r = app.tool("ep-1", "manage_memory", json!({"operation": "update", "memory_id": top.id, "content": "Caroline attends an LGBTQ support group."})).await.unwrap();
+    let r = app
+        .tool(
+            "ep-1",
+            "manage_memory",
+            json!({"operation": "update", "memory_id": top.id, "content": "Caroline attends an LGBTQ support group."}),
+        )
+        .await
+        .unwrap();
     let Some(R::Manage(m)) = r.result else { panic!() };
     assert_eq!(m.memory.as_ref().unwrap().evidence, top.evidence, "update keeps provenance");
 
     // delete_memory (typed).
-    let d = app.env.delete(pb::DeleteRequest { episode_id: "ep-1".into(), memory_ids: vec!["m0010".into(), "m0011".into()], reason: "test".into() }).await.unwrap().into_inner();
+    let d = app
+        .env
+        .delete(pb::DeleteRequest { episode_id: "ep-1".into(), memory_ids: vec!["m0010".into(), "m0011".into()], reason: "test".into() })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!((d.deleted_ids.len(), d.memory_count), (2, 183));
 
     // sample_memory (typed), recent first.
-    let sm = app.env.sample(pb::SampleRequest { episode_id: "ep-1".into(), k: Some(2), strategy: pb::SampleStrategy::Recent as i32, memory_type: 0 }).await.unwrap().into_inner();
+    let sm = app
+        .env
+        .sample(pb::SampleRequest { episode_id: "ep-1".into(), k: Some(2), strategy: pb::SampleStrategy::Recent as i32, memory_type: 0 })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(sm.memories.len(), 2);
     assert!(sm.memories.iter().any(|m| m.id == new_id));
 
     // merge_memory: provenance is the union.
     let a = app.all_memories("ep-1").await;
     let (x, y) = (a[0].clone(), a[1].clone());
-    let mg = app.env.merge(pb::MergeRequest { episode_id: "ep-1".into(), memory_ids: vec![x.id.clone(), y.id.clone()], strategy: pb::MergeStrategy::Concatenate as i32, content: None }).await.unwrap().into_inner();
+    let mg = app
+        .env
+        .merge(pb::MergeRequest {
+            episode_id: "ep-1".into(),
+            memory_ids: vec![x.id.clone(), y.id.clone()],
+            strategy: pb::MergeStrategy::Concatenate as i32,
+            content: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
     let merged = mg.memory.unwrap();
     for e in x.evidence.iter().chain(&y.evidence) {
         assert!(merged.evidence.contains(e));
@@ -57,10 +94,18 @@ async fn a_whole_episode_with_all_six_tools() {
     assert_eq!(mg.removed_ids, vec![x.id.clone(), y.id.clone()]);
 
     // split_memory with explicit parts.
-    let sp = app.env.split(pb::SplitRequest {
-        episode_id: "ep-1".into(), memory_id: merged.id.clone(), split_criteria: pb::SplitCriteria::Thematic as i32,
-        max_parts: Some(2), parts: vec!["first half".into(), "second half".into()],
-    }).await.unwrap().into_inner();
+    let sp = app
+        .env
+        .split(pb::SplitRequest {
+            episode_id: "ep-1".into(),
+            memory_id: merged.id.clone(),
+            split_criteria: pb::SplitCriteria::Thematic as i32,
+            max_parts: Some(2),
+            parts: vec!["first half".into(), "second half".into()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(sp.parts.len(), 2);
     assert!(sp.parts.iter().all(|p| p.evidence == merged.evidence));
 
@@ -69,7 +114,10 @@ async fn a_whole_episode_with_all_six_tools() {
     let st = g.state.unwrap();
     assert_eq!((st.steps_used, st.steps_left, st.done, st.memory_count), (7, 23, false, 183));
     let tools: Vec<&str> = g.trace.iter().map(|t| t.tool_name.as_str()).collect();
-    assert_eq!(tools, ["search_memory", "manage_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"]);
+    assert_eq!(
+        tools,
+        ["search_memory", "manage_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"]
+    );
     assert!(g.trace[3].result_ids.contains(&"m0010".to_string()));
     let all = app.all_memories("ep-1").await;
     assert_eq!(all.len(), 183);
@@ -106,7 +154,11 @@ async fn idempotent_create_reward_signs_and_tools_listing() {
     let s = app.env.score_episode(pb::ScoreEpisodeRequest { episode_id: "noop".into() }).await.unwrap().into_inner();
     assert_eq!(s.reward, 0.0);
     let mut data = app.data.clone();
-    let qs = data.list_questions(pb::ListQuestionsRequest { conversation_id: "conv-30".into(), ..Default::default() }).await.unwrap().into_inner();
+    let qs = data
+        .list_questions(pb::ListQuestionsRequest { conversation_id: "conv-30".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
     let q = qs.questions.iter().find(|q| q.category == 4).expect("a single-hop question").clone();
     app.open("oracle", &q.id).await;
     app.tool("oracle", "manage_memory", json!({"operation": "create", "content": format!("{} {}", q.question, q.answer)})).await.unwrap();
@@ -129,11 +181,18 @@ async fn many_concurrent_episodes_leak_nothing() {
         let mut c = app.env.clone();
         tasks.push(tokio::spawn(async move {
             let id = format!("conc-{i}");
-            c.create_episode(pb::CreateEpisodeRequest { episode_id: id.clone(), question_id: format!("conv-26:q{}", i % 30), ..Default::default() }).await?;
+            c.create_episode(pb::CreateEpisodeRequest {
+                episode_id: id.clone(),
+                question_id: format!("conv-26:q{}", i % 30),
+                ..Default::default()
+            })
+            .await?;
             for j in 0..10 {
-                let args = if j % 2 == 0 { json!({"query": "painting"}) } else { json!({"operation": "create", "content": format!("note {j}")}) };
+                let args =
+                    if j % 2 == 0 { json!({"query": "painting"}) } else { json!({"operation": "create", "content": format!("note {j}")}) };
                 let tool = if j % 2 == 0 { "search_memory" } else { "manage_memory" };
-                c.call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.into(), arguments_json: args.to_string() }).await?;
+                c.call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.into(), arguments_json: args.to_string() })
+                    .await?;
             }
             c.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await?;
             let closed = c.close_episode(pb::CloseEpisodeRequest { episode_id: id }).await?.into_inner();
@@ -154,7 +213,11 @@ async fn health_and_the_episode_cap() {
     assert_eq!(r.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
     app.open("a", "conv-26:q0").await;
     app.open("b", "conv-26:q0").await;
-    let err = app.env.create_episode(pb::CreateEpisodeRequest { episode_id: "c".into(), question_id: "conv-26:q0".into(), ..Default::default() }).await.unwrap_err();
+    let err = app
+        .env
+        .create_episode(pb::CreateEpisodeRequest { episode_id: "c".into(), question_id: "conv-26:q0".into(), ..Default::default() })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted);
     app.server.stop().await.unwrap();
 }

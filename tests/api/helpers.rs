@@ -31,7 +31,12 @@ impl App {
     /// Opens a LoCoMo episode with a chosen id.
     pub async fn open(&mut self, id: &str, question_id: &str) -> pb::CreateEpisodeResponse {
         self.env
-            .create_episode(pb::CreateEpisodeRequest { episode_id: id.into(), question_id: question_id.into(), seed: Some(3), ..Default::default() })
+            .create_episode(pb::CreateEpisodeRequest {
+                episode_id: id.into(),
+                question_id: question_id.into(),
+                seed: Some(3),
+                ..Default::default()
+            })
             .await
             .expect("create")
             .into_inner()
