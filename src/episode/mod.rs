@@ -667,12 +667,7 @@ impl Environment {
     }
 
     /// p_old depends only on (question, M₀, evaluator, embedder): computed once per question.
-    async fn p_old_cached(
-        &self,
-        question_id: &str,
-        base: &Arc<BaseMemory>,
-        target: &Target,
-    ) -> Result<POld, EpisodeError> {
+    async fn p_old_cached(&self, question_id: &str, base: &Arc<BaseMemory>, target: &Target) -> Result<POld, EpisodeError> {
         if let Some(hit) = self.p_old.lock().get(question_id) {
             return Ok(hit.clone());
         }

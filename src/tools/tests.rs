@@ -234,3 +234,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_memory_cap_refuses_growth_but_not_shrinking() {
+    let mut m = memory();
+    let limits = ToolLimits { max_memories: 7, ..ToolLimits::default() };
+    let ctx = ToolContext { step: 1, seed: 0, limits: &limits };
+    let create = call("manage_memory", r#"{"operation": "create", "content": "one more"}"#);
+    let p = prepare(&m, &create, ctx).unwrap();
+    let vs = embedder().embed_blocking(&["one more"]).unwrap();
+    apply(&mut m, p, &vs, ctx);
+    assert_eq!(m.len(), 7);
+    assert!(matches!(prepare(&m, &create, ctx).unwrap_err(), ToolError::ResourceExhausted { .. }));
+    let split = call("split_memory", r#"{"memory_id": "m0000", "split_criteria": "thematic", "parts": ["a b c", "d e f"]}"#);
+    assert!(matches!(prepare(&m, &split, ctx).unwrap_err(), ToolError::ResourceExhausted { .. }));
+    // Merging shrinks the memory, so it is allowed at the cap.
+    let merge = call("merge_memory", r#"{"memory_ids": ["m0001", "m0003"], "strategy": "concatenate"}"#);
+    assert!(prepare(&m, &merge, ctx).is_ok());
+}
