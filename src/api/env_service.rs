@@ -186,8 +186,7 @@ impl MemoryEnv for MemoryEnvService {
         logged(
             async {
                 let id = episode_id(id)?;
-                let b = self.env.score_episode(&id).await?;
-                let (state, _) = self.env.get_episode(&id, false).await?;
+                let (b, state) = self.env.score_with_state(&id).await?;
                 let mut resp = pb::ScoreEpisodeResponse::from(b.as_ref());
                 resp.steps_used = state.steps_used;
                 tracing::debug!(reward = b.reward, p_old = b.old.p, p_new = b.new.p, "scored");

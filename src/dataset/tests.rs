@@ -552,3 +552,11 @@ fn real_json_with_a_bad_category_names_the_path() {
     let missing = Dataset::from_locomo_json(std::path::Path::new("/nonexistent/locomo10.json")).expect_err("missing file");
     assert!(matches!(missing, DatasetError::Io { .. }), "{missing}");
 }
+
+#[test]
+fn unknown_memory_types_are_refused() {
+    let mut ds = real().clone();
+    ds.memories[3].memory_type = "feelings".into();
+    let err = ds.validate().unwrap_err().to_string();
+    assert!(err.contains("row 3") && err.contains("memory_type") && err.contains("feelings"), "{err}");
+}

@@ -117,6 +117,14 @@ impl Dataset {
             entry.2 = entry.2.max(m.position);
             non_blank(file, row, "text", &m.text, "text")?;
             non_blank(file, row, "memory_type", &m.memory_type, "memory type")?;
+            if !matches!(m.memory_type.as_str(), "episodic" | "semantic" | "procedural") {
+                return Err(row_err(
+                    file,
+                    row,
+                    "memory_type",
+                    format!("unknown memory type {:?} (expected episodic, semantic or procedural)", m.memory_type),
+                ));
+            }
             non_blank(file, row, "speaker", &m.speaker, "speaker")?;
             non_blank(file, row, "source", &m.source, "source")?;
             let Some(session) = conv.session(m.session) else {

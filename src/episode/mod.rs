@@ -20,7 +20,7 @@ use crate::dataset::Dataset;
 use crate::embed::{EmbedError, EmbedService};
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType};
 use crate::reward::{self, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
-use crate::tools::{self, OutputKind, ToolCall, ToolContext, ToolError, ToolOutput};
+use crate::tools::{self, ToolCall, ToolContext, ToolError, ToolOutput};
 
 /// Errors of the episode layer. `api::status` maps each variant to one gRPC code.
 #[derive(Debug, thiserror::Error)]
@@ -329,6 +329,7 @@ impl Environment {
                 .map(|(i, m)| MemoryRecord {
                     id: MemoryId(i as u32),
                     text: m.text.clone(),
+                    // The dataset validator admits only the three type names.
                     memory_type: m.memory_type.parse().unwrap_or(MemoryType::Episodic),
                     speaker: Some(m.speaker.clone()),
                     session: Some(m.session),
@@ -607,22 +608,32 @@ impl Environment {
         let entry = self.entry(episode_id)?;
         let ep = entry.episode.lock().await;
         let filter = Filter { memory_type, ..Filter::default() };
-        let matching = ep.memory.iter().filter(|(r, _)| filter.matches(r));
-        let total = ep.memory.iter().filter(|(r, _)| filter.matches(r)).count();
+        let mut total = 0;
+        let mut memories = Vec::with_capacity(page_size.min(ep.memory.len()));
+        for (r, _) in ep.memory.iter().filter(|(r, _)| filter.matches(r)) {
+            if total >= offset && memories.len() < page_size {
+                memories.push(r.clone());
+            }
+            total += 1;
+        }
         if offset > total {
             return Err(EpisodeError::invalid("page_token", format!("offset {offset} is past the end ({total} memories)")));
         }
-        let memories: Vec<MemoryRecord> = matching.skip(offset).take(page_size).map(|(r, _)| r.clone()).collect();
         let end = offset + memories.len();
         Ok(MemoryPage { memories, next_offset: (end < total).then_some(end), total })
     }
 
     /// Scores the episode (idempotent) and finalises it.
     pub async fn score_episode(&self, episode_id: &str) -> Result<Arc<RewardBreakdown>, EpisodeError> {
+        self.score_with_state(episode_id).await.map(|(b, _)| b)
+    }
+
+    /// Scores the episode and returns its state after scoring.
+    pub async fn score_with_state(&self, episode_id: &str) -> Result<(Arc<RewardBreakdown>, EpisodeState), EpisodeError> {
         let entry = self.entry(episode_id)?;
         let mut ep = entry.episode.lock().await;
         if let Some(b) = &ep.scored {
-            return Ok(b.clone());
+            return Ok((b.clone(), ep.state()));
         }
         let k = self.config.top_k;
         let evaluator = self.config.evaluator;
@@ -654,7 +665,7 @@ impl Environment {
             ep.target.evidence.len(),
         ));
         ep.scored = Some(b.clone());
-        Ok(b)
+        Ok((b, ep.state()))
     }
 
     async fn evaluate_base(&self, base: &Arc<BaseMemory>, target: &Target) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
@@ -699,11 +710,6 @@ pub fn build_base(embed: &EmbedService, key: String, records: Vec<MemoryRecord>,
     }
     Ok(BaseMemory::build(key, records, vectors, embed.dim(), index.clone()))
 }
-
-/// Output kinds re-exported for the API layer.
-pub use tools::OutputKind as ToolOutputKind;
-#[allow(unused_imports)]
-use OutputKind as _;
 
 #[cfg(test)]
 mod tests;
