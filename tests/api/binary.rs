@@ -43,3 +43,22 @@ async fn serve_answers_and_exits_cleanly_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_corrupt_data_file_stops_the_server_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/data/locomo");
+    for f in ["conversations.parquet", "questions.parquet"] {
+        std::fs::copy(format!("{data}/{f}"), dir.path().join(f)).unwrap();
+    }
+    std::fs::write(dir.path().join("memories.parquet"), b"PAR1 this is not a parquet file").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_memgym"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("memories.parquet"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
