@@ -25,6 +25,73 @@ pub enum Command {
     Dataset(DatasetCommand),
     /// Load-test a server: N concurrent episodes × a realistic tool mix, then score and close.
     Bench(BenchArgs),
+    /// Offline evaluations.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+}
+
+/// Which embedder, and what it needs.
+#[derive(Debug, Clone, Args)]
+pub struct EmbedArgs {
+    /// Embedder: hash, potion-2m, fastembed or openai (see README "Embedders").
+    #[arg(long, env = "MEMGYM_EMBEDDER", default_value = "hash")]
+    pub embedder: String,
+    /// potion-2m: model directory (default: data/models/potion-base-2M).
+    #[arg(long, env = "MEMGYM_POTION_DIR")]
+    pub potion_dir: Option<PathBuf>,
+    /// fastembed: directory with model.onnx (scripts/install-onnx.sh prints it).
+    #[arg(long, env = "MEMGYM_EMBED_MODEL_DIR")]
+    pub embed_model_dir: Option<PathBuf>,
+    /// fastembed: tokenizer directory (default: data/models/all-MiniLM-L6-v2-tokenizer).
+    #[arg(long, env = "MEMGYM_TOKENIZER_DIR")]
+    pub tokenizer_dir: Option<PathBuf>,
+    /// fastembed: the ONNX Runtime library (libonnxruntime.so.*).
+    #[arg(long, env = "ORT_DYLIB_PATH")]
+    pub ort_dylib: Option<PathBuf>,
+    /// fastembed: inference sessions (each takes one batch at a time).
+    #[arg(long, env = "MEMGYM_EMBED_SESSIONS", default_value_t = 2)]
+    pub embed_sessions: usize,
+    /// openai: base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, env = "MEMGYM_OPENAI_BASE_URL")]
+    pub openai_base_url: Option<String>,
+    /// openai: embedding model name.
+    #[arg(long, env = "MEMGYM_OPENAI_MODEL")]
+    pub openai_model: Option<String>,
+    /// openai: file holding the API key (default: the OPENAI_API_KEY environment variable).
+    #[arg(long, env = "MEMGYM_OPENAI_API_KEY_FILE")]
+    pub openai_api_key_file: Option<PathBuf>,
+    /// Most texts per embedding batch (concurrent requests are batched together).
+    #[arg(long, env = "MEMGYM_EMBED_BATCH", default_value_t = 32)]
+    pub embed_batch: usize,
+    /// Microseconds a partial batch waits for more requests (default: 1000 for fastembed and openai, 0 otherwise).
+    #[arg(long, env = "MEMGYM_EMBED_WAIT_US")]
+    pub embed_wait_us: Option<u64>,
+    /// Entries of the LRU cache of embeddings by text (0 disables it).
+    #[arg(long, env = "MEMGYM_EMBED_CACHE", default_value_t = 16_384)]
+    pub embed_cache: usize,
+    /// Concurrent embedding batches on the blocking pool (default: CPU count).
+    #[arg(long, env = "MEMGYM_EMBED_THREADS")]
+    pub embed_threads: Option<usize>,
+}
+
+/// `memgym eval ...`.
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Evidence recall@1/5/10, MRR and embedding throughput per retriever and category on LoCoMo.
+    Retrieval {
+        /// Embedders to evaluate (repeatable); default: every one that is available here.
+        #[arg(long = "with")]
+        with: Vec<String>,
+        /// Only this split (train or test); default: all questions.
+        #[arg(long)]
+        split: Option<String>,
+        /// Print JSON rows instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Embedder options.
+        #[command(flatten)]
+        embed: EmbedArgs,
+    },
 }
 
 /// Environment settings shared by `serve` and the in-process `bench`.
@@ -63,12 +130,15 @@ pub struct EnvArgs {
     /// Memories retrieved per evaluation of p(M, q).
     #[arg(long, env = "MEMGYM_TOP_K", default_value_t = 5)]
     pub top_k: usize,
+    /// Precomputed M₀ vectors (default: vectors-<embedder>.parquet in --data-dir or data/locomo, if present).
+    #[arg(long, env = "MEMGYM_VECTORS")]
+    pub vectors: Option<PathBuf>,
     /// Size budget N_max of the efficiency term; default |M₀| of the episode.
     #[arg(long, env = "MEMGYM_N_MAX")]
     pub n_max: Option<usize>,
-    /// Concurrent embedding batches on the blocking pool (default: CPU count).
-    #[arg(long, env = "MEMGYM_EMBED_THREADS")]
-    pub embed_threads: Option<usize>,
+    /// Embedder settings.
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// `memgym serve`.
@@ -87,6 +157,7 @@ pub struct ServeArgs {
 
 /// `memgym dataset ...`.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum DatasetCommand {
     /// Convert locomo10.json to conversations/memories/questions.parquet.
     Convert {
@@ -96,6 +167,18 @@ pub enum DatasetCommand {
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Embed M₀ once and store the vectors as vectors-<embedder>.parquet, keyed by the embedder's identity.
+    Embed {
+        /// Parquet directory to read (default: the embedded copy).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Output directory.
+        #[arg(long, default_value = "data/locomo")]
+        out: PathBuf,
+        /// Embedder options.
+        #[command(flatten)]
+        embed: EmbedArgs,
     },
     /// Print counts per conversation, split and category.
     Stats {

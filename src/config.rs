@@ -2,15 +2,16 @@
 //! the dataset (a Parquet directory, or by default the copy embedded in the binary at build time, so the
 //! server runs with nothing but its binary).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::cli::EnvArgs;
-use crate::dataset::Dataset;
-use crate::embed::{EmbedService, HashEmbedder};
+use crate::cli::{EmbedArgs, EnvArgs};
+use crate::dataset::{Dataset, VectorSet};
+use crate::embed::select::{self, EmbedderKind, EmbedderOptions};
+use crate::embed::{BatchConfig, EmbedService};
 use crate::episode::{EnvConfig, Environment, Limits, SystemClock};
 use crate::memory::{IndexConfig, IndexMode};
 use crate::reward::Evaluator;
@@ -67,12 +68,122 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
     })
 }
 
-/// Builds the environment the flags describe (dataset, embedder, shared M₀ per conversation).
+/// The embedder options the flags describe (reads the OpenAI key file or `OPENAI_API_KEY`).
+pub fn embedder_options(a: &EmbedArgs) -> anyhow::Result<EmbedderOptions> {
+    let openai_api_key = match &a.openai_api_key_file {
+        Some(p) => {
+            Some(std::fs::read_to_string(p).with_context(|| format!("reading the API key file {}", p.display()))?.trim().to_string())
+        }
+        None => std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.trim().is_empty()),
+    };
+    Ok(EmbedderOptions {
+        potion_dir: a.potion_dir.clone(),
+        model_dir: a.embed_model_dir.clone(),
+        tokenizer_dir: a.tokenizer_dir.clone(),
+        ort_dylib: a.ort_dylib.clone(),
+        sessions: a.embed_sessions,
+        openai_base_url: a.openai_base_url.clone(),
+        openai_model: a.openai_model.clone(),
+        openai_api_key,
+    })
+}
+
+/// Builds one embedder and its batching service.
+pub fn embed_service(kind: EmbedderKind, a: &EmbedArgs) -> anyhow::Result<EmbedService> {
+    if a.embed_batch == 0 {
+        bail!("--embed-batch must be positive");
+    }
+    let embedder = select::build(kind, &embedder_options(a)?).with_context(|| format!("starting the {} embedder", kind.as_str()))?;
+    let transformer_or_remote = matches!(kind, EmbedderKind::FastEmbed | EmbedderKind::OpenAi);
+    let wait_us = a.embed_wait_us.unwrap_or(if transformer_or_remote { 1_000 } else { 0 });
+    let permits = a.embed_threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    Ok(EmbedService::with_config(
+        embedder,
+        BatchConfig { max_batch: a.embed_batch, max_wait: Duration::from_micros(wait_us), permits, cache_entries: a.embed_cache },
+    ))
+}
+
+/// Progress of embedding M₀ at startup: a bar on a terminal, a log line per quarter otherwise.
+fn progress_reporter(name: String) -> impl FnMut(usize, usize) {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_quarter = 0;
+    move |done, total| {
+        let total = total.max(1);
+        if tty {
+            let filled = done * 30 / total;
+            eprint!("\rembedding M₀ with {name} [{}{}] {done}/{total}", "#".repeat(filled), " ".repeat(30 - filled));
+            if done >= total {
+                eprintln!();
+            }
+        } else {
+            let quarter = done * 4 / total;
+            if quarter > last_quarter {
+                last_quarter = quarter;
+                tracing::info!(done, total, embedder = %name, "embedding M₀");
+            }
+        }
+    }
+}
+
+/// Builds the environment the flags describe (dataset, embedder, shared M₀ per conversation). M₀
+/// vectors come from a matching `vectors-<embedder>.parquet` when there is one; otherwise they are
+/// embedded now, before the server accepts any episode.
 pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
     let config = env_config(a)?;
     let dataset = Arc::new(load_dataset(a.data_dir.as_deref())?);
-    let threads = a.embed_threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
-    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), threads);
-    let env = Environment::new(config, dataset, embed, Arc::new(SystemClock::default())).context("embedding the initial memories")?;
+    let kind: EmbedderKind = a.embed.embedder.parse().map_err(anyhow::Error::msg).context("--embedder")?;
+    let embed = embed_service(kind, &a.embed)?;
+    let id = embed.identity().clone();
+    let path = a
+        .vectors
+        .clone()
+        .unwrap_or_else(|| a.data_dir.clone().unwrap_or_else(|| PathBuf::from("data/locomo")).join(VectorSet::file_name(&id.name)));
+    let vectors = if path.exists() {
+        let set = VectorSet::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        if (set.name.as_str(), set.dim, set.fingerprint.as_str()) == (id.name.as_str(), id.dim, id.fingerprint.as_str()) {
+            tracing::info!(path = %path.display(), "using precomputed M₀ vectors");
+            Some(set)
+        } else {
+            let file = format!("{}/{}/{}", set.name, set.dim, set.fingerprint);
+            tracing::warn!(path = %path.display(), %file, embedder = %id, "precomputed vectors come from another embedder; embedding M₀ instead");
+            None
+        }
+    } else if a.vectors.is_some() {
+        bail!("--vectors {}: no such file", path.display());
+    } else {
+        None
+    };
+    let mut progress = progress_reporter(id.name.clone());
+    let env = Environment::with_vectors(config, dataset, embed, Arc::new(SystemClock::default()), vectors.as_ref(), &mut progress)
+        .context("embedding the initial memories")?;
     Ok(Arc::new(env))
+}
+
+/// Embeds M₀ and writes `vectors-<embedder>.parquet` into `out`.
+pub fn embed_dataset(data_dir: Option<&Path>, out: &Path, a: &EmbedArgs) -> anyhow::Result<PathBuf> {
+    let dataset = load_dataset(data_dir)?;
+    let kind: EmbedderKind = a.embedder.parse().map_err(anyhow::Error::msg).context("--embedder")?;
+    let embed = embed_service(kind, a)?;
+    let id = embed.identity().clone();
+    let mut progress = progress_reporter(id.name.clone());
+    let mut by_conversation = std::collections::HashMap::new();
+    let (mut done, total) = (0, dataset.memories.len());
+    for conv in &dataset.conversations {
+        let rows = dataset.memories_of(&conv.id);
+        let mut out_rows = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(32) {
+            let texts: Vec<&str> = chunk.iter().map(|m| m.text.as_str()).collect();
+            for (m, v) in chunk.iter().zip(embed.embed_blocking(&texts)?) {
+                out_rows.push((m.memory_id.clone(), v));
+            }
+            done += chunk.len();
+            progress(done, total);
+        }
+        by_conversation.insert(conv.id.clone(), out_rows);
+    }
+    let set = VectorSet { name: id.name.clone(), dim: id.dim, fingerprint: id.fingerprint.clone(), by_conversation };
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let path = out.join(VectorSet::file_name(&id.name));
+    set.write(&path)?;
+    Ok(path)
 }

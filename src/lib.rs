@@ -15,6 +15,7 @@ pub mod config;
 pub mod dataset;
 pub mod embed;
 pub mod episode;
+pub mod eval;
 pub mod memory;
 pub mod reward;
 pub mod server;

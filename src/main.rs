@@ -4,9 +4,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use memgym::cli::{Cli, Command, DatasetCommand};
-use memgym::dataset::Dataset;
-use memgym::{api, config, server, telemetry};
+use memgym::cli::{Cli, Command, DatasetCommand, EvalCommand};
+use memgym::dataset::{Dataset, Split};
+use memgym::embed::select::EmbedderKind;
+use memgym::{api, config, eval, server, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -38,6 +39,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ds.write_parquet(&out)?;
             println!("{}", ds.stats());
             println!("wrote {}", out.display());
+            Ok(())
+        }
+        Command::Dataset(DatasetCommand::Embed { data_dir, out, embed }) => {
+            let path = config::embed_dataset(data_dir.as_deref(), &out, &embed)?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
+        Command::Eval(EvalCommand::Retrieval { with, split, json, embed }) => {
+            let ds = config::load_dataset(None)?;
+            let split = split.map(|s| s.parse::<Split>()).transpose().map_err(|e| anyhow::anyhow!("--split: {e}"))?;
+            let kinds: Vec<EmbedderKind> = if with.is_empty() {
+                EmbedderKind::ALL.to_vec()
+            } else {
+                with.iter().map(|w| w.parse()).collect::<Result<_, String>>().map_err(anyhow::Error::msg)?
+            };
+            let mut services = Vec::new();
+            for k in kinds {
+                match config::embed_service(k, &embed) {
+                    Ok(s) => services.push(s),
+                    // Without an explicit list, embedders that are not set up here are skipped, and said so.
+                    Err(e) if with.is_empty() => eprintln!("skipping {}: {e:#}", k.as_str()),
+                    Err(e) => return Err(e),
+                }
+            }
+            let rows = eval::retrieval::evaluate(&ds, split, &services)?;
+            if json {
+                for r in &rows {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                print!("{}", eval::retrieval::table(&rows));
+            }
             Ok(())
         }
         Command::Dataset(DatasetCommand::Stats { data_dir, locomo }) => {

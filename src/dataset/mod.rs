@@ -82,6 +82,7 @@ mod locomo;
 mod parquet_io;
 mod stats;
 mod validate;
+mod vectors;
 
 #[cfg(test)]
 mod tests;
@@ -95,6 +96,7 @@ use std::str::FromStr;
 pub use evidence::{canonical_dia_id, is_dia_id, normalize_evidence, EvidenceRepairs};
 pub use parquet_io::{ParquetFiles, CONVERSATIONS_FILE, MEMORIES_FILE, QUESTIONS_FILE};
 pub use stats::{CategoryStats, ConversationStats, SplitStats, Stats, Totals};
+pub use vectors::VectorSet;
 
 /// The `memory_type` of every initial memory.
 pub const MEMORY_TYPE_EPISODIC: &str = "episodic";

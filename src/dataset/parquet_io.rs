@@ -189,7 +189,7 @@ pub(super) fn encode(file: &str, batch: &RecordBatch) -> Result<Bytes, DatasetEr
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory is written and
 /// synced, then renamed over `path`, then the directory is synced. Readers see the old file or
 /// the new one, never a partial one.
-fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
+pub(super) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let io = |path: &Path| {
         let path = path.to_path_buf();

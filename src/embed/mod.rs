@@ -1,21 +1,30 @@
 //! Embeddings: the [`Embedder`] trait (batch-first, synchronous, CPU-bound) and [`EmbedService`], which
-//! runs it on the blocking pool behind a semaphore so embedding never stalls the async workers.
+//! batches concurrent requests dynamically, caches repeated texts, and runs the embedder on the blocking
+//! pool behind a semaphore so embedding never stalls the async workers.
 //!
 //! Every embedder has an [`EmbedderIdentity`] (name, dimension, hash of its parameters or model files),
 //! recorded in reward breakdowns. The default until real models land is [`HashEmbedder`], a
 //! deterministic offline n-gram feature hasher.
 
+mod fastembed;
 mod hash;
+mod openai;
+mod potion;
+pub mod select;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use fastembed::FastEmbedder;
 pub use hash::HashEmbedder;
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
+pub use potion::PotionEmbedder;
 use tokio::sync::Semaphore;
 
 use crate::memory::vector::normalize;
 
 /// Failures of an embedder.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
     /// The model returned a vector of the wrong size.
     #[error("embedder {embedder} returned {got} dimensions, expected {expected}")]
@@ -82,58 +91,243 @@ pub trait Embedder: Send + Sync + 'static {
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
-/// Runs an [`Embedder`] on the blocking pool, at most `permits` batches at a time, and checks and
-/// normalises what it returns.
+/// How [`EmbedService`] groups concurrent requests into batches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchConfig {
+    /// Most texts in one batch (requests are never split, so one large request may exceed it).
+    pub max_batch: usize,
+    /// How long a batch that is not full may wait for more requests. Zero: take only what is already
+    /// queued — under load batches still form, because requests queue while the permits are busy.
+    pub max_wait: std::time::Duration,
+    /// Batches embedding at once (on the blocking pool).
+    pub permits: usize,
+    /// Entries of the LRU cache of embeddings by text (0 disables it).
+    pub cache_entries: usize,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig { max_batch: 32, max_wait: std::time::Duration::ZERO, permits: 2, cache_entries: 16_384 }
+    }
+}
+
+/// Counters of an [`EmbedService`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmbedStats {
+    /// Texts answered from the cache.
+    pub cache_hits: u64,
+    /// Texts sent to the embedder.
+    pub embedded: u64,
+    /// Batches run by the batcher.
+    pub batches: u64,
+}
+
+struct Job {
+    texts: Vec<String>,
+    reply: tokio::sync::oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>,
+}
+
+struct Inner {
+    embedder: Arc<dyn Embedder>,
+    config: BatchConfig,
+    permits: Arc<Semaphore>,
+    queue: std::sync::OnceLock<tokio::sync::mpsc::Sender<Job>>,
+    cache: Option<parking_lot::Mutex<lru::LruCache<String, Arc<Vec<f32>>>>>,
+    hits: AtomicU64,
+    embedded: Arc<AtomicU64>,
+    batches: Arc<AtomicU64>,
+}
+
+/// Runs an [`Embedder`] off the async workers with **dynamic batching**: concurrent requests (from many
+/// episodes) are queued, grouped into batches of up to `max_batch` texts, and embedded on the blocking
+/// pool, at most `permits` batches at a time — a transformer embeds 32 texts far faster than 32 × 1. An
+/// LRU cache answers repeated texts (a GRPO group repeats the same queries). Vectors are checked (count,
+/// dimension, finite) and normalised.
 #[derive(Clone)]
 pub struct EmbedService {
-    embedder: Arc<dyn Embedder>,
-    permits: Arc<Semaphore>,
+    inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for EmbedService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbedService").field("embedder", self.embedder.identity()).finish()
+        f.debug_struct("EmbedService").field("embedder", self.inner.embedder.identity()).field("config", &self.inner.config).finish()
     }
 }
 
 impl EmbedService {
-    /// Wraps an embedder; `permits` bounds concurrent batches (use the core count).
+    /// Wraps an embedder with default batching and `permits` concurrent batches (use the core count).
     pub fn new(embedder: Arc<dyn Embedder>, permits: usize) -> Self {
-        EmbedService { embedder, permits: Arc::new(Semaphore::new(permits.max(1))) }
+        Self::with_config(embedder, BatchConfig { permits, ..BatchConfig::default() })
+    }
+
+    /// Wraps an embedder with explicit batching settings.
+    pub fn with_config(embedder: Arc<dyn Embedder>, config: BatchConfig) -> Self {
+        let cache = std::num::NonZeroUsize::new(config.cache_entries).map(|n| parking_lot::Mutex::new(lru::LruCache::new(n)));
+        EmbedService {
+            inner: Arc::new(Inner {
+                embedder,
+                permits: Arc::new(Semaphore::new(config.permits.max(1))),
+                config,
+                queue: std::sync::OnceLock::new(),
+                cache,
+                hits: AtomicU64::new(0),
+                embedded: Arc::new(AtomicU64::new(0)),
+                batches: Arc::new(AtomicU64::new(0)),
+            }),
+        }
     }
 
     /// The embedder's identity.
     pub fn identity(&self) -> &EmbedderIdentity {
-        self.embedder.identity()
+        self.inner.embedder.identity()
     }
 
     /// Vector dimension.
     pub fn dim(&self) -> usize {
-        self.embedder.identity().dim
+        self.inner.embedder.identity().dim
     }
 
-    /// Embeds synchronously (for startup and tools that already run off the async workers).
+    /// Counters.
+    pub fn stats(&self) -> EmbedStats {
+        EmbedStats {
+            cache_hits: self.inner.hits.load(Ordering::Relaxed),
+            embedded: self.inner.embedded.load(Ordering::Relaxed),
+            batches: self.inner.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Embeds synchronously on the calling thread (startup, offline tools). No cache, no batching.
     pub fn embed_blocking(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let vs = self.embedder.embed_batch(texts)?;
-        check_and_normalize(self.embedder.identity(), texts.len(), vs)
+        self.inner.embedded.fetch_add(texts.len() as u64, Ordering::Relaxed);
+        run_batch(self.inner.embedder.as_ref(), texts)
     }
 
-    /// Embeds on the blocking pool behind the semaphore.
+    /// Embeds through the cache and the batcher.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let _permit = self.permits.acquire().await.map_err(|e| EmbedError::Join(e.to_string()))?;
-        let this = self.clone();
-        let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || {
-            let _g = span.enter();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            this.embed_blocking(&refs)
-        })
-        .await
-        .map_err(|e| EmbedError::Join(e.to_string()))?
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        let mut missing: Vec<String> = Vec::new();
+        let mut missing_at: Vec<usize> = Vec::new();
+        match &self.inner.cache {
+            Some(cache) => {
+                let mut c = cache.lock();
+                for (i, t) in texts.into_iter().enumerate() {
+                    match c.get(&t) {
+                        Some(v) => out[i] = Some(v.as_ref().clone()),
+                        None => {
+                            missing.push(t);
+                            missing_at.push(i);
+                        }
+                    }
+                }
+            }
+            None => {
+                missing_at = (0..texts.len()).collect();
+                missing = texts;
+            }
+        }
+        self.inner.hits.fetch_add((out.len() - missing.len()) as u64, Ordering::Relaxed);
+        if !missing.is_empty() {
+            let keys = self.inner.cache.as_ref().map(|_| missing.clone());
+            let vectors = self.submit(missing).await?;
+            if let (Some(cache), Some(keys)) = (&self.inner.cache, keys) {
+                let mut c = cache.lock();
+                for (k, v) in keys.into_iter().zip(&vectors) {
+                    c.put(k, Arc::new(v.clone()));
+                }
+            }
+            for (i, v) in missing_at.into_iter().zip(vectors) {
+                out[i] = Some(v);
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
+
+    async fn submit(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let queue = self.inner.queue.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(8192);
+            let batcher = Batcher {
+                embedder: self.inner.embedder.clone(),
+                config: self.inner.config.clone(),
+                permits: self.inner.permits.clone(),
+                embedded: self.inner.embedded.clone(),
+                batches: self.inner.batches.clone(),
+            };
+            tokio::spawn(batcher.run(rx));
+            tx
+        });
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        queue.send(Job { texts, reply }).await.map_err(|_| EmbedError::Join("the embedding batcher stopped".into()))?;
+        answer.await.map_err(|_| EmbedError::Join("the embedding batch was dropped".into()))?
+    }
+}
+
+/// The task that groups queued jobs into batches.
+struct Batcher {
+    embedder: Arc<dyn Embedder>,
+    config: BatchConfig,
+    permits: Arc<Semaphore>,
+    embedded: Arc<AtomicU64>,
+    batches: Arc<AtomicU64>,
+}
+
+impl Batcher {
+    async fn run(self, mut rx: tokio::sync::mpsc::Receiver<Job>) {
+        while let Some(first) = rx.recv().await {
+            // Wait for capacity first: requests keep queueing meanwhile and join this batch.
+            let Ok(permit) = self.permits.clone().acquire_owned().await else { return };
+            let mut n = first.texts.len();
+            let mut jobs = vec![first];
+            while n < self.config.max_batch {
+                match rx.try_recv() {
+                    Ok(j) => {
+                        n += j.texts.len();
+                        jobs.push(j);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if n < self.config.max_batch && !self.config.max_wait.is_zero() {
+                let deadline = tokio::time::Instant::now() + self.config.max_wait;
+                while n < self.config.max_batch {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(j)) => {
+                            n += j.texts.len();
+                            jobs.push(j);
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+            let embedder = self.embedder.clone();
+            self.embedded.fetch_add(n as u64, Ordering::Relaxed);
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let texts: Vec<&str> = jobs.iter().flat_map(|j| j.texts.iter().map(String::as_str)).collect();
+                match run_batch(embedder.as_ref(), &texts) {
+                    Ok(mut all) => {
+                        for j in jobs.into_iter().rev() {
+                            let mine = all.split_off(all.len() - j.texts.len());
+                            let _ = j.reply.send(Ok(mine));
+                        }
+                    }
+                    Err(e) => {
+                        for j in jobs {
+                            let _ = j.reply.send(Err(e.clone()));
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+fn run_batch(embedder: &dyn Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let vs = embedder.embed_batch(texts)?;
+    check_and_normalize(embedder.identity(), texts.len(), vs)
 }
 
 fn check_and_normalize(id: &EmbedderIdentity, n: usize, mut vs: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -173,6 +367,68 @@ mod tests {
         assert!(matches!(wrong_dim.embed(vec!["x".into()]).await, Err(EmbedError::Dimension { .. })));
         let nan = EmbedService::new(Arc::new(Broken(id, 4)), 1);
         assert!(matches!(nan.embed(vec!["x".into()]).await, Err(EmbedError::NonFinite { .. })));
+    }
+
+    /// Records batch sizes.
+    struct Recording(HashEmbedder, parking_lot::Mutex<Vec<usize>>);
+    impl Embedder for Recording {
+        fn identity(&self) -> &EmbedderIdentity {
+            self.0.identity()
+        }
+        fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.1.lock().push(texts.len());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            self.0.embed_batch(texts)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_requests_are_batched_and_answers_stay_in_order() {
+        let rec = Arc::new(Recording(HashEmbedder::default(), parking_lot::Mutex::new(Vec::new())));
+        let cfg = BatchConfig { max_batch: 32, max_wait: std::time::Duration::from_millis(1), permits: 1, cache_entries: 0 };
+        let s = EmbedService::with_config(rec.clone(), cfg);
+        let reference = HashEmbedder::default();
+        let mut tasks = Vec::new();
+        for i in 0..64 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move { (i, s.embed(vec![format!("text number {i}"), format!("other {i}")]).await.unwrap()) }));
+        }
+        for t in tasks {
+            let (i, v) = t.await.unwrap();
+            let mut want = reference.embed_batch(&[&format!("text number {i}"), &format!("other {i}")]).unwrap();
+            want.iter_mut().for_each(|w| {
+                normalize(w);
+            });
+            assert_eq!(v, want, "request {i} got someone else's vectors");
+        }
+        let sizes = rec.1.lock().clone();
+        assert_eq!(sizes.iter().sum::<usize>(), 128);
+        assert!(sizes.len() < 64, "no batching happened: {sizes:?}");
+        assert!(sizes.iter().all(|n| *n <= 32 + 2), "{sizes:?}");
+        assert_eq!(s.stats().batches as usize, sizes.len());
+    }
+
+    #[tokio::test]
+    async fn the_cache_answers_repeats() {
+        let rec = Arc::new(Recording(HashEmbedder::default(), parking_lot::Mutex::new(Vec::new())));
+        let s = EmbedService::with_config(rec.clone(), BatchConfig { cache_entries: 2, ..BatchConfig::default() });
+        let a = s.embed(vec!["what did Caroline research?".into()]).await.unwrap();
+        let b = s.embed(vec!["what did Caroline research?".into(), "new text".into()]).await.unwrap();
+        assert_eq!(a[0], b[0]);
+        assert_eq!(*rec.1.lock(), vec![1, 1], "the repeated text was not embedded again");
+        assert_eq!(s.stats().cache_hits, 1);
+        // Capacity 2: a third text evicts the least recently used.
+        s.embed(vec!["third".into()]).await.unwrap();
+        s.embed(vec!["what did Caroline research?".into()]).await.unwrap();
+        assert_eq!(rec.1.lock().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_failing_batch_fails_every_request_in_it() {
+        let id = EmbedderIdentity { name: "broken".into(), dim: 4, fingerprint: "0".into() };
+        let s = EmbedService::new(Arc::new(Broken(id, 4)), 1);
+        let (a, b) = tokio::join!(s.embed(vec!["x".into()]), s.embed(vec!["y".into()]));
+        assert!(a.is_err() && b.is_err());
     }
 
     #[tokio::test]

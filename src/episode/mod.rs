@@ -320,7 +320,23 @@ fn valid_episode_id(id: &str) -> Result<(), EpisodeError> {
 impl Environment {
     /// Builds the environment: embeds every conversation's M₀ once and builds its index.
     pub fn new(config: EnvConfig, dataset: Arc<Dataset>, embed: EmbedService, clock: Arc<dyn Clock>) -> Result<Self, EmbedError> {
+        Self::with_vectors(config, dataset, embed, clock, None, &mut |_, _| {})
+    }
+
+    /// Like [`Self::new`], but takes M₀ vectors from `vectors` where they cover a conversation exactly
+    /// (same embedder — the caller checks the identity — same ids in order), and reports embedding
+    /// progress (`done`, `total` memories) for the rest.
+    pub fn with_vectors(
+        config: EnvConfig,
+        dataset: Arc<Dataset>,
+        embed: EmbedService,
+        clock: Arc<dyn Clock>,
+        vectors: Option<&crate::dataset::VectorSet>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self, EmbedError> {
         let mut bases = HashMap::new();
+        let total = dataset.memories.len();
+        let mut done = 0;
         for conv in &dataset.conversations {
             let rows = dataset.memories_of(&conv.id);
             let records: Vec<MemoryRecord> = rows
@@ -339,7 +355,23 @@ impl Environment {
                     created_step: 0,
                 })
                 .collect();
-            let base = build_base(&embed, conv.id.clone(), records, &config.index)?;
+            let stored = vectors.and_then(|v| v.by_conversation.get(&conv.id)).filter(|stored| {
+                stored.len() == rows.len() && stored.iter().zip(rows).all(|((id, v), m)| *id == m.memory_id && v.len() == embed.dim())
+            });
+            let base = match stored {
+                Some(stored) => {
+                    let mut flat = Vec::with_capacity(rows.len() * embed.dim());
+                    for (_, v) in stored {
+                        let mut v = v.clone();
+                        crate::memory::vector::normalize(&mut v);
+                        flat.extend_from_slice(&v);
+                    }
+                    BaseMemory::build(conv.id.clone(), records, flat, embed.dim(), config.index.clone())
+                }
+                None => build_base(&embed, conv.id.clone(), records, &config.index)?,
+            };
+            done += rows.len();
+            progress(done, total);
             bases.insert(conv.id.clone(), Arc::new(base));
         }
         let id_salt = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);

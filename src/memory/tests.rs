@@ -14,7 +14,7 @@ fn record(i: u32, speaker: &str, session: u32) -> MemoryRecord {
     MemoryRecord {
         id: MemoryId(i),
         text: format!("memory number {i}"),
-        memory_type: if i % 3 == 0 { MemoryType::Semantic } else { MemoryType::Episodic },
+        memory_type: if i.is_multiple_of(3) { MemoryType::Semantic } else { MemoryType::Episodic },
         speaker: Some(speaker.to_string()),
         session: Some(session),
         session_date: None,

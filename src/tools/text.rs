@@ -1934,7 +1934,7 @@ mod tests {
             let mut text = String::new();
             for _ in 0..n {
                 text.push_str(PIECES[(xorshift(&mut state) % PIECES.len() as u64) as usize]);
-                if xorshift(&mut state) % 2 == 0 {
+                if xorshift(&mut state).is_multiple_of(2) {
                     text.push(' ');
                 }
             }
