@@ -103,6 +103,9 @@ pub struct EnvArgs {
     /// Index path: auto (exact scan up to --full-scan-threshold vectors, HNSW above), hnsw, or exact.
     #[arg(long, env = "MEMGYM_INDEX", default_value = "auto")]
     pub index: String,
+    /// Search: dense (cosine), or hybrid (reciprocal-rank fusion of cosine and BM25; see README "Embedders").
+    #[arg(long, env = "MEMGYM_SEARCH", default_value = "dense")]
+    pub search: String,
     /// In auto mode, M₀ sizes up to this use the exact scan.
     #[arg(long, env = "MEMGYM_FULL_SCAN_THRESHOLD", default_value_t = 10_000)]
     pub full_scan_threshold: usize,

@@ -61,7 +61,16 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
             max_custom_memories: a.max_memories,
             tools: ToolLimits { max_text_chars: a.max_text_chars, max_ids_per_call: a.max_ids_per_call, max_memories: a.max_memories },
         },
-        index: IndexConfig { mode, full_scan_threshold: a.full_scan_threshold, ..IndexConfig::default() },
+        index: IndexConfig {
+            mode,
+            full_scan_threshold: a.full_scan_threshold,
+            hybrid: match a.search.as_str() {
+                "dense" => false,
+                "hybrid" => true,
+                other => bail!("--search must be dense or hybrid, got {other:?}"),
+            },
+            ..IndexConfig::default()
+        },
         top_k: a.top_k,
         n_max: a.n_max,
         evaluator: Evaluator::AnswerRecall,

@@ -676,7 +676,7 @@ impl Environment {
         };
         let (query, old_eval) = (&old.0, old.1.clone());
         let new_eval = {
-            let (hits, _) = ep.memory.search(query, k, &Filter::default(), None);
+            let (hits, _) = ep.memory.search_text(query, &ep.target.question, k, &Filter::default(), None);
             let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
             reward::evaluate(evaluator, &ep.target, &recs)
         };
@@ -703,7 +703,7 @@ impl Environment {
     async fn evaluate_base(&self, base: &Arc<BaseMemory>, target: &Target) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
         let q = self.embed.embed(vec![target.question.clone()]).await?.pop().unwrap_or_default();
         let view = EpisodeMemory::new(base.clone());
-        let (hits, _) = view.search(&q, self.config.top_k, &Filter::default(), None);
+        let (hits, _) = view.search_text(&q, &target.question, self.config.top_k, &Filter::default(), None);
         let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
         let eval = reward::evaluate(self.config.evaluator, target, &recs);
         Ok((q, eval))

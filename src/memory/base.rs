@@ -53,11 +53,20 @@ pub struct IndexConfig {
     pub hnsw_ef_construction: usize,
     /// HNSW search beam (raised to 2·k when k is larger).
     pub hnsw_ef_search: usize,
+    /// Hybrid search: fuse the dense ranking with BM25 by reciprocal rank (see `EpisodeMemory::search_text`).
+    pub hybrid: bool,
 }
 
 impl Default for IndexConfig {
     fn default() -> Self {
-        IndexConfig { mode: IndexMode::Auto, full_scan_threshold: 10_000, hnsw_m: 16, hnsw_ef_construction: 200, hnsw_ef_search: 64 }
+        IndexConfig {
+            mode: IndexMode::Auto,
+            full_scan_threshold: 10_000,
+            hnsw_m: 16,
+            hnsw_ef_construction: 200,
+            hnsw_ef_search: 64,
+            hybrid: false,
+        }
     }
 }
 
@@ -98,6 +107,7 @@ pub struct BaseMemory {
     total_chars: usize,
     speakers: Vec<String>,
     hnsw: Option<Hnsw<'static, f32, DistCosine>>,
+    terms: Vec<super::lexical::Terms>,
     config: IndexConfig,
 }
 
@@ -144,7 +154,8 @@ impl BaseMemory {
             }
             h
         });
-        BaseMemory { key, records, vectors, dim, total_chars, speakers, hnsw, config }
+        let terms = if config.hybrid { records.iter().map(|r| super::lexical::Terms::of(&r.text)).collect() } else { Vec::new() };
+        BaseMemory { key, records, vectors, dim, total_chars, speakers, hnsw, terms, config }
     }
 
     /// Key of this M₀ (the conversation id, or a custom episode's id).
@@ -183,6 +194,11 @@ impl BaseMemory {
     pub fn vector(&self, i: usize) -> &[f32] {
         &self.vectors[i * self.dim..(i + 1) * self.dim]
     }
+    /// Lexical terms of position `i` (hybrid mode only).
+    pub fn terms(&self, i: usize) -> Option<&super::lexical::Terms> {
+        self.terms.get(i)
+    }
+
     /// Whether an HNSW graph was built.
     pub fn has_graph(&self) -> bool {
         self.hnsw.is_some()

@@ -8,6 +8,10 @@
 use std::sync::Arc;
 
 use super::base::{BaseMemory, SearchPath, Tombstones};
+use super::lexical::{bm25_scores, Terms};
+
+/// Reciprocal-rank-fusion constant.
+const RRF_K: f64 = 60.0;
 use super::record::{Filter, MemoryId, MemoryRecord};
 use super::vector::{Hit, TopK};
 
@@ -57,6 +61,7 @@ pub struct EpisodeMemory {
     dead: Bitset,
     added: Vec<MemoryRecord>,
     added_vecs: Vec<f32>,
+    added_terms: Vec<Terms>,
     next_id: u32,
     total_chars: usize,
 }
@@ -66,7 +71,15 @@ impl EpisodeMemory {
     pub fn new(base: Arc<BaseMemory>) -> Self {
         let next_id = base.len() as u32;
         let total_chars = base.total_chars();
-        EpisodeMemory { base, dead: Bitset::default(), added: Vec::new(), added_vecs: Vec::new(), next_id, total_chars }
+        EpisodeMemory {
+            base,
+            dead: Bitset::default(),
+            added: Vec::new(),
+            added_vecs: Vec::new(),
+            added_terms: Vec::new(),
+            next_id,
+            total_chars,
+        }
     }
 
     /// The shared M₀.
@@ -139,6 +152,9 @@ impl EpisodeMemory {
     pub fn insert(&mut self, record: MemoryRecord, vector: &[f32]) {
         debug_assert_eq!(vector.len(), self.dim());
         self.total_chars += record.char_len();
+        if self.base.config().hybrid {
+            self.added_terms.push(Terms::of(&record.text));
+        }
         self.added.push(record);
         self.added_vecs.extend_from_slice(vector);
     }
@@ -156,6 +172,9 @@ impl EpisodeMemory {
         let p = self.added.iter().position(|r| r.id == id)?;
         let d = self.dim();
         self.added_vecs.drain(p * d..(p + 1) * d);
+        if p < self.added_terms.len() {
+            self.added_terms.remove(p);
+        }
         let r = self.added.remove(p);
         self.total_chars -= r.char_len();
         Some(r)
@@ -169,6 +188,57 @@ impl EpisodeMemory {
         }
         self.insert(record, vector);
         true
+    }
+
+    /// The search tools and the reward use: dense ([`Self::search`]), or — when M₀ was built with
+    /// `hybrid` — reciprocal-rank fusion (k = 60) of the exact dense ranking and BM25 over the live
+    /// records matching `filter`; the order is by fused rank (ties by id), the scores shown are cosine
+    /// similarities, and `threshold` applies to them.
+    pub fn search_text(
+        &self,
+        query: &[f32],
+        text: &str,
+        k: usize,
+        filter: &Filter,
+        threshold: Option<f32>,
+    ) -> (Vec<Scored<'_>>, SearchPath) {
+        if !self.base.config().hybrid {
+            return self.search(query, k, filter, threshold);
+        }
+        let d = self.dim();
+        let mut live: Vec<(&MemoryRecord, &[f32], &Terms)> = Vec::with_capacity(self.len());
+        for i in 0..self.base.len() {
+            let (Some(r), Some(t)) = (self.base.record(i), self.base.terms(i)) else { continue };
+            if !self.dead.is_dead(i) && (filter.is_empty() || filter.matches(r)) {
+                live.push((r, self.base.vector(i), t));
+            }
+        }
+        for (p, (r, t)) in self.added.iter().zip(&self.added_terms).enumerate() {
+            if filter.is_empty() || filter.matches(r) {
+                live.push((r, &self.added_vecs[p * d..(p + 1) * d], t));
+            }
+        }
+        let dense: Vec<f32> = live.iter().map(|(_, v, _)| super::vector::dot(query, v)).collect();
+        let terms: Vec<&Terms> = live.iter().map(|(_, _, t)| *t).collect();
+        let lexical = bm25_scores(text, &terms);
+        let by = |score: &dyn Fn(usize) -> f64| {
+            let mut idx: Vec<usize> = (0..live.len()).collect();
+            idx.sort_by(|a, b| score(*b).total_cmp(&score(*a)).then(live[*a].0.id.cmp(&live[*b].0.id)));
+            idx
+        };
+        let mut fused = vec![0.0f64; live.len()];
+        for ranking in [by(&|i| f64::from(dense[i])), by(&|i| lexical[i])] {
+            for (pos, i) in ranking.into_iter().enumerate() {
+                fused[i] += 1.0 / (RRF_K + pos as f64 + 1.0);
+            }
+        }
+        let out = by(&|i| fused[i])
+            .into_iter()
+            .filter(|i| threshold.is_none_or(|t| dense[*i] >= t))
+            .take(k)
+            .map(|i| Scored { score: dense[i], record: live[i].0 })
+            .collect();
+        (out, SearchPath::Exact)
     }
 
     /// Top-`k` live records matching `filter` with score ≥ `threshold`, best first (ties by id).

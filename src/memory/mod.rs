@@ -3,6 +3,7 @@
 
 mod base;
 mod episode;
+pub mod lexical;
 mod record;
 pub mod vector;
 

@@ -175,3 +175,76 @@ fn overlay_update_delete_and_ids() {
     assert_eq!(other.get(MemoryId(3)).unwrap().text, "memory number 3");
     assert_eq!(other.len(), 10);
 }
+
+fn locomo_base(conv: &str, hybrid: bool) -> (Arc<BaseMemory>, Vec<crate::dataset::Question>, crate::embed::EmbedService) {
+    let ds = crate::config::load_dataset(None).unwrap();
+    let embed = crate::embed::EmbedService::new(Arc::new(crate::embed::HashEmbedder::default()), 1);
+    let records: Vec<MemoryRecord> = ds
+        .memories_of(conv)
+        .iter()
+        .enumerate()
+        .map(|(i, m)| MemoryRecord {
+            id: MemoryId(i as u32),
+            text: m.text.clone(),
+            memory_type: MemoryType::Episodic,
+            speaker: Some(m.speaker.clone()),
+            session: Some(m.session),
+            session_date: None,
+            evidence: m.evidence.clone(),
+            source: "t".into(),
+            created_step: 0,
+        })
+        .collect();
+    let cfg = IndexConfig { hybrid, ..IndexConfig::default() };
+    let base = crate::episode::build_base(&embed, conv.into(), records, &cfg).unwrap();
+    let qs = ds.questions.iter().filter(|q| q.conversation_id == conv).cloned().collect();
+    (Arc::new(base), qs, embed)
+}
+
+#[test]
+fn hybrid_search_is_exactly_the_evaluated_fusion() {
+    use crate::eval::bm25::{rank_by, rrf, Bm25};
+    let (base, questions, embed) = locomo_base("conv-30", true);
+    let mem = EpisodeMemory::new(base.clone());
+    let texts: Vec<&str> = base.records().iter().map(|r| r.text.as_str()).collect();
+    let bm25 = Bm25::new(texts.iter().copied());
+    for q in questions.iter().take(40) {
+        let qv = embed.embed_blocking(&[q.question.as_str()]).unwrap().remove(0);
+        let dense: Vec<f64> = (0..base.len()).map(|i| f64::from(dot(&qv, base.vector(i)))).collect();
+        let want: Vec<u32> =
+            rrf(&[&rank_by(&dense), &bm25.rank(&q.question)], base.len(), 60.0).into_iter().take(10).map(|i| i as u32).collect();
+        let (got, _) = mem.search_text(&qv, &q.question, 10, &Filter::default(), None);
+        let got: Vec<u32> = got.iter().map(|s| s.record.id.0).collect();
+        assert_eq!(got, want, "{}", q.id);
+    }
+    // Dense mode ignores the text.
+    let (dense_base, _, _) = locomo_base("conv-30", false);
+    let plain = EpisodeMemory::new(dense_base);
+    let qv = embed.embed_blocking(&["Jon's dance studio"]).unwrap().remove(0);
+    assert_eq!(
+        plain.search_text(&qv, "anything", 5, &Filter::default(), None).0.iter().map(|s| s.record.id).collect::<Vec<_>>(),
+        plain.search(&qv, 5, &Filter::default(), None).0.iter().map(|s| s.record.id).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn hybrid_search_follows_edits_filters_and_thresholds() {
+    let (base, _, embed) = locomo_base("conv-30", true);
+    let mut mem = EpisodeMemory::new(base);
+    let q = "zanzibar kite festival";
+    let qv = embed.embed_blocking(&[q]).unwrap().remove(0);
+    let (top, _) = mem.search_text(&qv, q, 3, &Filter::default(), None);
+    let victim = top[0].record.id;
+    mem.remove(victim);
+    let id = mem.allocate_id();
+    let text = "Gina flew a kite at the Zanzibar kite festival.";
+    let v = embed.embed_blocking(&[text]).unwrap().remove(0);
+    mem.insert(MemoryRecord { id, text: text.into(), ..record(id.0, "Gina", 999) }, &v);
+    let (after, _) = mem.search_text(&qv, q, 3, &Filter::default(), None);
+    assert_eq!(after[0].record.id, id, "the added memory matches both ways");
+    assert!(after.iter().all(|s| s.record.id != victim));
+    let (only, _) = mem.search_text(&qv, q, 10, &Filter { session: Some(999), ..Filter::default() }, None);
+    assert_eq!(only.iter().map(|s| s.record.id).collect::<Vec<_>>(), vec![id]);
+    let (high, _) = mem.search_text(&qv, q, 10, &Filter::default(), Some(0.99));
+    assert!(high.is_empty());
+}

@@ -10,7 +10,7 @@ pub(super) fn prepare(a: &SearchArgs) -> Prepared {
 }
 
 pub(super) fn apply(mem: &EpisodeMemory, a: &SearchArgs, query: &[f32]) -> ToolOutput {
-    let (hits, path) = mem.search(query, a.top_k, &a.filter, a.threshold);
+    let (hits, path) = mem.search_text(query, &a.query, a.top_k, &a.filter, a.threshold);
     let text = if hits.is_empty() {
         let why = match a.threshold {
             Some(t) => format!(" at or above {t:.2}"),

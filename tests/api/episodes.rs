@@ -221,3 +221,27 @@ async fn health_and_the_episode_cap() {
     assert_eq!(err.code(), Code::ResourceExhausted);
     app.server.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn hybrid_search_mode_end_to_end() {
+    let mut app = spawn_app(&["--search", "hybrid"]).await;
+    app.open("h", "conv-26:q0").await;
+    let r = app.tool("h", "search_memory", json!({"query": "When did Caroline go to the LGBTQ support group?", "top_k": 5})).await.unwrap();
+    let Some(R::Search(s)) = r.result else { panic!() };
+    assert_eq!(s.results.len(), 5);
+    assert!(r.text.starts_with(&format!("[{} ", s.results[0].memory.as_ref().unwrap().id)));
+    let noop = app.env.score_episode(pb::ScoreEpisodeRequest { episode_id: "h".into() }).await.unwrap().into_inner();
+    assert_eq!(noop.reward, 0.0);
+    // The date the memory lacks, added lexically: the hybrid retrieval finds it for the question.
+    app.open("h2", "conv-26:q0").await;
+    app.tool(
+        "h2",
+        "manage_memory",
+        json!({"operation": "update", "memory_id": "m0000", "content": "Caroline went to the LGBTQ support group on 7 May 2023."}),
+    )
+    .await
+    .unwrap();
+    let s = app.env.score_episode(pb::ScoreEpisodeRequest { episode_id: "h2".into() }).await.unwrap().into_inner();
+    assert!(s.p_new > s.p_old && s.reward > 0.0, "{s:?}");
+    app.server.stop().await.unwrap();
+}

@@ -1,0 +1,88 @@
+//! The lexical half of hybrid search: per-record stemmed tokens and BM25 (k1 = 1.2, b = 0.75) computed at
+//! query time over an episode's *live* memories, so edits never leave a stale index behind.
+//!
+//! Only the query's terms matter, so document frequencies are counted for those terms alone, in one pass
+//! over the live records (a few hundred here). Tokens are the reward's (LoCoMo normalisation + NLTK Porter
+//! stemming), so the lexical signal agrees with what the reward counts.
+
+use crate::reward::normalize::stemmed_tokens;
+
+/// A record's tokens: sorted distinct terms with their counts, and the total length.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Terms {
+    terms: Vec<(String, u32)>,
+    len: u32,
+}
+
+impl Terms {
+    /// Tokenises a text.
+    pub fn of(text: &str) -> Self {
+        let mut toks = stemmed_tokens(text);
+        let len = toks.len() as u32;
+        toks.sort();
+        let mut terms: Vec<(String, u32)> = Vec::new();
+        for t in toks {
+            match terms.last_mut() {
+                Some((last, n)) if *last == t => *n += 1,
+                _ => terms.push((t, 1)),
+            }
+        }
+        Terms { terms, len }
+    }
+
+    fn tf(&self, term: &str) -> u32 {
+        self.terms.binary_search_by(|(t, _)| t.as_str().cmp(term)).map_or(0, |i| self.terms[i].1)
+    }
+}
+
+/// BM25 scores of `docs` for `query` (one score per doc, in order), with statistics over `docs` only.
+pub fn bm25_scores(query: &str, docs: &[&Terms]) -> Vec<f64> {
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+    let mut q = stemmed_tokens(query);
+    q.sort();
+    q.dedup();
+    let n = docs.len() as f64;
+    let avg = docs.iter().map(|d| f64::from(d.len)).sum::<f64>() / n.max(1.0);
+    let idf: Vec<(&str, f64)> = q
+        .iter()
+        .filter_map(|t| {
+            let df = docs.iter().filter(|d| d.tf(t) > 0).count() as f64;
+            (df > 0.0).then(|| (t.as_str(), ((n - df + 0.5) / (df + 0.5) + 1.0).ln()))
+        })
+        .collect();
+    docs.iter()
+        .map(|d| {
+            idf.iter()
+                .map(|(t, w)| {
+                    let f = f64::from(d.tf(t));
+                    if f == 0.0 {
+                        0.0
+                    } else {
+                        w * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * f64::from(d.len) / avg.max(1e-9)))
+                    }
+                })
+                .sum()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::bm25::Bm25;
+
+    #[test]
+    fn matches_the_eval_bm25() {
+        let docs = ["Caroline went to a support group", "Melanie paints sunsets", "Melanie paints and paints the lake", "the group met"];
+        let terms: Vec<Terms> = docs.iter().map(|d| Terms::of(d)).collect();
+        let refs: Vec<&Terms> = terms.iter().collect();
+        for q in ["painting the lake", "support group", "zebra", "Melanie"] {
+            let a = bm25_scores(q, &refs);
+            let b = Bm25::new(docs).scores(q);
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() < 1e-12, "{q}: {a:?} vs {b:?}");
+            }
+        }
+    }
+}
