@@ -196,3 +196,61 @@ pub fn embed_dataset(data_dir: Option<&Path>, out: &Path, a: &EmbedArgs) -> anyh
     set.write(&path)?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn serve_args(flags: &[&str]) -> EnvArgs {
+        let mut argv = vec!["memgym", "serve"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Serve(a) => a.env,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn precomputed_vectors_are_used_when_the_identity_matches_and_ignored_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = serve_args(&[]);
+        let path = embed_dataset(None, dir.path(), &args.embed).unwrap();
+        assert!(path.ends_with("vectors-hash-ngram-v1.parquet"));
+        let fresh = build_environment(&args).unwrap();
+        let file = path.to_string_lossy().into_owned();
+        let loaded = build_environment(&serve_args(&["--vectors", &file])).unwrap();
+        for conv in ["conv-26", "conv-50"] {
+            let (a, b) = (fresh.base(conv).unwrap(), loaded.base(conv).unwrap());
+            for i in [0, a.len() - 1] {
+                assert_eq!(a.vector(i), b.vector(i));
+            }
+        }
+        // Vectors from "another model" (same name, other fingerprint; here: all zeros) are not used.
+        let mut other = VectorSet::read(&path).unwrap();
+        other.fingerprint = "0000000000000000".into();
+        other.by_conversation.values_mut().flatten().for_each(|(_, v)| v.iter_mut().for_each(|x| *x = 0.0));
+        other.write(&path).unwrap();
+        let refused = build_environment(&serve_args(&["--vectors", &file])).unwrap();
+        assert_eq!(refused.base("conv-26").unwrap().vector(0), fresh.base("conv-26").unwrap().vector(0));
+        assert!(build_environment(&serve_args(&["--vectors", "/nonexistent/vectors.parquet"])).is_err());
+    }
+
+    #[test]
+    fn misconfigured_embedders_are_clear_errors() {
+        let mut a = serve_args(&["--embedder", "fastembed"]);
+        a.embed.embed_model_dir = None;
+        let e = format!("{:#}", build_environment(&a).unwrap_err());
+        assert!(e.contains("--embed-model-dir"), "{e}");
+        let e = format!("{:#}", build_environment(&serve_args(&["--embedder", "openai"])).unwrap_err());
+        assert!(e.contains("--openai-base-url"), "{e}");
+        let e = format!("{:#}", build_environment(&serve_args(&["--embedder", "bert"])).unwrap_err());
+        assert!(e.contains("unknown embedder"), "{e}");
+        let e = format!("{:#}", build_environment(&serve_args(&["--embedder", "potion-2m", "--potion-dir", "/nonexistent"])).unwrap_err());
+        assert!(e.contains("/nonexistent"), "{e}");
+        let e = format!("{:#}", build_environment(&serve_args(&["--search", "fuzzy"])).unwrap_err());
+        assert!(e.contains("--search"), "{e}");
+    }
+}

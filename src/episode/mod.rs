@@ -362,9 +362,17 @@ impl Environment {
                 Some(stored) => {
                     let mut flat = Vec::with_capacity(rows.len() * embed.dim());
                     for (_, v) in stored {
-                        let mut v = v.clone();
-                        crate::memory::vector::normalize(&mut v);
-                        flat.extend_from_slice(&v);
+                        // Stored vectors came out of an EmbedService, already unit length: use them bit for
+                        // bit (normalising again moves them by an ulp, and ties could then rank
+                        // differently than on a server that embedded M₀ itself).
+                        let norm = crate::memory::vector::dot(v, v).sqrt();
+                        if (norm - 1.0).abs() <= 1e-4 {
+                            flat.extend_from_slice(v);
+                        } else {
+                            let mut v = v.clone();
+                            crate::memory::vector::normalize(&mut v);
+                            flat.extend_from_slice(&v);
+                        }
                     }
                     BaseMemory::build(conv.id.clone(), records, flat, embed.dim(), config.index.clone())
                 }
