@@ -12,6 +12,7 @@
 //! - `memory_efficiency = clamp(size × density × change, 0.1, 1.5)` with MemUpdate's formulas, except
 //!   that the size budget N_max defaults to |M₀| instead of 100.
 
+pub mod locomo_metric;
 pub mod normalize;
 pub mod porter;
 
