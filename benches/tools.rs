@@ -24,8 +24,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use memgym::config::load_dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
-use memgym::episode::build_base;
-use memgym::memory::{BaseMemory, EpisodeMemory, IndexConfig, MemoryId, MemoryRecord, MemoryType};
+use memgym::episode::{build_base, initial_records};
+use memgym::memory::{BaseMemory, EpisodeMemory, IndexConfig, MemoryId};
 use memgym::tools::json::parse_call;
 use memgym::tools::{apply, prepare, ToolCall, ToolContext, ToolLimits, ToolOutput};
 
@@ -33,22 +33,7 @@ const SEED: u64 = 7;
 
 fn conv41(embed: &EmbedService) -> Arc<BaseMemory> {
     let ds = load_dataset(None).expect("the embedded LoCoMo dataset loads");
-    let records = ds
-        .memories_of("conv-41")
-        .iter()
-        .enumerate()
-        .map(|(i, m)| MemoryRecord {
-            id: MemoryId(i as u32),
-            text: m.text.clone(),
-            memory_type: m.memory_type.parse().unwrap_or(MemoryType::Episodic),
-            speaker: Some(m.speaker.clone()),
-            session: Some(m.session),
-            session_date: Some(m.session_date.clone()),
-            evidence: m.evidence.clone(),
-            source: m.source.clone(),
-            created_step: 0,
-        })
-        .collect();
+    let records = initial_records(ds.memories_of("conv-41"));
     Arc::new(build_base(embed, "conv-41".into(), records, &IndexConfig::default()).expect("hash embedding cannot fail"))
 }
 

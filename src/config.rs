@@ -209,7 +209,7 @@ mod tests {
         argv.extend_from_slice(flags);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Serve(a) => a.env,
-            _ => unreachable!(),
+            Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) => unreachable!("parsed `serve`"),
         }
     }
 

@@ -339,22 +339,7 @@ impl Environment {
         let mut done = 0;
         for conv in &dataset.conversations {
             let rows = dataset.memories_of(&conv.id);
-            let records: Vec<MemoryRecord> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, m)| MemoryRecord {
-                    id: MemoryId(i as u32),
-                    text: m.text.clone(),
-                    // The dataset validator admits only the three type names.
-                    memory_type: m.memory_type.parse().unwrap_or(MemoryType::Episodic),
-                    speaker: Some(m.speaker.clone()),
-                    session: Some(m.session),
-                    session_date: Some(m.session_date.clone()),
-                    evidence: m.evidence.clone(),
-                    source: m.source.clone(),
-                    created_step: 0,
-                })
-                .collect();
+            let records = initial_records(rows);
             let stored = vectors.and_then(|v| v.by_conversation.get(&conv.id)).filter(|stored| {
                 stored.len() == rows.len() && stored.iter().zip(rows).all(|((id, v), m)| *id == m.memory_id && v.len() == embed.dim())
             });
@@ -737,6 +722,25 @@ impl Environment {
     pub fn reap_idle(&self) -> usize {
         self.registry.reap_idle(self.clock.now_ms(), self.config.limits.idle_ttl.as_millis() as u64)
     }
+}
+
+/// The initial memory records of a conversation's dataset rows: ids `m0000…` by position, metadata kept.
+pub fn initial_records(rows: &[crate::dataset::MemoryRow]) -> Vec<MemoryRecord> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, m)| MemoryRecord {
+            id: MemoryId(i as u32),
+            text: m.text.clone(),
+            // The dataset validator admits only the three type names.
+            memory_type: m.memory_type.parse().unwrap_or(MemoryType::Episodic),
+            speaker: Some(m.speaker.clone()),
+            session: Some(m.session),
+            session_date: Some(m.session_date.clone()),
+            evidence: m.evidence.clone(),
+            source: m.source.clone(),
+            created_step: 0,
+        })
+        .collect()
 }
 
 /// Embeds records (batched) and builds an M₀.

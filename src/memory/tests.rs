@@ -179,22 +179,7 @@ fn overlay_update_delete_and_ids() {
 fn locomo_base(conv: &str, hybrid: bool) -> (Arc<BaseMemory>, Vec<crate::dataset::Question>, crate::embed::EmbedService) {
     let ds = crate::config::load_dataset(None).unwrap();
     let embed = crate::embed::EmbedService::new(Arc::new(crate::embed::HashEmbedder::default()), 1);
-    let records: Vec<MemoryRecord> = ds
-        .memories_of(conv)
-        .iter()
-        .enumerate()
-        .map(|(i, m)| MemoryRecord {
-            id: MemoryId(i as u32),
-            text: m.text.clone(),
-            memory_type: MemoryType::Episodic,
-            speaker: Some(m.speaker.clone()),
-            session: Some(m.session),
-            session_date: None,
-            evidence: m.evidence.clone(),
-            source: "t".into(),
-            created_step: 0,
-        })
-        .collect();
+    let records = crate::episode::initial_records(ds.memories_of(conv));
     let cfg = IndexConfig { hybrid, ..IndexConfig::default() };
     let base = crate::episode::build_base(&embed, conv.into(), records, &cfg).unwrap();
     let qs = ds.questions.iter().filter(|q| q.conversation_id == conv).cloned().collect();
