@@ -15,6 +15,7 @@
 pub mod locomo_metric;
 pub mod normalize;
 pub mod porter;
+pub mod qa_prompt;
 
 use std::collections::HashSet;
 
