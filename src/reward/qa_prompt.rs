@@ -50,7 +50,7 @@ impl QaPrompt {
             Some(2) => (format!("{question}{DATE_HINT}"), None),
             Some(5) => {
                 let other = answer.unwrap_or("").to_string();
-                let opts = if seed % 2 == 0 { [NOT_MENTIONED.to_string(), other] } else { [other, NOT_MENTIONED.to_string()] };
+                let opts = if seed.is_multiple_of(2) { [NOT_MENTIONED.to_string(), other] } else { [other, NOT_MENTIONED.to_string()] };
                 (format!("{question} Select the correct answer: (a) {} (b) {}. ", opts[0], opts[1]), Some(opts))
             }
             _ => (question.to_string(), None),
