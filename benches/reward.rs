@@ -54,13 +54,7 @@ fn request(id: String) -> CreateRequest {
 
 fn pieces(c: &mut Criterion, env: &Environment) {
     let q = env.dataset().question(QUESTION).expect("the question exists").clone();
-    let target = Target {
-        question: q.question.clone(),
-        answer: q.answer.clone(),
-        adversarial_answer: q.adversarial_answer.clone(),
-        category: Some(q.category),
-        evidence: q.evidence.clone(),
-    };
+    let target = Target::from(&q);
     let gold = q.answer.clone().expect("a non-adversarial question has an answer");
     let base = env.base(&q.conversation_id).expect("conv-41 is loaded").clone();
     let query = env.embedder().embed_blocking(&[q.question.as_str()]).expect("embeds").remove(0);

@@ -453,14 +453,7 @@ impl Environment {
                     .get(&q.conversation_id)
                     .cloned()
                     .ok_or_else(|| EpisodeError::DatasetNotFound { what: "conversation", id: q.conversation_id.clone() })?;
-                let target = Target {
-                    question: q.question.clone(),
-                    answer: q.answer.clone(),
-                    adversarial_answer: q.adversarial_answer.clone(),
-                    category: Some(q.category),
-                    evidence: q.evidence.clone(),
-                };
-                (Some(base), target, Some(q.conversation_id.clone()), Some(q.id.clone()), q.id.clone())
+                (Some(base), Target::from(q), Some(q.conversation_id.clone()), Some(q.id.clone()), q.id.clone())
             }
             EpisodeSource::Custom { memories, question, answer, evidence } => {
                 self.check_custom(memories, question, answer)?;

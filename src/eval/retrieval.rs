@@ -9,13 +9,10 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use super::bm25::{rank_by, rrf, Bm25};
+use super::bm25::{rank_by, rrf, Bm25, RRF_K};
 use crate::dataset::{Dataset, Split};
 use crate::embed::{EmbedError, EmbedService};
 use crate::memory::vector::dot;
-
-/// RRF constant (the usual 60).
-pub const RRF_K: f64 = 60.0;
 
 /// One row of the report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -8,10 +8,7 @@
 use std::sync::Arc;
 
 use super::base::{BaseMemory, SearchPath, Tombstones};
-use super::lexical::{bm25_scores, Terms};
-
-/// Reciprocal-rank-fusion constant.
-const RRF_K: f64 = 60.0;
+use super::lexical::{bm25_scores, rank_by, rrf, Terms, RRF_K};
 use super::record::{Filter, MemoryId, MemoryRecord};
 use super::vector::{Hit, TopK};
 
@@ -218,21 +215,14 @@ impl EpisodeMemory {
                 live.push((r, &self.added_vecs[p * d..(p + 1) * d], t));
             }
         }
+        // Id order, so the shared rankings' ties-by-position are ties by id (an updated M₀ record sits
+        // among the additions, out of id order).
+        live.sort_by_key(|(r, _, _)| r.id);
         let dense: Vec<f32> = live.iter().map(|(_, v, _)| super::vector::dot(query, v)).collect();
         let terms: Vec<&Terms> = live.iter().map(|(_, _, t)| *t).collect();
-        let lexical = bm25_scores(text, &terms);
-        let by = |score: &dyn Fn(usize) -> f64| {
-            let mut idx: Vec<usize> = (0..live.len()).collect();
-            idx.sort_by(|a, b| score(*b).total_cmp(&score(*a)).then(live[*a].0.id.cmp(&live[*b].0.id)));
-            idx
-        };
-        let mut fused = vec![0.0f64; live.len()];
-        for ranking in [by(&|i| f64::from(dense[i])), by(&|i| lexical[i])] {
-            for (pos, i) in ranking.into_iter().enumerate() {
-                fused[i] += 1.0 / (RRF_K + pos as f64 + 1.0);
-            }
-        }
-        let out = by(&|i| fused[i])
+        let by_dense = rank_by(&dense.iter().map(|s| f64::from(*s)).collect::<Vec<_>>());
+        let by_lexical = rank_by(&bm25_scores(text, &terms));
+        let out = rrf(&[&by_dense, &by_lexical], live.len(), RRF_K)
             .into_iter()
             .filter(|i| threshold.is_none_or(|t| dense[*i] >= t))
             .take(k)

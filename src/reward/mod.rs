@@ -36,6 +36,18 @@ pub struct Target {
     pub evidence: Vec<String>,
 }
 
+impl From<&crate::dataset::Question> for Target {
+    fn from(q: &crate::dataset::Question) -> Self {
+        Target {
+            question: q.question.clone(),
+            answer: q.answer.clone(),
+            adversarial_answer: q.adversarial_answer.clone(),
+            category: Some(q.category),
+            evidence: q.evidence.clone(),
+        }
+    }
+}
+
 /// Evaluators that turn retrieved memories into a score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Evaluator {
