@@ -35,21 +35,15 @@
 //! of [`OpenAiConfig`] and [`OpenAiEmbedder`] redacts it. With no key no `Authorization` header is sent
 //! (the `OPENAI_API_KEY` environment variable is deliberately not consulted).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_openai::config::OpenAIConfig as ClientConfig;
-use async_openai::error::{ApiError, ApiErrorResponse, OpenAIError};
-use async_openai::middleware::HttpRequestFactory;
-use async_openai::Client;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::{EmbedError, Embedder, EmbedderIdentity};
+use crate::openai_compat::{build_client, classify, fnv1a, normalize_base_url, with_retries, OpenAiClient};
 
 /// Default number of texts per request.
 const DEFAULT_BATCH_SIZE: usize = 64;
@@ -61,11 +55,6 @@ const DEFAULT_MAX_RETRIES: u32 = 3;
 const MAX_IN_FLIGHT: usize = 4;
 /// The text embedded by [`OpenAiEmbedder::connect`] to learn the dimension.
 const PROBE_TEXT: &str = "dimension probe";
-
-const BACKOFF_BASE: Duration = Duration::from_millis(100);
-const BACKOFF_CAP: Duration = Duration::from_secs(5);
-/// Longest server message kept in an error.
-const MAX_MESSAGE: usize = 500;
 
 /// Settings of an [`OpenAiEmbedder`]. Build with [`OpenAiConfig::new`] and struct update syntax.
 #[derive(Clone)]
@@ -146,10 +135,7 @@ impl OpenAiEmbedder {
     pub fn connect(mut cfg: OpenAiConfig) -> Result<Self, EmbedError> {
         let name = format!("openai:{}", cfg.model);
         let invalid = |message: String| EmbedError::Backend { embedder: name.clone(), message };
-        cfg.base_url = cfg.base_url.trim().trim_end_matches('/').to_string();
-        if !(cfg.base_url.starts_with("http://") || cfg.base_url.starts_with("https://")) {
-            return Err(invalid(format!("base_url must start with http:// or https://, got {:?}", cfg.base_url)));
-        }
+        cfg.base_url = normalize_base_url(&cfg.base_url).map_err(|e| invalid(format!("base_url {e}")))?;
         if cfg.model.trim().is_empty() {
             return Err(invalid("model must not be empty".into()));
         }
@@ -302,7 +288,7 @@ struct EmbeddingItem {
 
 /// Lives on the worker thread: the client and the retry policy.
 struct Requester {
-    client: Client<ClientConfig>,
+    client: OpenAiClient,
     name: String,
     url: String,
     model: String,
@@ -313,21 +299,8 @@ struct Requester {
 
 impl Requester {
     fn new(cfg: &OpenAiConfig, name: String) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("memgym/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(&e)))?;
-        // An explicit (possibly empty) key, so OPENAI_API_KEY from the environment is never sent.
-        let config = ClientConfig::new()
-            .with_api_base(cfg.base_url.clone())
-            .with_api_key(cfg.api_key.clone().unwrap_or_default())
-            .with_org_id("")
-            .with_project_id("");
-        let client = Client::with_config(config).with_http_client(http.clone()).with_http_service(Transport { http });
         Ok(Requester {
-            client,
+            client: build_client(&cfg.base_url, cfg.api_key.as_deref(), cfg.timeout)?,
             name,
             url: format!("{}/embeddings", cfg.base_url),
             model: cfg.model.clone(),
@@ -379,28 +352,17 @@ impl Requester {
     /// One request with retries; returns the vectors in input order, checked.
     async fn embed_one_batch(&self, batch: Vec<String>, dim: Option<usize>) -> Reply {
         let request = EmbeddingRequest { model: &self.model, input: &batch };
-        let mut attempt: u32 = 0;
-        loop {
-            attempt += 1;
+        let response = with_retries(&self.name, &self.url, self.timeout, self.max_retries, |attempt| {
             tracing::debug!(embedder = %self.name, texts = batch.len(), attempt, "embedding request");
             let embeddings = self.client.embeddings();
-            let sent = embeddings.create_byot::<_, EmbeddingResponse>(&request);
-            let failure = match tokio::time::timeout(self.timeout, sent).await {
-                Ok(Ok(response)) => return self.check(response, batch.len(), dim),
-                Ok(Err(e)) => self.classify(e),
-                Err(_) => Failure { retry: true, message: format!("request to {} timed out after {:?}", self.url, self.timeout) },
-            };
-            let attempts = if attempt == 1 { "1 attempt".to_string() } else { format!("{attempt} attempts") };
-            if !failure.retry {
-                return Err(self.backend(format!("{} (not retried, {attempts})", failure.message)));
+            let request = &request;
+            async move {
+                embeddings.create_byot::<_, EmbeddingResponse>(request).await.map_err(|e| classify(e, &self.url, self.timeout))
             }
-            if attempt > self.max_retries {
-                return Err(self.backend(format!("{} (gave up after {attempts})", failure.message)));
-            }
-            let wait = backoff(attempt - 1);
-            tracing::warn!(embedder = %self.name, attempt, ?wait, error = %failure.message, "embedding request failed; retrying");
-            tokio::time::sleep(wait).await;
-        }
+        })
+        .await
+        .map_err(|e| self.backend(e.message))?;
+        self.check(response, batch.len(), dim)
     }
 
     /// Orders the response by `index` and checks counts and dimensions.
@@ -426,142 +388,9 @@ impl Requester {
         Ok(ordered.into_iter().flatten().collect())
     }
 
-    fn classify(&self, e: OpenAIError) -> Failure {
-        match e {
-            OpenAIError::ApiError(ApiErrorResponse { status_code, api_error }) => Failure {
-                retry: status_code.as_u16() == 429 || status_code.is_server_error(),
-                message: format!(
-                    "HTTP {status_code} from {}: {}{}",
-                    self.url,
-                    truncate(&api_error.message),
-                    if status_code.as_u16() == 404 { " (does base_url include the API prefix, e.g. /v1?)" } else { "" }
-                ),
-            },
-            OpenAIError::Reqwest(e) => Failure {
-                retry: e.is_timeout() || e.is_connect() || e.is_request() || e.is_body(),
-                message: if e.is_timeout() {
-                    format!("request to {} timed out after {:?}", self.url, self.timeout)
-                } else {
-                    format!("request to {} failed: {}", self.url, error_chain(&e))
-                },
-            },
-            OpenAIError::JSONDeserialize(e, body) => {
-                Failure { retry: false, message: format!("invalid response from {}: {e}; body: {}", self.url, truncate(&body)) }
-            }
-            e @ (OpenAIError::FileSaveError(_)
-            | OpenAIError::FileReadError(_)
-            | OpenAIError::StreamError(_)
-            | OpenAIError::Boxed(_)
-            | OpenAIError::InvalidArgument(_)) => Failure { retry: false, message: e.to_string() },
-        }
-    }
-
     fn backend(&self, message: String) -> EmbedError {
         EmbedError::Backend { embedder: self.name.clone(), message }
     }
-}
-
-/// Why one attempt failed.
-struct Failure {
-    retry: bool,
-    message: String,
-}
-
-/// Wait before retry number `n` (0-based): 100 ms × 2^n, at most 5 s.
-fn backoff(n: u32) -> Duration {
-    BACKOFF_BASE.saturating_mul(2u32.saturating_pow(n)).min(BACKOFF_CAP)
-}
-
-/// The HTTP transport handed to `async-openai` instead of its default one: no retry layer (retries are
-/// ours), no empty `Authorization` header, and every non-2xx response turned into an
-/// [`OpenAIError::ApiError`] that keeps the status, whatever the shape of the error body.
-#[derive(Clone)]
-struct Transport {
-    http: reqwest::Client,
-}
-
-impl tower_service::Service<HttpRequestFactory> for Transport {
-    type Response = reqwest::Response;
-    type Error = OpenAIError;
-    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send + 'static>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
-        let http = self.http.clone();
-        Box::pin(async move {
-            let mut request = factory.build().await?;
-            let headers = request.headers_mut();
-            if headers.get(reqwest::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().trim_ascii() == b"Bearer") {
-                headers.remove(reqwest::header::AUTHORIZATION);
-            }
-            let response = http.execute(request).await?;
-            let status = response.status();
-            if status.is_success() {
-                return Ok(response);
-            }
-            let body = response.bytes().await?;
-            let message = error_message(&body);
-            Err(OpenAIError::ApiError(ApiErrorResponse { status_code: status, api_error: ApiError { message, ..ApiError::default() } }))
-        })
-    }
-}
-
-/// The human part of an error body: OpenAI's `{"error": {"message": ..}}`, TEI's `{"error": ".."}`,
-/// `{"message": ..}`, FastAPI's `{"detail": ..}`, or the raw text.
-fn error_message(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return if text.trim().is_empty() { "(empty body)".into() } else { text.trim().to_string() };
-    };
-    let pick = |v: &serde_json::Value| -> Option<String> {
-        match v {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Null => None,
-            serde_json::Value::Bool(_) | serde_json::Value::Number(_) | serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
-                Some(v.to_string())
-            }
-        }
-    };
-    json.get("error")
-        .and_then(|e| e.get("message").and_then(pick).or_else(|| pick(e)))
-        .or_else(|| json.get("message").and_then(pick))
-        .or_else(|| json.get("detail").and_then(pick))
-        .unwrap_or_else(|| text.trim().to_string())
-}
-
-fn truncate(s: &str) -> String {
-    match s.char_indices().nth(MAX_MESSAGE) {
-        Some((cut, _)) => format!("{}...", &s[..cut]),
-        None => s.to_string(),
-    }
-}
-
-/// `error: source: source ...` (reqwest's own `Display` hides the cause, e.g. "connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        source = cause.source();
-    }
-    s
-}
-
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }
 
 #[cfg(test)]
@@ -779,13 +608,6 @@ mod tests {
             Err(EmbedError::Backend { message, .. }) => message,
             other => panic!("expected a backend error, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn fnv1a_matches_reference_values() {
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]
@@ -1084,19 +906,5 @@ mod tests {
         let start = Instant::now();
         drop(e);
         assert!(start.elapsed() < Duration::from_secs(1));
-    }
-
-    #[test]
-    fn error_bodies_of_common_servers_are_read() {
-        assert_eq!(error_message(br#"{"error":{"message":"bad input","type":"x"}}"#), "bad input");
-        assert_eq!(error_message(br#"{"error":"Input validation error","error_type":"Validation"}"#), "Input validation error");
-        assert_eq!(error_message(br#"{"object":"error","message":"vllm says no","code":400}"#), "vllm says no");
-        assert_eq!(error_message(br#"{"detail":"Not Found"}"#), "Not Found");
-        assert_eq!(error_message(b"plain text\n"), "plain text");
-        assert_eq!(error_message(b""), "(empty body)");
-        assert_eq!(truncate(&"x".repeat(MAX_MESSAGE + 10)).len(), MAX_MESSAGE + 3);
-        assert_eq!(backoff(0), Duration::from_millis(100));
-        assert_eq!(backoff(3), Duration::from_millis(800));
-        assert_eq!(backoff(40), BACKOFF_CAP);
     }
 }
