@@ -32,7 +32,7 @@ use memgym::config::load_dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::{CreateRequest, EnvConfig, Environment, EpisodeSource, SystemClock};
 use memgym::memory::{EpisodeMemory, Filter, MemoryRecord};
-use memgym::reward::{answer_recall, evaluate, memory_efficiency, Evaluator, SizeInput, Target};
+use memgym::reward::{answer_recall, evaluate, memory_efficiency, SizeInput, Target};
 
 const QUESTION: &str = "conv-41:q1";
 
@@ -49,6 +49,7 @@ fn request(id: String) -> CreateRequest {
         seed: Some(1),
         max_steps: None,
         include_adversarial: false,
+        evaluator: None,
     }
 }
 
@@ -73,7 +74,7 @@ fn pieces(c: &mut Criterion, env: &Environment) {
     let mut g = c.benchmark_group("reward");
     g.bench_function("answer_recall", |b| b.iter(|| answer_recall(black_box(&gold), black_box(&context))));
     g.bench_function("memory_efficiency", |b| b.iter(|| memory_efficiency(black_box(sizes))));
-    g.bench_function("evaluate", |b| b.iter(|| evaluate(Evaluator::AnswerRecall, black_box(&target), black_box(&records))));
+    g.bench_function("evaluate", |b| b.iter(|| evaluate(black_box(&target), black_box(&records))));
     g.finish();
 }
 

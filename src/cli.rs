@@ -142,6 +142,46 @@ pub struct EnvArgs {
     /// Embedder settings.
     #[command(flatten)]
     pub embed: EmbedArgs,
+    /// The LLM endpoint and the evaluator.
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// The evaluator, and the OpenAI-compatible chat endpoint the LLM evaluators and `--llm-edit` use.
+#[derive(Debug, Clone, Args)]
+pub struct LlmArgs {
+    /// Default evaluator: answer-recall (offline), llm-f1 or llm-judge (need --llm-base-url and
+    /// --llm-model). Episodes may choose another.
+    #[arg(long, env = "MEMGYM_EVALUATOR", default_value = "answer-recall")]
+    pub evaluator: String,
+    /// Base URL of an OpenAI-compatible chat API (vLLM, SGLang, llama.cpp, OpenAI), e.g. http://127.0.0.1:8000/v1.
+    #[arg(long, env = "MEMGYM_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+    /// Chat model name.
+    #[arg(long, env = "MEMGYM_LLM_MODEL")]
+    pub llm_model: Option<String>,
+    /// File holding the API key (default: the OPENAI_API_KEY environment variable; never logged).
+    #[arg(long, env = "MEMGYM_LLM_API_KEY_FILE")]
+    pub llm_api_key_file: Option<PathBuf>,
+    /// Timeout of one request attempt, in milliseconds.
+    #[arg(long, env = "MEMGYM_LLM_TIMEOUT_MS", default_value_t = 30_000)]
+    pub llm_timeout_ms: u64,
+    /// Retries after the first attempt, on 429, 5xx, timeouts and connection errors only.
+    #[arg(long, env = "MEMGYM_LLM_MAX_RETRIES", default_value_t = 3)]
+    pub llm_max_retries: u32,
+    /// Requests in flight at once.
+    #[arg(long, env = "MEMGYM_LLM_CONCURRENCY", default_value_t = 16)]
+    pub llm_concurrency: usize,
+    /// Seed sent with every request (for endpoints that support it); "none" leaves it out.
+    #[arg(long, env = "MEMGYM_LLM_SEED", default_value = "42")]
+    pub llm_seed: String,
+    /// Answers kept in the in-memory cache (by model and prompt hash); 0 disables it.
+    #[arg(long, env = "MEMGYM_LLM_CACHE", default_value_t = 16_384)]
+    pub llm_cache: usize,
+    /// merge_memory (summarize, extract_common) and split_memory ask the LLM for their text, falling back
+    /// to the offline strategy when the reply is unusable.
+    #[arg(long, env = "MEMGYM_LLM_EDIT")]
+    pub llm_edit: bool,
 }
 
 /// `memgym serve`.

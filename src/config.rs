@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::cli::{EmbedArgs, EnvArgs};
+use crate::cli::{EmbedArgs, EnvArgs, LlmArgs};
 use crate::dataset::{Dataset, VectorSet};
 use crate::embed::select::{self, EmbedderKind, EmbedderOptions};
 use crate::embed::{BatchConfig, EmbedService};
 use crate::episode::{EnvConfig, Environment, Limits, SystemClock};
+use crate::llm::{ChatConfig, Llm, OpenAiChat};
 use crate::memory::{IndexConfig, IndexMode};
 use crate::reward::Evaluator;
 use crate::tools::ToolLimits;
@@ -73,18 +74,51 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
         },
         top_k: a.top_k,
         n_max: a.n_max,
-        evaluator: Evaluator::AnswerRecall,
+        evaluator: Evaluator::parse(&a.llm.evaluator).map_err(anyhow::Error::msg).context("--evaluator")?,
+        llm_edit: a.llm.llm_edit,
+    })
+}
+
+/// The LLM client the flags describe, with its answer cache; `None` without `--llm-base-url`.
+/// Sends nothing: a wrong address shows at the first scoring or edit, as a clear gRPC error.
+pub fn llm_client(a: &LlmArgs) -> anyhow::Result<Option<Arc<Llm>>> {
+    let Some(base_url) = &a.llm_base_url else {
+        if a.llm_model.is_some() {
+            bail!("--llm-model needs --llm-base-url");
+        }
+        return Ok(None);
+    };
+    let model = a.llm_model.clone().context("--llm-base-url needs --llm-model")?;
+    let api_key = api_key(a.llm_api_key_file.as_deref())?;
+    let seed = match a.llm_seed.trim() {
+        "none" => None,
+        s => Some(s.parse::<u64>().map_err(|_| anyhow::anyhow!("--llm-seed must be a number or none, got {s:?}"))?),
+    };
+    let chat = OpenAiChat::new(ChatConfig {
+        api_key,
+        timeout: Duration::from_millis(a.llm_timeout_ms),
+        max_retries: a.llm_max_retries,
+        concurrency: a.llm_concurrency,
+        seed,
+        ..ChatConfig::new(base_url.clone(), model)
+    })?;
+    tracing::info!(base_url = %chat.config().base_url, model = %chat.config().model, "LLM endpoint configured");
+    Ok(Some(Arc::new(Llm::new(Arc::new(chat), a.llm_cache))))
+}
+
+/// An API key from `file` (trimmed), else from `OPENAI_API_KEY`; `None` when neither has one.
+fn api_key(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    Ok(match file {
+        Some(p) => {
+            Some(std::fs::read_to_string(p).with_context(|| format!("reading the API key file {}", p.display()))?.trim().to_string())
+        }
+        None => std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.trim().is_empty()),
     })
 }
 
 /// The embedder options the flags describe (reads the OpenAI key file or `OPENAI_API_KEY`).
 pub fn embedder_options(a: &EmbedArgs) -> anyhow::Result<EmbedderOptions> {
-    let openai_api_key = match &a.openai_api_key_file {
-        Some(p) => {
-            Some(std::fs::read_to_string(p).with_context(|| format!("reading the API key file {}", p.display()))?.trim().to_string())
-        }
-        None => std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.trim().is_empty()),
-    };
+    let openai_api_key = api_key(a.openai_api_key_file.as_deref())?;
     Ok(EmbedderOptions {
         potion_dir: a.potion_dir.clone(),
         model_dir: a.embed_model_dir.clone(),
@@ -163,8 +197,10 @@ pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
         None
     };
     let mut progress = progress_reporter(id.name.clone());
+    let llm = llm_client(&a.llm)?;
     let env = Environment::with_vectors(config, dataset, embed, Arc::new(SystemClock::default()), vectors.as_ref(), &mut progress)
-        .context("embedding the initial memories")?;
+        .context("embedding the initial memories")?
+        .with_llm(llm)?;
     Ok(Arc::new(env))
 }
 

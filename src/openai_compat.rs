@@ -305,12 +305,19 @@ mod tests {
         let calls = AtomicU32::new(0);
         let r: Result<u32, GaveUp> = with_retries("t", "u", Duration::from_secs(1), 3, |n| {
             calls.fetch_add(1, Ordering::SeqCst);
-            async move { if n < 3 { Err(Failure { retry: true, kind: FailureKind::Status(503), message: "busy".into() }) } else { Ok(n) } }
+            async move {
+                if n < 3 {
+                    Err(Failure { retry: true, kind: FailureKind::Status(503), message: "busy".into() })
+                } else {
+                    Ok(n)
+                }
+            }
         })
         .await;
         assert_eq!(r, Ok(3));
 
-        let r: Result<(), GaveUp> = with_retries("t", "u", Duration::from_secs(1), 3, |_| async { Err(Failure::bad_reply("HTTP 400")) }).await;
+        let r: Result<(), GaveUp> =
+            with_retries("t", "u", Duration::from_secs(1), 3, |_| async { Err(Failure::bad_reply("HTTP 400")) }).await;
         let e = r.unwrap_err();
         assert_eq!((e.attempts, e.retryable, e.message.as_str()), (1, false, "HTTP 400 (not retried, 1 attempt)"));
 

@@ -10,7 +10,7 @@ use super::pb;
 use crate::dataset::{Question, Split};
 use crate::episode::{CreateRequest, EpisodeSource, EpisodeState, NewMemory, StepInfo, ToolResult, TraceEntry};
 use crate::memory::{MemoryRecord, MemoryType};
-use crate::reward::RewardBreakdown;
+use crate::reward::{Evaluator, RewardBreakdown};
 use crate::tools::args::ManageOpKind;
 use crate::tools::{
     MergeStrategy, OutputKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, SplitCriteria, ToolError,
@@ -88,6 +88,7 @@ impl From<EpisodeState> for pb::EpisodeState {
             scored: s.scored,
             seed: s.seed,
             rejected_calls: s.rejected_calls,
+            evaluator: evaluator_out(s.evaluator) as i32,
         }
     }
 }
@@ -133,6 +134,13 @@ impl From<&RewardBreakdown> for pb::ScoreEpisodeResponse {
             retrieved_new: ids(&b.new.retrieved),
             evidence_total: b.evidence_total as u32,
             steps_used: 0,
+            llm_model: b.llm_model.clone().unwrap_or_default(),
+            answer_old: b.old.answer.clone().unwrap_or_default(),
+            answer_new: b.new.answer.clone().unwrap_or_default(),
+            f1_old: b.old.f1,
+            f1_new: b.new.f1,
+            judge_old: b.old.judge,
+            judge_new: b.new.judge,
         }
     }
 }
@@ -156,7 +164,9 @@ impl TryFrom<pb::NewMemory> for NewMemory {
 impl TryFrom<pb::CreateEpisodeRequest> for CreateRequest {
     type Error = Status;
     fn try_from(r: pb::CreateEpisodeRequest) -> Result<Self, Self::Error> {
-        let pb::CreateEpisodeRequest { episode_id, conversation_id, question_id, custom, seed, max_steps, include_adversarial } = r;
+        let pb::CreateEpisodeRequest { episode_id, conversation_id, question_id, custom, seed, max_steps, include_adversarial, evaluator } =
+            r;
+        let evaluator = evaluator_in(evaluator)?;
         let source = match (opt(question_id), custom) {
             (Some(_), Some(_)) => return Err(bad("custom", "give either question_id or custom, not both")),
             (Some(q), None) => EpisodeSource::Locomo {
@@ -173,7 +183,7 @@ impl TryFrom<pb::CreateEpisodeRequest> for CreateRequest {
             }
             (None, None) => return Err(bad("question_id", "is required (or custom)")),
         };
-        Ok(CreateRequest { episode_id: opt(episode_id), source, seed, max_steps, include_adversarial })
+        Ok(CreateRequest { episode_id: opt(episode_id), source, seed, max_steps, include_adversarial, evaluator })
     }
 }
 
@@ -356,5 +366,25 @@ pub fn page_size(v: u32, default: u32, max: u32) -> Result<usize, Status> {
         0 => Ok(default as usize),
         n if n <= max => Ok(n as usize),
         n => Err(bad("page_size", format!("must be at most {max}, got {n}"))),
+    }
+}
+
+/// The proto enum of an evaluator.
+fn evaluator_out(e: Evaluator) -> pb::Evaluator {
+    match e {
+        Evaluator::AnswerRecall => pb::Evaluator::AnswerRecall,
+        Evaluator::LlmF1 => pb::Evaluator::LlmF1,
+        Evaluator::LlmJudge => pb::Evaluator::LlmJudge,
+    }
+}
+
+/// The evaluator of a request (`None` when unspecified); an unknown number is InvalidArgument.
+fn evaluator_in(v: i32) -> Result<Option<Evaluator>, Status> {
+    match pb::Evaluator::try_from(v) {
+        Ok(pb::Evaluator::Unspecified) => Ok(None),
+        Ok(pb::Evaluator::AnswerRecall) => Ok(Some(Evaluator::AnswerRecall)),
+        Ok(pb::Evaluator::LlmF1) => Ok(Some(Evaluator::LlmF1)),
+        Ok(pb::Evaluator::LlmJudge) => Ok(Some(Evaluator::LlmJudge)),
+        Err(_) => Err(bad("evaluator", format!("unknown value {v}"))),
     }
 }

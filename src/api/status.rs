@@ -6,6 +6,7 @@ use tonic::{Code, Status};
 
 use crate::embed::EmbedError;
 use crate::episode::EpisodeError;
+use crate::llm::LlmError;
 use crate::tools::ToolError;
 
 impl From<ToolError> for Status {
@@ -31,11 +32,24 @@ impl From<EmbedError> for Status {
     }
 }
 
+impl From<LlmError> for Status {
+    fn from(e: LlmError) -> Self {
+        let code = match &e {
+            LlmError::Timeout { .. } => Code::DeadlineExceeded,
+            LlmError::Unavailable { .. } | LlmError::BadReply { .. } => Code::Unavailable,
+            LlmError::Config { .. } => Code::InvalidArgument,
+        };
+        tracing::warn!(error = %e, "LLM failure");
+        Status::new(code, e.to_string())
+    }
+}
+
 impl From<EpisodeError> for Status {
     fn from(e: EpisodeError) -> Self {
         let code = match e {
             EpisodeError::Tool(t) => return t.into(),
             EpisodeError::Embed(x) => return x.into(),
+            EpisodeError::Llm(x) => return x.into(),
             EpisodeError::InvalidArgument { .. } => Code::InvalidArgument,
             EpisodeError::EpisodeNotFound { .. } | EpisodeError::DatasetNotFound { .. } => Code::NotFound,
             EpisodeError::AlreadyExists { .. } => Code::AlreadyExists,
@@ -74,6 +88,10 @@ mod tests {
             (ToolError::MemoryNotFound { field: "memory_id".into(), id: MemoryId(3) }.into(), Code::NotFound),
             (ToolError::invalid("top_k", "bad").into(), Code::InvalidArgument),
             (EmbedError::Backend { embedder: "e".into(), message: "down".into() }.into(), Code::Unavailable),
+            (LlmError::Timeout { message: "slow".into() }.into(), Code::DeadlineExceeded),
+            (LlmError::Unavailable { message: "HTTP 500".into() }.into(), Code::Unavailable),
+            (LlmError::BadReply { message: "not json".into() }.into(), Code::Unavailable),
+            (LlmError::Config { field: "llm_model", message: "empty".into() }.into(), Code::InvalidArgument),
         ];
         for (e, code) in cases {
             assert_eq!(Status::from(e).code(), code);

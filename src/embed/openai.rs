@@ -356,9 +356,7 @@ impl Requester {
             tracing::debug!(embedder = %self.name, texts = batch.len(), attempt, "embedding request");
             let embeddings = self.client.embeddings();
             let request = &request;
-            async move {
-                embeddings.create_byot::<_, EmbeddingResponse>(request).await.map_err(|e| classify(e, &self.url, self.timeout))
-            }
+            async move { embeddings.create_byot::<_, EmbeddingResponse>(request).await.map_err(|e| classify(e, &self.url, self.timeout)) }
         })
         .await
         .map_err(|e| self.backend(e.message))?;

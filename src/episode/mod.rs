@@ -18,6 +18,7 @@ pub use registry::{Entry, Inserted, Registry};
 
 use crate::dataset::Dataset;
 use crate::embed::{EmbedError, EmbedService};
+use crate::llm::{Llm, LlmError};
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType};
 use crate::reward::{self, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
 use crate::tools::{self, ToolCall, ToolContext, ToolError, ToolOutput};
@@ -71,6 +72,9 @@ pub enum EpisodeError {
     /// The embedder failed.
     #[error(transparent)]
     Embed(#[from] EmbedError),
+    /// The LLM endpoint failed while scoring.
+    #[error(transparent)]
+    Llm(#[from] LlmError),
 }
 
 impl EpisodeError {
@@ -93,13 +97,22 @@ pub struct EnvConfig {
     pub top_k: usize,
     /// Size budget N_max; `None` means |M₀|.
     pub n_max: Option<usize>,
-    /// The evaluator.
+    /// The default evaluator (episodes may choose another).
     pub evaluator: Evaluator,
+    /// merge_memory (summarize, extract_common) and split_memory ask the LLM for their text.
+    pub llm_edit: bool,
 }
 
 impl Default for EnvConfig {
     fn default() -> Self {
-        EnvConfig { limits: Limits::default(), index: IndexConfig::default(), top_k: 5, n_max: None, evaluator: Evaluator::AnswerRecall }
+        EnvConfig {
+            limits: Limits::default(),
+            index: IndexConfig::default(),
+            top_k: 5,
+            n_max: None,
+            evaluator: Evaluator::AnswerRecall,
+            llm_edit: false,
+        }
     }
 }
 
@@ -158,6 +171,8 @@ pub struct CreateRequest {
     pub max_steps: Option<u32>,
     /// Allow category-5 questions.
     pub include_adversarial: bool,
+    /// The evaluator; `None` for the server's default.
+    pub evaluator: Option<Evaluator>,
 }
 
 /// One recorded tool call.
@@ -180,6 +195,7 @@ pub struct Episode {
     conversation_id: Option<String>,
     question_id: Option<String>,
     target: Arc<Target>,
+    evaluator: Evaluator,
     memory: EpisodeMemory,
     seed: u64,
     max_steps: u32,
@@ -217,6 +233,8 @@ pub struct EpisodeState {
     pub seed: u64,
     /// Rejected calls.
     pub rejected_calls: u32,
+    /// The evaluator that scores the episode.
+    pub evaluator: Evaluator,
 }
 
 impl EpisodeState {
@@ -241,6 +259,7 @@ impl Episode {
             scored: self.scored.is_some(),
             seed: self.seed,
             rejected_calls: self.rejected,
+            evaluator: self.evaluator,
         }
     }
 }
@@ -288,6 +307,10 @@ pub struct MemoryPage {
 /// A question's embedding and its evaluation on M₀ (cached per question: `p_old`).
 type POld = Arc<(Vec<f32>, Evaluation)>;
 
+/// What `p_old` depends on: (conversation, question, evaluator, LLM model). M₀ and the embedder are
+/// fixed for the server's life.
+type POldKey = (String, String, Evaluator, Option<String>);
+
 /// The domain service: everything the gRPC layer can ask of episodes.
 pub struct Environment {
     config: EnvConfig,
@@ -296,7 +319,8 @@ pub struct Environment {
     embed: EmbedService,
     registry: Registry,
     clock: Arc<dyn Clock>,
-    p_old: Mutex<HashMap<String, POld>>,
+    llm: Option<Arc<Llm>>,
+    p_old: Mutex<HashMap<POldKey, Arc<tokio::sync::OnceCell<POld>>>>,
     next_id: AtomicU64,
     id_salt: u64,
 }
@@ -375,10 +399,34 @@ impl Environment {
             bases,
             embed,
             clock,
+            llm: None,
             p_old: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             id_salt,
         })
+    }
+
+    /// Sets the LLM used by the LLM evaluators and, with `llm_edit`, by merge and split. Fails when
+    /// the default evaluator or `llm_edit` needs an LLM and there is none.
+    pub fn with_llm(mut self, llm: Option<Arc<Llm>>) -> Result<Self, EpisodeError> {
+        if llm.is_none() {
+            if self.config.evaluator.needs_llm() {
+                return Err(EpisodeError::invalid(
+                    "evaluator",
+                    format!("{} needs an LLM endpoint (--llm-base-url and --llm-model)", self.config.evaluator.name()),
+                ));
+            }
+            if self.config.llm_edit {
+                return Err(EpisodeError::invalid("llm_edit", "needs an LLM endpoint (--llm-base-url and --llm-model)"));
+            }
+        }
+        self.llm = llm;
+        Ok(self)
+    }
+
+    /// The LLM, when the server has one.
+    pub fn llm(&self) -> Option<&Arc<Llm>> {
+        self.llm.as_ref()
     }
 
     /// The dataset.
@@ -426,6 +474,13 @@ impl Environment {
             return Err(EpisodeError::invalid("max_steps", format!("must be 1 to {}, got {max_steps}", self.config.limits.max_steps_cap)));
         }
         let seed = req.seed.unwrap_or(0);
+        let evaluator = req.evaluator.unwrap_or(self.config.evaluator);
+        if evaluator.needs_llm() && self.llm.is_none() {
+            return Err(EpisodeError::precondition(format!(
+                "evaluator {} needs an LLM endpoint and this server has none; start it with --llm-base-url and --llm-model",
+                evaluator.name()
+            )));
+        }
         let (base, target, conversation_id, question_id, what) = match &req.source {
             EpisodeSource::Locomo { question_id, conversation_id } => {
                 let q = self
@@ -471,7 +526,7 @@ impl Environment {
                 (None, target, None, None, format!("custom:{}:{}:{h:016x}", question.trim(), memories.len()))
             }
         };
-        let definition = format!("{what} seed={seed} max_steps={max_steps}");
+        let definition = format!("{what} seed={seed} max_steps={max_steps} evaluator={}", evaluator.name());
         // An idempotent repeat must not pay for embedding custom memories again.
         if let Some(id) = &req.episode_id {
             if let Some(existing) = self.registry.get(id) {
@@ -492,6 +547,7 @@ impl Environment {
             conversation_id,
             question_id,
             target: Arc::new(target),
+            evaluator,
             memory: EpisodeMemory::new(base),
             seed,
             max_steps,
@@ -654,17 +710,17 @@ impl Environment {
             return Ok((b.clone(), ep.state()));
         }
         let k = self.config.top_k;
-        let evaluator = self.config.evaluator;
+        let evaluator = ep.evaluator;
         let base = ep.memory.base().clone();
-        let old = match &ep.question_id {
-            Some(qid) => self.p_old_cached(qid, &base, &ep.target).await?,
-            None => Arc::new(self.evaluate_base(&base, &ep.target).await?),
+        let old = match (&ep.conversation_id, &ep.question_id) {
+            (Some(cid), Some(qid)) => self.p_old_cached(cid, qid, evaluator, &base, &ep.target).await?,
+            _ => Arc::new(self.evaluate_base(evaluator, &base, &ep.target).await?),
         };
         let (query, old_eval) = (&old.0, old.1.clone());
         let new_eval = {
             let (hits, _) = ep.memory.search_text(query, &ep.target.question, k, &Filter::default(), None);
             let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
-            reward::evaluate(evaluator, &ep.target, &recs)
+            self.evaluate(evaluator, &ep.target, &recs).await?
         };
         let sizes = SizeInput {
             old_count: base.len(),
@@ -673,35 +729,60 @@ impl Environment {
             new_chars: ep.memory.total_chars(),
             n_max: self.config.n_max.unwrap_or(base.len()).max(1),
         };
-        let b = Arc::new(reward::breakdown(
-            old_eval,
-            new_eval,
-            sizes,
-            k,
+        let llm_model = evaluator.needs_llm().then(|| self.llm.as_ref().map(|l| l.model().to_string())).flatten();
+        let info = reward::ScoringInfo {
+            top_k: k,
             evaluator,
-            self.embed.identity().to_string(),
-            ep.target.evidence.len(),
-        ));
+            llm_model,
+            embedder: self.embed.identity().to_string(),
+            evidence_total: ep.target.evidence.len(),
+        };
+        let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
         ep.scored = Some(b.clone());
         Ok((b, ep.state()))
     }
 
-    async fn evaluate_base(&self, base: &Arc<BaseMemory>, target: &Target) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
+    /// Scores retrieved memories with `evaluator` (the LLM ones through the server's LLM).
+    async fn evaluate(&self, evaluator: Evaluator, target: &Target, recs: &[&MemoryRecord]) -> Result<Evaluation, EpisodeError> {
+        if !evaluator.needs_llm() {
+            return Ok(reward::evaluate(target, recs));
+        }
+        let llm =
+            self.llm.as_ref().ok_or_else(|| EpisodeError::precondition(format!("evaluator {} needs an LLM endpoint", evaluator.name())))?;
+        Ok(crate::llm::evaluate::evaluate(llm, evaluator, target, recs).await?)
+    }
+
+    async fn evaluate_base(
+        &self,
+        evaluator: Evaluator,
+        base: &Arc<BaseMemory>,
+        target: &Target,
+    ) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
         let q = self.embed.embed(vec![target.question.clone()]).await?.pop().unwrap_or_default();
         let view = EpisodeMemory::new(base.clone());
         let (hits, _) = view.search_text(&q, &target.question, self.config.top_k, &Filter::default(), None);
         let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
-        let eval = reward::evaluate(self.config.evaluator, target, &recs);
+        let eval = self.evaluate(evaluator, target, &recs).await?;
         Ok((q, eval))
     }
 
-    /// p_old depends only on (question, M₀, evaluator, embedder): computed once per question.
-    async fn p_old_cached(&self, question_id: &str, base: &Arc<BaseMemory>, target: &Target) -> Result<POld, EpisodeError> {
-        if let Some(hit) = self.p_old.lock().get(question_id) {
-            return Ok(hit.clone());
-        }
-        let computed = Arc::new(self.evaluate_base(base, target).await?);
-        Ok(self.p_old.lock().entry(question_id.to_string()).or_insert(computed).clone())
+    /// p_old depends only on (conversation, question, evaluator, model): computed once per key, even when
+    /// a whole GRPO group scores at the same moment (the others wait for the first). A failure is not
+    /// kept: the next scoring tries again.
+    async fn p_old_cached(
+        &self,
+        conversation_id: &str,
+        question_id: &str,
+        evaluator: Evaluator,
+        base: &Arc<BaseMemory>,
+        target: &Target,
+    ) -> Result<POld, EpisodeError> {
+        let model = evaluator.needs_llm().then(|| self.llm.as_ref().map(|l| l.model().to_string())).flatten();
+        let key = (conversation_id.to_string(), question_id.to_string(), evaluator, model);
+        let cell = self.p_old.lock().entry(key).or_default().clone();
+        let old =
+            cell.get_or_try_init(|| async { Ok::<_, EpisodeError>(Arc::new(self.evaluate_base(evaluator, base, target).await?)) }).await?;
+        Ok(old.clone())
     }
 
     /// Closes the episode at once; returns its last state.

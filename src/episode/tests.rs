@@ -46,6 +46,7 @@ fn locomo(id: &str, q: &str) -> CreateRequest {
         seed: Some(1),
         max_steps: None,
         include_adversarial: false,
+        evaluator: None,
     }
 }
 
@@ -287,6 +288,7 @@ async fn custom_episodes() {
         seed: None,
         max_steps: None,
         include_adversarial: false,
+        evaluator: None,
     };
     let c = env.create_episode(req.clone()).await.unwrap();
     assert_eq!(c.state.initial_memory_count, 2);
@@ -320,4 +322,116 @@ async fn same_seed_same_calls_same_everything() {
         runs.push((outs, (*b).clone()));
     }
     assert_eq!(runs[0], runs[1]);
+}
+
+/// An LLM that answers from its context like a careful reader: the gold answer when a context line
+/// contains it, else "Not mentioned in the conversation". Judge requests: CORRECT iff the answer is the gold.
+fn reader_llm(gold: String) -> Arc<crate::llm::fake::ScriptedChat> {
+    Arc::new(crate::llm::fake::ScriptedChat::new(move |r| {
+        let text = &r.messages[0].content;
+        if text.contains("strict grader") {
+            return Ok(if text.contains(&format!("ANSWER: {gold}\n")) { "CORRECT".into() } else { "WRONG".into() });
+        }
+        let context = text.split("\n\nBased on the above context").next().unwrap_or("");
+        Ok(if context.to_lowercase().contains(&gold.to_lowercase()) { gold.clone() } else { "Not mentioned in the conversation".into() })
+    }))
+}
+
+fn llm_env(chat: Arc<crate::llm::fake::ScriptedChat>, evaluator: Evaluator) -> Environment {
+    let config = EnvConfig { evaluator, ..EnvConfig::default() };
+    let (env, _) = env_with(config, Arc::new(SystemClock::default()));
+    env.with_llm(Some(Arc::new(crate::llm::Llm::new(chat, 1024)))).unwrap()
+}
+
+#[tokio::test]
+async fn llm_f1_rewards_the_oracle_and_records_model_and_answers() {
+    let q = questions(crate::dataset::Split::Test).into_iter().find(|q| q.category == 4).unwrap();
+    let gold = q.answer.clone().unwrap();
+    let chat = reader_llm(gold.clone());
+    let env = llm_env(chat.clone(), Evaluator::LlmF1);
+    env.create_episode(locomo("oracle", &q.id)).await.unwrap();
+    let args = serde_json::json!({"operation": "create", "content": format!("{} {}", q.question, gold)}).to_string();
+    env.call_tool("oracle", call("manage_memory", &args)).await.unwrap();
+    let b = env.score_episode("oracle").await.unwrap();
+    assert_eq!((b.evaluator, b.llm_model.as_deref()), ("llm-f1", Some("fake-model")));
+    assert_eq!(b.new.answer.as_deref(), Some(gold.as_str()));
+    assert_eq!((b.new.p, b.new.f1, b.new.judge), (1.0, Some(1.0), None));
+    assert!(b.reward > 0.0 || b.old.p == 1.0, "{b:?}");
+    // Every request is LoCoMo's QA prompt at temperature 0 with 32 tokens.
+    for r in chat.seen.lock().iter() {
+        assert_eq!((r.temperature, r.max_tokens), (0.0, 32));
+        assert!(r.messages[0].content.contains(&format!("Question: {} Short answer:", q.question)));
+    }
+}
+
+#[tokio::test]
+async fn p_old_is_asked_once_for_a_whole_group_and_per_evaluator() {
+    let q = questions(crate::dataset::Split::Test).into_iter().find(|q| q.category == 4).unwrap();
+    let mut chat = crate::llm::fake::ScriptedChat::new(|_| Ok("something".into()));
+    chat.delay = Duration::from_millis(30);
+    let chat = Arc::new(chat);
+    // A cache of 0 entries: only the p_old cache can save requests.
+    let config = EnvConfig { evaluator: Evaluator::LlmF1, ..EnvConfig::default() };
+    let env = Arc::new(
+        env_with(config, Arc::new(SystemClock::default())).0.with_llm(Some(Arc::new(crate::llm::Llm::new(chat.clone(), 0)))).unwrap(),
+    );
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let env = env.clone();
+        let qid = q.id.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("g{i}");
+            env.create_episode(locomo(&id, &qid)).await.unwrap();
+            env.score_episode(&id).await.unwrap()
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // 1 p_old + 8 p_new (no answer cache).
+    assert_eq!(chat.seen.lock().len(), 9);
+    // Another evaluator is another p_old.
+    let mut req = locomo("judge", &q.id);
+    req.evaluator = Some(Evaluator::LlmJudge);
+    env.create_episode(req).await.unwrap();
+    let err = env.score_episode("judge").await.unwrap_err();
+    assert!(matches!(err, EpisodeError::Llm(crate::llm::LlmError::BadReply { .. })), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_llm_failure_is_an_error_and_the_episode_can_be_scored_again() {
+    let q = questions(crate::dataset::Split::Test).into_iter().find(|q| q.category == 4).unwrap();
+    let chat = reader_llm(q.answer.clone().unwrap());
+    chat.queue.lock().push_back(Err(crate::llm::LlmError::Timeout { message: "slow".into() }));
+    let env = llm_env(chat.clone(), Evaluator::LlmF1);
+    env.create_episode(locomo("flaky", &q.id)).await.unwrap();
+    let err = env.score_episode("flaky").await.unwrap_err();
+    assert!(matches!(err, EpisodeError::Llm(crate::llm::LlmError::Timeout { .. })), "{err:?}");
+    let (state, _) = env.get_episode("flaky", false).await.unwrap();
+    assert!(!state.scored && !state.done);
+    let b = env.score_episode("flaky").await.unwrap();
+    assert_eq!(b.reward, 0.0);
+}
+
+#[tokio::test]
+async fn llm_evaluators_need_an_llm_and_are_part_of_the_episode_definition() {
+    let q = &questions(crate::dataset::Split::Test)[0];
+    let plain = env();
+    let mut req = locomo("e1", &q.id);
+    req.evaluator = Some(Evaluator::LlmJudge);
+    let err = plain.create_episode(req.clone()).await.unwrap_err();
+    assert!(matches!(&err, EpisodeError::FailedPrecondition { message } if message.contains("--llm-base-url")), "{err:?}");
+    let err = env_with(EnvConfig { evaluator: Evaluator::LlmF1, ..EnvConfig::default() }, Arc::new(SystemClock::default()))
+        .0
+        .with_llm(None)
+        .unwrap_err();
+    assert!(matches!(err, EpisodeError::InvalidArgument { ref field, .. } if field == "evaluator"), "{err:?}");
+
+    let env = llm_env(reader_llm("x".into()), Evaluator::AnswerRecall);
+    let c = env.create_episode(req.clone()).await.unwrap();
+    assert_eq!(c.state.evaluator, Evaluator::LlmJudge);
+    req.evaluator = Some(Evaluator::LlmF1);
+    assert!(matches!(env.create_episode(req).await.unwrap_err(), EpisodeError::AlreadyExists { .. }));
+    // The server default applies when the request names none.
+    assert_eq!(env.create_episode(locomo("e2", &q.id)).await.unwrap().state.evaluator, Evaluator::AnswerRecall);
 }

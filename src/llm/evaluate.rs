@@ -1,1 +1,134 @@
-//! placeholder
+//! Runs the LLM evaluators: builds LoCoMo's QA prompt from the retrieved memories
+//! ([`crate::reward::qa_prompt`]), asks the LLM (through the [`Llm`] cache, so the `p_old` prompt of a
+//! GRPO group and any repeated memory state are asked once), and scores the answer with the pure
+//! functions of [`crate::reward`]. `llm-judge` sends a second request, the strict judge prompt.
+//!
+//! Any failure of the endpoint is an error, never a score of 0.
+
+use crate::memory::MemoryRecord;
+use crate::openai_compat::fnv1a;
+use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
+
+use super::{ChatRequest, Llm, LlmError};
+
+/// The request an LLM evaluator sends to answer `target` from `retrieved`, and the prompt (for mapping a
+/// category-5 option letter back). The category-5 option order is drawn from the question text, so
+/// `p_old` and `p_new` see the same order.
+pub fn answer_request(target: &Target, retrieved: &[&MemoryRecord]) -> (ChatRequest, qa_prompt::QaPrompt) {
+    let seed = fnv1a(target.question.as_bytes());
+    let prompt = qa_prompt::QaPrompt::build(&target.question, target.category, target.adversarial_answer.as_deref(), retrieved, seed);
+    let mut request = ChatRequest::user(prompt.text.clone(), qa_prompt::MAX_TOKENS);
+    request.temperature = qa_prompt::TEMPERATURE;
+    (request, prompt)
+}
+
+/// Evaluates `retrieved` for `target` with an LLM evaluator. `Evaluator::AnswerRecall` needs no LLM and
+/// is scored offline.
+pub async fn evaluate(llm: &Llm, evaluator: Evaluator, target: &Target, retrieved: &[&MemoryRecord]) -> Result<Evaluation, LlmError> {
+    if !evaluator.needs_llm() {
+        return Ok(reward::evaluate(target, retrieved));
+    }
+    let (request, prompt) = answer_request(target, retrieved);
+    let reply = llm.ask(&request).await?;
+    let answer = prompt.resolve(reply.trim()).trim().to_string();
+    let verdict = match evaluator {
+        Evaluator::LlmJudge => {
+            let reply = llm.ask(&judge::request(&target.question, reward::judge_gold(target), &answer)).await?;
+            Some(judge::verdict(&reply).map_err(|message| LlmError::BadReply { message })?)
+        }
+        Evaluator::AnswerRecall | Evaluator::LlmF1 => None,
+    };
+    Ok(reward::llm_evaluation(target, retrieved, answer, verdict))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::llm::fake::ScriptedChat;
+    use crate::memory::{MemoryId, MemoryType};
+
+    fn mem(id: u32, text: &str) -> MemoryRecord {
+        MemoryRecord {
+            id: MemoryId(id),
+            text: text.into(),
+            memory_type: MemoryType::Episodic,
+            speaker: Some("Caroline".into()),
+            session: Some(1),
+            session_date: Some("8 May 2023".into()),
+            evidence: vec![format!("D1:{id}")],
+            source: "locomo".into(),
+            created_step: 0,
+        }
+    }
+
+    fn target(category: u8) -> Target {
+        Target {
+            question: "When did Caroline go to the support group?".into(),
+            answer: Some("7 May 2023".into()),
+            adversarial_answer: (category == 5).then(|| "8 May 2023".into()),
+            category: Some(category),
+            evidence: vec!["D1:3".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn llm_f1_asks_with_the_qa_prompt_and_scores_with_the_official_metric() {
+        let chat = Arc::new(ScriptedChat::new(|_| Ok(" On 7 May 2023 \n".into())));
+        let llm = Llm::new(chat.clone(), 16);
+        let recs = [mem(3, "Caroline went to an LGBTQ support group yesterday.")];
+        let refs: Vec<&MemoryRecord> = recs.iter().collect();
+        let e = evaluate(&llm, Evaluator::LlmF1, &target(2), &refs).await.unwrap();
+        assert_eq!(e.answer.as_deref(), Some("On 7 May 2023"));
+        assert_eq!(e.f1, Some(reward::locomo_metric::f1_score("On 7 May 2023", "7 May 2023")));
+        assert_eq!((e.p, e.judge, e.evidence_recall), (e.f1.unwrap(), None, 1.0));
+        let seen = chat.seen.lock().clone();
+        assert_eq!(seen.len(), 1);
+        assert_eq!((seen[0].temperature, seen[0].max_tokens), (0.0, 32));
+        let text = &seen[0].messages[0].content;
+        assert!(text.starts_with("8 May 2023: Caroline went to an LGBTQ support group yesterday.\n\n"), "{text}");
+        assert!(text.contains("Use DATE of CONVERSATION to answer with an approximate date."), "{text}");
+        // The same state again is answered from the cache.
+        evaluate(&llm, Evaluator::LlmF1, &target(2), &refs).await.unwrap();
+        assert_eq!(chat.seen.lock().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn llm_judge_asks_twice_and_averages() {
+        let chat = Arc::new(ScriptedChat::new(|r| {
+            Ok(if r.messages[0].content.contains("strict grader") { "CORRECT".into() } else { "May 2023".into() })
+        }));
+        let llm = Llm::new(chat.clone(), 16);
+        let e = evaluate(&llm, Evaluator::LlmJudge, &target(4), &[]).await.unwrap();
+        let f1 = reward::locomo_metric::f1_score("May 2023", "7 May 2023");
+        assert_eq!((e.f1, e.judge), (Some(f1), Some(1.0)));
+        assert!((e.p - (f1 + 1.0) / 2.0).abs() < 1e-12);
+        let seen = chat.seen.lock().clone();
+        assert_eq!(seen.len(), 2);
+        assert!(seen[1].messages[0].content.contains("GOLD: 7 May 2023\nANSWER: May 2023"));
+    }
+
+    #[tokio::test]
+    async fn category_5_option_letters_are_mapped_back_before_scoring() {
+        let chat = Arc::new(ScriptedChat::new(|r| {
+            let text = &r.messages[0].content;
+            // Pick whichever letter is "Not mentioned".
+            Ok(if text.contains("(a) Not mentioned") { "(a)".into() } else { "b".into() })
+        }));
+        let llm = Llm::new(chat, 16);
+        let e = evaluate(&llm, Evaluator::LlmF1, &target(5), &[]).await.unwrap();
+        assert_eq!(e.answer.as_deref(), Some("Not mentioned in the conversation"));
+        assert_eq!(e.p, 1.0);
+    }
+
+    #[tokio::test]
+    async fn failures_and_unreadable_verdicts_are_errors_not_zeros() {
+        let chat = Arc::new(ScriptedChat::new(|_| Ok("maybe".into())));
+        chat.queue.lock().push_back(Err(LlmError::Timeout { message: "slow".into() }));
+        let llm = Llm::new(chat, 16);
+        assert!(matches!(evaluate(&llm, Evaluator::LlmF1, &target(4), &[]).await, Err(LlmError::Timeout { .. })));
+        let err = evaluate(&llm, Evaluator::LlmJudge, &target(4), &[]).await.unwrap_err();
+        assert!(matches!(&err, LlmError::BadReply { message } if message.contains("neither CORRECT nor WRONG")), "{err:?}");
+    }
+}

@@ -221,6 +221,9 @@ pub(crate) mod fake {
 
     use super::*;
 
+    /// A reply function.
+    pub type ReplyFn = Box<dyn Fn(&ChatRequest) -> Result<String, LlmError> + Send + Sync>;
+
     /// Replies by a function of the last user message, or from a queue first; records every request.
     pub struct ScriptedChat {
         /// Model name.
@@ -228,7 +231,7 @@ pub(crate) mod fake {
         /// Replies used first, one per request.
         pub queue: Mutex<VecDeque<Result<String, LlmError>>>,
         /// Then this.
-        pub reply: Box<dyn Fn(&ChatRequest) -> Result<String, LlmError> + Send + Sync>,
+        pub reply: ReplyFn,
         /// Every request seen.
         pub seen: Mutex<Vec<ChatRequest>>,
         /// Delay before answering.

@@ -19,7 +19,9 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use super::{BoxFuture, ChatModel, ChatRequest, LlmError};
-use crate::openai_compat::{build_client, classify, normalize_base_url, truncate, with_retries, Failure, FailureKind, GaveUp, OpenAiClient};
+use crate::openai_compat::{
+    build_client, classify, normalize_base_url, truncate, with_retries, Failure, FailureKind, GaveUp, OpenAiClient,
+};
 
 /// Default timeout of one attempt.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -111,8 +113,7 @@ struct Body<'a> {
 impl OpenAiChat {
     /// Checks the settings and builds the HTTP client. Sends nothing.
     pub fn new(mut config: ChatConfig) -> Result<Self, LlmError> {
-        config.base_url =
-            normalize_base_url(&config.base_url).map_err(|message| LlmError::Config { field: "llm_base_url", message })?;
+        config.base_url = normalize_base_url(&config.base_url).map_err(|message| LlmError::Config { field: "llm_base_url", message })?;
         if config.model.trim().is_empty() {
             return Err(LlmError::Config { field: "llm_model", message: "must not be empty".into() });
         }

@@ -1,17 +1,22 @@
 //! The reward, as pure functions: reward = (p_new − p_old) × memory_efficiency.
 //!
-//! - `p(M, q)` is an evaluator's score of the top-k memories retrieved from M for the question. The
-//!   offline evaluator is **answer recall**: the share of the gold answer's distinct tokens present in
+//! - `p(M, q)` is an evaluator's score of the top-k memories retrieved from M for the question
+//!   ([`Evaluator`]). The offline default is **answer recall**: the share of the gold answer's distinct tokens present in
 //!   the retrieved text, after LoCoMo's official normalisation and NLTK-exact Porter stemming
 //!   ([`normalize`], [`porter`]); no clamping (MemUpdate clamped to [0.1, 1]). Category-5 (adversarial)
 //!   questions have no answer in the conversation: for them the score is 1 − the recall of the
 //!   adversarial (trap) answer, so memory that makes the trap answer retrievable scores lower. They are
 //!   refused by `CreateEpisode` unless asked for.
+//! - The LLM evaluators (`llm-f1`, `llm-judge`) have an LLM answer from the top-k with LoCoMo's QA prompt
+//!   ([`qa_prompt`]) and score the answer with LoCoMo's official metric ([`locomo_metric`], via
+//!   [`llm_f1`]); `llm-judge` also asks the LLM for a strict CORRECT/WRONG verdict ([`judge`]) and scores
+//!   the mean of the two. The LLM calls themselves live in `crate::llm::evaluate`; this module stays pure.
 //! - `p_old` is computed on M₀ as it was at creation and `p_new` on the final memory (MemUpdate
 //!   computed both on the final store, so its delta was ≈ 0).
 //! - `memory_efficiency = clamp(size × density × change, 0.1, 1.5)` with MemUpdate's formulas, except
 //!   that the size budget N_max defaults to |M₀| instead of 100.
 
+pub mod judge;
 pub mod locomo_metric;
 pub mod normalize;
 pub mod porter;
@@ -48,34 +53,76 @@ impl From<&crate::dataset::Question> for Target {
     }
 }
 
-/// Evaluators that turn retrieved memories into a score.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Evaluators that turn retrieved memories into a score in [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Evaluator {
     /// Offline answer recall (the default).
     AnswerRecall,
+    /// An LLM answers from the top-k with LoCoMo's QA prompt; the answer's official LoCoMo F1.
+    LlmF1,
+    /// As `LlmF1`, plus a strict LLM verdict against the gold; the mean of F1 and verdict (the verdict
+    /// is never the reward alone: a judge-only reward rewards verbose answers).
+    LlmJudge,
 }
 
 impl Evaluator {
-    /// Name reported in breakdowns.
+    /// Every evaluator, in documentation order.
+    pub const ALL: [Evaluator; 3] = [Evaluator::AnswerRecall, Evaluator::LlmF1, Evaluator::LlmJudge];
+
+    /// Name used on the command line and in breakdowns.
     pub fn name(self) -> &'static str {
         match self {
             Evaluator::AnswerRecall => "answer-recall",
+            Evaluator::LlmF1 => "llm-f1",
+            Evaluator::LlmJudge => "llm-judge",
         }
     }
 
-    /// Scores the retrieved memories for the target.
-    pub fn score(self, target: &Target, retrieved: &[&MemoryRecord]) -> f64 {
+    /// The evaluator named `name`.
+    pub fn parse(name: &str) -> Result<Evaluator, String> {
+        Self::ALL.into_iter().find(|e| e.name() == name.trim()).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|e| e.name()).collect();
+            format!("unknown evaluator {name:?}: expected one of {}", names.join(", "))
+        })
+    }
+
+    /// Needs an LLM endpoint.
+    pub fn needs_llm(self) -> bool {
         match self {
-            Evaluator::AnswerRecall => {
-                let context: Vec<&str> = retrieved.iter().map(|r| r.text.as_str()).collect();
-                let context = context.join("\n");
-                match (target.category, &target.adversarial_answer, &target.answer) {
-                    (Some(5), Some(trap), _) => 1.0 - answer_recall(trap, &context),
-                    (_, _, Some(gold)) => answer_recall(gold, &context),
-                    (_, _, None) => 0.0,
-                }
-            }
+            Evaluator::AnswerRecall => false,
+            Evaluator::LlmF1 | Evaluator::LlmJudge => true,
         }
+    }
+}
+
+/// Answer recall of the retrieved memories (category 5: one minus the recall of the trap answer).
+pub fn answer_recall_score(target: &Target, retrieved: &[&MemoryRecord]) -> f64 {
+    let context: Vec<&str> = retrieved.iter().map(|r| r.text.as_str()).collect();
+    let context = context.join("\n");
+    match (target.category, &target.adversarial_answer, &target.answer) {
+        (Some(5), Some(trap), _) => 1.0 - answer_recall(trap, &context),
+        (_, _, Some(gold)) => answer_recall(gold, &context),
+        (_, _, None) => 0.0,
+    }
+}
+
+/// The official LoCoMo score of an LLM's `answer` (already resolved from a category-5 option letter):
+/// per-category F1 for LoCoMo questions, plain token F1 for custom ones, 0 without a gold answer.
+pub fn llm_f1(target: &Target, answer: &str) -> f64 {
+    match (target.category, &target.answer) {
+        (Some(5), _) => locomo_metric::score(answer, "", 5).unwrap_or(0.0),
+        (Some(c), Some(gold)) => locomo_metric::score(answer, gold, c).unwrap_or_else(|| locomo_metric::f1_score(answer, gold)),
+        (None, Some(gold)) => locomo_metric::f1_score(answer, gold),
+        (_, None) => 0.0,
+    }
+}
+
+/// The gold answer the judge compares against ("Not mentioned in the conversation" for category 5).
+pub fn judge_gold(target: &Target) -> &str {
+    match (target.category, &target.answer) {
+        (Some(5), _) => qa_prompt::NOT_MENTIONED,
+        (_, Some(gold)) => gold,
+        (_, None) => "",
     }
 }
 
@@ -149,16 +196,42 @@ pub fn memory_efficiency(s: SizeInput) -> Efficiency {
 pub struct Evaluation {
     /// Evaluator score.
     pub p: f64,
+    /// LLM evaluators: the LLM's answer (after mapping a category-5 option letter to its text).
+    pub answer: Option<String>,
+    /// LLM evaluators: the official LoCoMo F1 of the answer.
+    pub f1: Option<f64>,
+    /// `llm-judge`: the verdict, 1 (CORRECT) or 0 (WRONG).
+    pub judge: Option<f64>,
     /// Evidence recall of the top-k.
     pub evidence_recall: f64,
     /// Ids of the top-k, best first.
     pub retrieved: Vec<crate::memory::MemoryId>,
 }
 
-/// Evaluates retrieved memories.
-pub fn evaluate(evaluator: Evaluator, target: &Target, retrieved: &[&MemoryRecord]) -> Evaluation {
+/// The answer-recall evaluation of retrieved memories.
+pub fn evaluate(target: &Target, retrieved: &[&MemoryRecord]) -> Evaluation {
     Evaluation {
-        p: evaluator.score(target, retrieved),
+        p: answer_recall_score(target, retrieved),
+        answer: None,
+        f1: None,
+        judge: None,
+        evidence_recall: evidence_recall(&target.evidence, retrieved),
+        retrieved: retrieved.iter().map(|r| r.id).collect(),
+    }
+}
+
+/// An LLM evaluation: the score of `answer` (resolved), and for `llm-judge` the mean with `judge`.
+pub fn llm_evaluation(target: &Target, retrieved: &[&MemoryRecord], answer: String, judge: Option<f64>) -> Evaluation {
+    let f1 = llm_f1(target, &answer);
+    let p = match judge {
+        Some(j) => (f1 + j) / 2.0,
+        None => f1,
+    };
+    Evaluation {
+        p,
+        answer: Some(answer),
+        f1: Some(f1),
+        judge,
         evidence_recall: evidence_recall(&target.evidence, retrieved),
         retrieved: retrieved.iter().map(|r| r.id).collect(),
     }
@@ -183,6 +256,23 @@ pub struct RewardBreakdown {
     pub top_k: usize,
     /// Evaluator name.
     pub evaluator: &'static str,
+    /// The LLM model of an LLM evaluator.
+    pub llm_model: Option<String>,
+    /// Embedder identity.
+    pub embedder: String,
+    /// Evidence ids of the question.
+    pub evidence_total: usize,
+}
+
+/// What a breakdown records besides the evaluations and sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoringInfo {
+    /// k.
+    pub top_k: usize,
+    /// The evaluator.
+    pub evaluator: Evaluator,
+    /// The LLM model of an LLM evaluator.
+    pub llm_model: Option<String>,
     /// Embedder identity.
     pub embedder: String,
     /// Evidence ids of the question.
@@ -190,19 +280,24 @@ pub struct RewardBreakdown {
 }
 
 /// Combines the two evaluations and the sizes into the reward.
-pub fn breakdown(
-    old: Evaluation,
-    new: Evaluation,
-    sizes: SizeInput,
-    top_k: usize,
-    evaluator: Evaluator,
-    embedder: String,
-    evidence_total: usize,
-) -> RewardBreakdown {
+pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, info: ScoringInfo) -> RewardBreakdown {
     let performance_delta = new.p - old.p;
     let efficiency = memory_efficiency(sizes);
     let reward = performance_delta * efficiency.memory_efficiency;
-    RewardBreakdown { old, new, performance_delta, efficiency, reward, sizes, top_k, evaluator: evaluator.name(), embedder, evidence_total }
+    let ScoringInfo { top_k, evaluator, llm_model, embedder, evidence_total } = info;
+    RewardBreakdown {
+        old,
+        new,
+        performance_delta,
+        efficiency,
+        reward,
+        sizes,
+        top_k,
+        evaluator: evaluator.name(),
+        llm_model,
+        embedder,
+        evidence_total,
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +328,54 @@ mod tests {
         assert_eq!(e.memory_efficiency, 0.1);
     }
 
+    fn target(category: Option<u8>, answer: Option<&str>, trap: Option<&str>) -> Target {
+        Target {
+            question: "q".into(),
+            answer: answer.map(str::to_string),
+            adversarial_answer: trap.map(str::to_string),
+            category,
+            evidence: vec![],
+        }
+    }
+
+    #[test]
+    fn evaluators_parse_by_name_and_say_whether_they_need_an_llm() {
+        for e in Evaluator::ALL {
+            assert_eq!(Evaluator::parse(e.name()), Ok(e));
+        }
+        assert_eq!(Evaluator::parse(" llm-f1 "), Ok(Evaluator::LlmF1));
+        assert!(Evaluator::parse("f1").unwrap_err().contains("answer-recall, llm-f1, llm-judge"));
+        assert!(!Evaluator::AnswerRecall.needs_llm() && Evaluator::LlmF1.needs_llm() && Evaluator::LlmJudge.needs_llm());
+    }
+
+    #[test]
+    fn llm_answers_are_scored_with_the_official_metric_per_category() {
+        assert_eq!(llm_f1(&target(Some(1), Some("Pottery, painting, running"), None), "running, pottery"), 2.0 / 3.0);
+        assert_eq!(llm_f1(&target(Some(2), Some("7 May 2023"), None), "7 May 2023"), 1.0);
+        assert_eq!(llm_f1(&target(Some(3), Some("Likely no; she prefers dogs"), None), "Likely no"), 1.0);
+        assert_eq!(llm_f1(&target(Some(5), None, Some("Paris")), "Not mentioned in the conversation"), 1.0);
+        assert_eq!(llm_f1(&target(Some(5), None, Some("Paris")), "Paris"), 0.0);
+        assert_eq!(llm_f1(&target(None, Some("the beach"), None), "The beach."), 1.0);
+        assert_eq!(llm_f1(&target(None, None, None), "anything"), 0.0);
+        assert_eq!(judge_gold(&target(Some(5), None, Some("Paris"))), "Not mentioned in the conversation");
+        assert_eq!(judge_gold(&target(Some(4), Some("the beach"), None)), "the beach");
+    }
+
+    #[test]
+    fn the_judge_is_averaged_with_f1_never_alone() {
+        let t = target(Some(4), Some("Adoption agencies"), None);
+        let e = llm_evaluation(&t, &[], "researching adoption agency options".into(), Some(1.0));
+        let f1 = 2.0 / 3.0;
+        assert_eq!((e.f1, e.judge), (Some(f1), Some(1.0)));
+        assert!((e.p - (f1 + 1.0) / 2.0).abs() < 1e-12);
+        // A verbose answer the judge accepts still loses to a short exact one.
+        let verbose =
+            llm_evaluation(&t, &[], "she has been looking into many things including adoption agencies and more".into(), Some(1.0));
+        let exact = llm_evaluation(&t, &[], "Adoption agencies".into(), Some(1.0));
+        assert!(verbose.p < exact.p);
+        assert_eq!(llm_evaluation(&t, &[], "Adoption agencies".into(), None).p, 1.0);
+    }
+
     proptest! {
         #[test]
         fn factors_stay_in_bounds(old in 0usize..3000, new in 0usize..3000, oc in 0usize..500_000, nc in 0usize..500_000, n_max in 0usize..3000) {
@@ -254,11 +397,12 @@ mod tests {
 
         #[test]
         fn reward_is_bounded_and_zero_without_change(p_old in 0.0f64..=1.0, p_new in 0.0f64..=1.0, n in 1usize..500) {
-            let ev = |p: f64| Evaluation { p, evidence_recall: 0.0, retrieved: vec![] };
+            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![] };
             let sizes = SizeInput { old_count: n, new_count: n, old_chars: 10 * n, new_chars: 10 * n, n_max: n };
-            let b = breakdown(ev(p_old), ev(p_new), sizes, 5, Evaluator::AnswerRecall, "x".into(), 0);
+            let info = ScoringInfo { top_k: 5, evaluator: Evaluator::AnswerRecall, llm_model: None, embedder: "x".into(), evidence_total: 0 };
+            let b = breakdown(ev(p_old), ev(p_new), sizes, info.clone());
             prop_assert!(b.reward.abs() <= 1.5);
-            let same = breakdown(ev(p_old), ev(p_old), sizes, 5, Evaluator::AnswerRecall, "x".into(), 0);
+            let same = breakdown(ev(p_old), ev(p_old), sizes, info);
             prop_assert_eq!(same.reward, 0.0);
         }
     }

@@ -142,11 +142,7 @@ impl FakeLlm {
 
 /// The content of the last user message of a request body ("" when there is none).
 pub fn last_user(body: &serde_json::Value) -> &str {
-    body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
+    body["messages"].as_array().and_then(|m| m.iter().rev().find(|m| m["role"] == "user")).and_then(|m| m["content"].as_str()).unwrap_or("")
 }
 
 async fn handle(State(shared): State<Shared>, headers: axum::http::HeaderMap, body: axum::body::Bytes) -> Response {

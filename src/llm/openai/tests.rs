@@ -67,7 +67,10 @@ async fn client_errors_are_not_retried() {
     let server = FakeLlm::start(|_| Canned::error(404, "model 'x' does not exist")).await;
     let chat = client(&server, |c| c);
     let err = chat.complete(&ChatRequest::user("q", 8)).await.unwrap_err();
-    assert!(matches!(&err, LlmError::Unavailable { message } if message.contains("HTTP 404") && message.contains("not retried")), "{err:?}");
+    assert!(
+        matches!(&err, LlmError::Unavailable { message } if message.contains("HTTP 404") && message.contains("not retried")),
+        "{err:?}"
+    );
     assert_eq!(server.seen().len(), 1);
 }
 
@@ -77,7 +80,10 @@ async fn a_slow_server_times_out_with_a_timeout_error() {
     let chat = client(&server, |c| ChatConfig { timeout: Duration::from_millis(150), max_retries: 1, ..c });
     let start = Instant::now();
     let err = chat.complete(&ChatRequest::user("q", 8)).await.unwrap_err();
-    assert!(matches!(&err, LlmError::Timeout { message } if message.contains("timed out after 150ms") && message.contains("2 attempts")), "{err:?}");
+    assert!(
+        matches!(&err, LlmError::Timeout { message } if message.contains("timed out after 150ms") && message.contains("2 attempts")),
+        "{err:?}"
+    );
     assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
     assert_eq!(server.seen().len(), 2);
 }
