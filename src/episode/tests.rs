@@ -435,3 +435,73 @@ async fn llm_evaluators_need_an_llm_and_are_part_of_the_episode_definition() {
     // The server default applies when the request names none.
     assert_eq!(env.create_episode(locomo("e2", &q.id)).await.unwrap().state.evaluator, Evaluator::AnswerRecall);
 }
+
+fn edit_env(chat: Arc<crate::llm::fake::ScriptedChat>) -> Environment {
+    let config = EnvConfig { llm_edit: true, ..EnvConfig::default() };
+    env_with(config, Arc::new(SystemClock::default())).0.with_llm(Some(Arc::new(crate::llm::Llm::new(chat, 0)))).unwrap()
+}
+
+#[tokio::test]
+async fn llm_edit_writes_merge_and_split_text_and_keeps_provenance() {
+    let chat = Arc::new(crate::llm::fake::ScriptedChat::new(|r| {
+        Ok(if r.messages[0].content.contains("JSON array") {
+            r#"["Part one about the first thing.", "Part two about the second thing."]"#.into()
+        } else {
+            "Merged by the model.".into()
+        })
+    }));
+    let env = edit_env(chat.clone());
+    let q = &questions(crate::dataset::Split::Test)[0];
+    env.create_episode(locomo("edit", &q.id)).await.unwrap();
+    let before = env.list_memories("edit", 0, 2, None).await.unwrap().memories;
+    let r = env.call_tool("edit", call("merge_memory", r#"{"memory_ids": ["m0000", "m0001"], "strategy": "summarize"}"#)).await.unwrap();
+    let crate::tools::OutputKind::Merged { memory, .. } = &r.output.kind else { panic!("{r:?}") };
+    assert_eq!(memory.text, "Merged by the model.");
+    let mut evidence: Vec<String> = before.iter().flat_map(|m| m.evidence.clone()).collect();
+    evidence.sort();
+    evidence.dedup();
+    let mut got = memory.evidence.clone();
+    got.sort();
+    assert_eq!(got, evidence, "provenance is the union of the sources'");
+    assert!(r.output.text.ends_with("note: text written by the LLM (fake-model)"), "{}", r.output.text);
+
+    let r = env.call_tool("edit", call("split_memory", r#"{"memory_id": "m0002", "split_criteria": "thematic"}"#)).await.unwrap();
+    let crate::tools::OutputKind::Split { parts, .. } = &r.output.kind else { panic!("{r:?}") };
+    assert_eq!(
+        parts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(),
+        ["Part one about the first thing.", "Part two about the second thing."]
+    );
+    // Calls with their own text, and concatenate, never ask.
+    let asked = chat.seen.lock().len();
+    env.call_tool("edit", call("merge_memory", r#"{"memory_ids": ["m0003", "m0004"], "strategy": "concatenate"}"#)).await.unwrap();
+    env.call_tool("edit", call("merge_memory", r#"{"memory_ids": ["m0005", "m0006"], "strategy": "summarize", "content": "Mine."}"#))
+        .await
+        .unwrap();
+    assert_eq!(chat.seen.lock().len(), asked);
+    // The trace records the call as the agent made it.
+    let (_, trace) = env.get_episode("edit", true).await.unwrap();
+    assert!(!trace[0].arguments_json.contains("Merged by the model"), "{}", trace[0].arguments_json);
+}
+
+#[tokio::test]
+async fn llm_edit_falls_back_to_the_offline_strategy_with_a_note() {
+    let chat = Arc::new(crate::llm::fake::ScriptedChat::new(|_| Ok("I'm sorry, I cannot help with that.".into())));
+    chat.queue.lock().push_back(Err(crate::llm::LlmError::Unavailable { message: "HTTP 503".into() }));
+    let offline = env();
+    let llm = edit_env(chat);
+    let q = &questions(crate::dataset::Split::Test)[0];
+    for e in [&llm, &offline] {
+        e.create_episode(locomo("fb", &q.id)).await.unwrap();
+    }
+    let merge = r#"{"memory_ids": ["m0000", "m0001"], "strategy": "summarize"}"#;
+    let a = llm.call_tool("fb", call("merge_memory", merge)).await.unwrap();
+    let b = offline.call_tool("fb", call("merge_memory", merge)).await.unwrap();
+    assert_eq!(a.output.kind, b.output.kind, "the offline result, exactly");
+    assert!(
+        a.output.text.ends_with("note: the LLM failed (the LLM endpoint failed: HTTP 503); used the offline summarize strategy instead"),
+        "{}",
+        a.output.text
+    );
+    let a = llm.call_tool("fb", call("merge_memory", r#"{"memory_ids": ["m0002", "m0003"], "strategy": "summarize"}"#)).await.unwrap();
+    assert!(a.output.text.contains("note: the LLM reply was unusable (the reply is a refusal)"), "{}", a.output.text);
+}

@@ -11,6 +11,7 @@
 pub mod args;
 mod delete;
 pub mod json;
+pub mod llm_edit;
 mod manage;
 mod merge;
 mod sample;
