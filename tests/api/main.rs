@@ -5,3 +5,7 @@ mod binary;
 mod dataset;
 mod episodes;
 mod helpers;
+mod llm;
+
+#[path = "../support/fake_llm.rs"]
+mod fake_llm;
