@@ -83,6 +83,7 @@ mod parquet_io;
 mod stats;
 mod validate;
 mod vectors;
+pub mod verl;
 
 #[cfg(test)]
 mod tests;

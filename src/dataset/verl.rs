@@ -1,0 +1,222 @@
+//! `memgym dataset verl`: LoCoMo questions as verl's RL dataset (one row per question), so a verl user
+//! needs no preprocessing script of their own.
+//!
+//! verl's `RLHFDataset` reads `prompt` (chat messages), `data_source`, `agent_name` (`"tool_agent"`
+//! selects the multi-turn `ToolAgentLoop`), `reward_model.ground_truth`, and `extra_info` — which must
+//! be a **struct** (a dict in Python; MemUpdate wrote a JSON string and needed a patched loader) holding
+//! `index`, `need_tools_kwargs` and `tools_kwargs` = `{tool_name: {create_kwargs: {...}}}`. Every tool's
+//! `create_kwargs` carry the conversation and question ids, which is what the memgym verl adapter needs to
+//! open (idempotently) the episode for a trajectory.
+//!
+//! Columns:
+//!
+//! | column | Arrow type |
+//! |---|---|
+//! | `prompt` | List<Struct{role: Utf8, content: Utf8}>: system + user |
+//! | `data_source` | Utf8: `"memgym/locomo"` |
+//! | `agent_name` | Utf8: `"tool_agent"` |
+//! | `ability` | Utf8: `"memory-editing"` |
+//! | `reward_model` | Struct{style: Utf8 = "rule", ground_truth: Utf8 = the gold answer, or "" for category 5} |
+//! | `extra_info` | Struct{index: Int64, split, conversation_id, question_id, question: Utf8, category: UInt8, need_tools_kwargs: Boolean, tools_kwargs: Struct{<tool>: Struct{create_kwargs: Struct{conversation_id, question_id: Utf8}}}} |
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, ListArray, RecordBatch, StringArray, StructArray, UInt8Array};
+use arrow_schema::{DataType, Field, Fields};
+
+use super::parquet_io::{atomic_write, encode};
+use super::{Dataset, DatasetError, Question, Split};
+use crate::tools::TOOL_NAMES;
+
+/// `data_source` of every row (the memgym reward function checks it).
+pub const DATA_SOURCE: &str = "memgym/locomo";
+
+/// The system message: the task, the tools and the rules the server enforces.
+pub const SYSTEM_PROMPT: &str = "You are a memory editing agent. A memory database holds facts from a long conversation \
+between two people; every memory has an id like m0042, a text, a speaker, a session date and evidence ids. Edit the \
+database so that a reader who retrieves the top 5 memories for the target question can answer it correctly, and keep \
+it compact.\n\nTools: search_memory (find memories; results lead with ids), sample_memory (look around), \
+manage_memory (create a memory, or update one by id), delete_memory (remove wrong, duplicate or useless memories), \
+merge_memory (combine 2 to 5 related memories into one), split_memory (cut a memory that mixes facts into parts). \
+Every tool call uses one step of a limited budget; a refused call changes nothing. Dates matter: put the date into a \
+memory's text when the question asks when. Stop calling tools when the memory is ready.";
+
+/// The user message for one question.
+pub fn user_prompt(question: &str) -> String {
+    format!("Target question: {question}\n\nUpdate the memory database so that this question can be answered correctly from it.")
+}
+
+/// Which questions to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerlOptions {
+    /// Only this split; `None` for all.
+    pub split: Option<Split>,
+    /// Include category 5 (adversarial). Episodes on them need `include_adversarial` at CreateEpisode.
+    pub include_adversarial: bool,
+}
+
+/// The questions a verl dataset holds, in dataset order.
+pub fn select(ds: &Dataset, opts: VerlOptions) -> Vec<&Question> {
+    ds.questions.iter().filter(|q| opts.split.is_none_or(|s| q.split == s) && (opts.include_adversarial || q.category != 5)).collect()
+}
+
+fn utf8(name: &str) -> Arc<Field> {
+    Arc::new(Field::new(name, DataType::Utf8, false))
+}
+
+fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(values.map(Some).collect::<StringArray>())
+}
+
+/// The record batch of `questions` (see the module doc for the schema).
+pub fn batch(questions: &[&Question]) -> Result<RecordBatch, DatasetError> {
+    let err = |e: arrow_schema::ArrowError| DatasetError::Parquet { file: "verl".into(), message: e.to_string() };
+    let n = questions.len();
+
+    // prompt: [system, user] per row.
+    let message_fields = Fields::from(vec![utf8("role"), utf8("content")]);
+    let roles: Vec<&str> = (0..n).flat_map(|_| ["system", "user"]).collect();
+    let user: Vec<String> = questions.iter().map(|q| user_prompt(&q.question)).collect();
+    let contents: Vec<&str> = user.iter().flat_map(|u| [SYSTEM_PROMPT, u.as_str()]).collect();
+    let messages =
+        StructArray::try_new(message_fields.clone(), vec![strings(roles.into_iter()), strings(contents.into_iter())], None).map_err(err)?;
+    let item = Arc::new(Field::new("item", DataType::Struct(message_fields), false));
+    let mut offsets = arrow_array::builder::OffsetBufferBuilder::<i32>::new(n);
+    for _ in 0..n {
+        offsets.push_length(2);
+    }
+    let prompt = ListArray::try_new(item, offsets.finish(), Arc::new(messages), None).map_err(err)?;
+
+    let reward_fields = Fields::from(vec![utf8("style"), utf8("ground_truth")]);
+    let reward_model = StructArray::try_new(
+        reward_fields,
+        vec![strings(questions.iter().map(|_| "rule")), strings(questions.iter().map(|q| q.answer.as_deref().unwrap_or("")))],
+        None,
+    )
+    .map_err(err)?;
+
+    let create_fields = Fields::from(vec![utf8("conversation_id"), utf8("question_id")]);
+    let create = StructArray::try_new(
+        create_fields.clone(),
+        vec![strings(questions.iter().map(|q| q.conversation_id.as_str())), strings(questions.iter().map(|q| q.id.as_str()))],
+        None,
+    )
+    .map_err(err)?;
+    let per_tool_fields = Fields::from(vec![Field::new("create_kwargs", DataType::Struct(create_fields), false)]);
+    let per_tool = StructArray::try_new(per_tool_fields.clone(), vec![Arc::new(create) as ArrayRef], None).map_err(err)?;
+    let tools_fields: Fields = TOOL_NAMES.iter().map(|t| Field::new(*t, DataType::Struct(per_tool_fields.clone()), false)).collect();
+    let tools_kwargs =
+        StructArray::try_new(tools_fields, TOOL_NAMES.iter().map(|_| Arc::new(per_tool.clone()) as ArrayRef).collect(), None)
+            .map_err(err)?;
+
+    let extra_fields = Fields::from(vec![
+        Field::new("index", DataType::Int64, false),
+        Field::new("split", DataType::Utf8, false),
+        Field::new("conversation_id", DataType::Utf8, false),
+        Field::new("question_id", DataType::Utf8, false),
+        Field::new("question", DataType::Utf8, false),
+        Field::new("category", DataType::UInt8, false),
+        Field::new("need_tools_kwargs", DataType::Boolean, false),
+        Field::new("tools_kwargs", tools_kwargs.data_type().clone(), false),
+    ]);
+    let extra_info = StructArray::try_new(
+        extra_fields,
+        vec![
+            Arc::new((0..n as i64).collect::<Int64Array>()),
+            strings(questions.iter().map(|q| q.split.as_str())),
+            strings(questions.iter().map(|q| q.conversation_id.as_str())),
+            strings(questions.iter().map(|q| q.id.as_str())),
+            strings(questions.iter().map(|q| q.question.as_str())),
+            Arc::new(questions.iter().map(|q| q.category).collect::<UInt8Array>()),
+            Arc::new(BooleanArray::from(vec![true; n])),
+            Arc::new(tools_kwargs),
+        ],
+        None,
+    )
+    .map_err(err)?;
+
+    RecordBatch::try_from_iter(vec![
+        ("prompt", Arc::new(prompt) as ArrayRef),
+        ("data_source", strings(questions.iter().map(|_| DATA_SOURCE))),
+        ("agent_name", strings(questions.iter().map(|_| "tool_agent"))),
+        ("ability", strings(questions.iter().map(|_| "memory-editing"))),
+        ("reward_model", Arc::new(reward_model)),
+        ("extra_info", Arc::new(extra_info)),
+    ])
+    .map_err(err)
+}
+
+/// Writes the verl dataset of `ds` to `out` (atomically); returns the number of rows.
+pub fn write(ds: &Dataset, opts: VerlOptions, out: &Path) -> Result<usize, DatasetError> {
+    let questions = select(ds, opts);
+    let batch = batch(&questions)?;
+    let bytes = encode(&out.display().to_string(), &batch)?;
+    atomic_write(out, &bytes)?;
+    Ok(questions.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+
+    use super::*;
+
+    fn dataset() -> Dataset {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/locomo/locomo10.json");
+        Dataset::from_locomo_json(Path::new(path)).unwrap()
+    }
+
+    #[test]
+    fn rows_follow_verls_contract_with_extra_info_as_a_struct() {
+        let ds = dataset();
+        let test = select(&ds, VerlOptions { split: Some(Split::Test), include_adversarial: false });
+        assert_eq!(test.len(), 411);
+        assert_eq!(select(&ds, VerlOptions { split: Some(Split::Train), include_adversarial: false }).len(), 1_129);
+        assert_eq!(select(&ds, VerlOptions { split: None, include_adversarial: true }).len(), 1_986);
+
+        let b = batch(&test).unwrap();
+        assert_eq!(b.num_rows(), 411);
+        let names: Vec<&str> = b.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["prompt", "data_source", "agent_name", "ability", "reward_model", "extra_info"]);
+
+        let prompt = b.column(0).as_list::<i32>();
+        let first = prompt.value(0);
+        let first = first.as_struct();
+        let role = first.column(0).as_string::<i32>();
+        let content = first.column(1).as_string::<i32>();
+        assert_eq!((role.value(0), role.value(1)), ("system", "user"));
+        assert_eq!(content.value(0), SYSTEM_PROMPT);
+        assert_eq!(content.value(1), user_prompt(&test[0].question));
+        assert_eq!(b.column(2).as_string::<i32>().value(5), "tool_agent");
+
+        let reward = b.column(4).as_struct();
+        assert_eq!(reward.column_by_name("ground_truth").unwrap().as_string::<i32>().value(0), test[0].answer.as_deref().unwrap());
+
+        let extra = b.column(5).as_struct();
+        assert!(matches!(extra.data_type(), DataType::Struct(_)), "extra_info is a struct, not a JSON string");
+        assert_eq!(extra.column_by_name("index").unwrap().as_primitive::<arrow_array::types::Int64Type>().value(7), 7);
+        assert_eq!(extra.column_by_name("question_id").unwrap().as_string::<i32>().value(3), test[3].id);
+        let tools = extra.column_by_name("tools_kwargs").unwrap().as_struct();
+        assert_eq!(tools.num_columns(), 6);
+        for name in TOOL_NAMES {
+            let create = tools.column_by_name(name).unwrap().as_struct().column_by_name("create_kwargs").unwrap().as_struct().clone();
+            assert_eq!(create.column_by_name("conversation_id").unwrap().as_string::<i32>().value(3), test[3].conversation_id);
+            assert_eq!(create.column_by_name("question_id").unwrap().as_string::<i32>().value(3), test[3].id);
+        }
+    }
+
+    #[test]
+    fn the_file_round_trips_through_parquet() {
+        let ds = dataset();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("test.parquet");
+        let n = write(&ds, VerlOptions { split: Some(Split::Test), include_adversarial: true }, &out).unwrap();
+        assert_eq!(n, 546);
+        let file = std::fs::File::open(&out).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+        let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(rows, 546);
+    }
+}
