@@ -1,0 +1,384 @@
+"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv`` and ``Dataset``).
+
+Why this exists: trainers talk to memgym from Python. These clients give them one channel per client,
+a deadline on every call, retries only where they are safe, and Python exceptions instead of raw gRPC
+errors:
+
+- **Deadline**: every RPC gets ``timeout`` seconds (per attempt).
+- **Retries**: only on ``UNAVAILABLE`` (server restarting, connection refused) and only for idempotent
+  RPCs — ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``, ``GetEpisode``,
+  ``ListMemories``, ``ListTools``, ``CloseEpisode`` and the ``Dataset`` RPCs. Tool calls (``CallTool`` and
+  the typed tool RPCs) change memory and are never retried: a retried call could apply twice.
+- **Errors**: ``MemgymError`` (``.code``, ``.details``); ``MemgymUnavailable`` names the address.
+
+Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``), typed by the generated
+``.pyi``; ``message_to_dict`` turns one into plain Python values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from memgym.errors import MemgymError, from_rpc_error
+from memgym.v1 import memgym_pb2 as pb
+from memgym.v1 import memgym_pb2_grpc as pb_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+#: Evaluator names accepted by ``create_episode(evaluator=...)``, as the server's CLI spells them.
+EVALUATORS = {
+    "answer-recall": pb.EVALUATOR_ANSWER_RECALL,
+    "llm-f1": pb.EVALUATOR_LLM_F1,
+    "llm-judge": pb.EVALUATOR_LLM_JUDGE,
+}
+SPLITS = {"train": pb.SPLIT_TRAIN, "test": pb.SPLIT_TEST}
+MEMORY_TYPES = {
+    "episodic": pb.MEMORY_TYPE_EPISODIC,
+    "semantic": pb.MEMORY_TYPE_SEMANTIC,
+    "procedural": pb.MEMORY_TYPE_PROCEDURAL,
+}
+
+Arguments = Union[Mapping[str, Any], str]
+
+
+def _enum(value: Union[None, int, str], names: Mapping[str, int], what: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    key = value.strip().lower().replace("_", "-")
+    if key in names:
+        return names[key]
+    raise ValueError(f"unknown {what} {value!r}; expected one of {sorted(names)}")
+
+
+def _memory_type(value: Union[None, int, str]) -> int:
+    if isinstance(value, str):
+        value = value.strip().lower()
+    return _enum(value, MEMORY_TYPES, "memory type")
+
+
+def _is_repeated(field: Any) -> bool:
+    is_repeated = getattr(field, "is_repeated", None)  # protobuf >= 5.29; `label` is deprecated there
+    return bool(is_repeated) if is_repeated is not None else field.label == field.LABEL_REPEATED
+
+
+def message_to_dict(msg: Any) -> Dict[str, Any]:
+    """A protobuf message as a dict keyed by the .proto field names, every field present.
+
+    Unset ``optional`` fields and unset sub-messages are left out; enums stay numbers. (Written by hand
+    because protobuf's ``MessageToDict`` renamed its "include defaults" flag across versions.)
+    """
+    out: Dict[str, Any] = {}
+    for field in msg.DESCRIPTOR.fields:
+        value = getattr(msg, field.name)
+        if _is_repeated(field):
+            out[field.name] = [message_to_dict(v) for v in value] if field.message_type else list(value)
+        elif field.message_type is not None or field.has_presence:
+            if msg.HasField(field.name):
+                out[field.name] = message_to_dict(value) if field.message_type else value
+        else:
+            out[field.name] = value
+    return out
+
+
+def _arguments_json(arguments: Arguments) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(dict(arguments), ensure_ascii=False)
+
+
+def _create_request(
+    question_id: str = "",
+    *,
+    episode_id: str = "",
+    conversation_id: str = "",
+    seed: Optional[int] = None,
+    max_steps: Optional[int] = None,
+    evaluator: Union[None, int, str] = None,
+    include_adversarial: bool = False,
+    custom: Optional[pb.CustomEpisode] = None,
+) -> pb.CreateEpisodeRequest:
+    req = pb.CreateEpisodeRequest(
+        episode_id=episode_id or "",
+        conversation_id=conversation_id or "",
+        question_id=question_id or "",
+        include_adversarial=bool(include_adversarial),
+        evaluator=_enum(evaluator, EVALUATORS, "evaluator"),
+    )
+    if seed is not None:
+        req.seed = int(seed)
+    if max_steps is not None:
+        req.max_steps = int(max_steps)
+    if custom is not None:
+        req.custom.CopyFrom(custom)
+    return req
+
+
+def _tools_from_response(resp: pb.ListToolsResponse) -> List[Dict[str, Any]]:
+    return [json.loads(t.schema_json) for t in resp.tools]
+
+
+class _Base:
+    """Shared settings: address, deadline, retry policy."""
+
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        timeout: float = 30.0,
+        *,
+        retries: int = 3,
+        backoff: float = 0.2,
+        max_message_mb: int = 16,
+    ):
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self.address = address
+        self.timeout = float(timeout)
+        self.retries = max(0, int(retries))
+        self.backoff = float(backoff)
+        self._options = [
+            ("grpc.max_receive_message_length", max_message_mb * 1024 * 1024),
+            ("grpc.max_send_message_length", max_message_mb * 1024 * 1024),
+        ]
+
+    def _delay(self, attempt: int) -> float:
+        return self.backoff * (2**attempt)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.address!r}, timeout={self.timeout})"
+
+
+class MemgymClient(_Base):
+    """Blocking client. Thread-safe (one HTTP/2 channel shared by all threads).
+
+    >>> with MemgymClient("127.0.0.1:50051") as c:
+    ...     ep = c.create_episode("conv-26:q0", episode_id="demo-1", seed=7)
+    ...     text, resp = c.call_tool("demo-1", "search_memory", {"query": "support group"})
+    ...     score = c.score_episode("demo-1")
+    ...     c.close_episode("demo-1")
+    """
+
+    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
+        super().__init__(address, timeout, **kwargs)
+        self._channel = grpc.insecure_channel(address, options=self._options)
+        #: Raw stubs, for the typed tool RPCs (Search, Manage, ...) and anything not wrapped here.
+        self.env = pb_grpc.MemoryEnvStub(self._channel)
+        self.dataset = pb_grpc.DatasetStub(self._channel)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return rpc(request, timeout=self.timeout)
+            except grpc.RpcError as err:
+                code = err.code() if hasattr(err, "code") else None
+                if idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
+                    time.sleep(self._delay(attempt))
+                    attempt += 1
+                    continue
+                raise from_rpc_error(err, method=method, address=self.address) from None
+
+    def close(self) -> None:
+        """Closes the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> "MemgymClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- episodes -----------------------------------------------------------------------------
+    def create_episode(self, question_id: str = "", **kwargs: Any) -> pb.CreateEpisodeResponse:
+        """Opens an episode (idempotent, and retried, when ``episode_id`` is given).
+
+        Keyword arguments: ``episode_id``, ``conversation_id``, ``seed``, ``max_steps``, ``evaluator``
+        ("answer-recall" | "llm-f1" | "llm-judge" or the enum), ``include_adversarial``, ``custom``
+        (a ``pb.CustomEpisode``).
+        """
+        req = _create_request(question_id, **kwargs)
+        return self._call("MemoryEnv/CreateEpisode", self.env.CreateEpisode, req, idempotent=bool(req.episode_id))
+
+    def call_tool(self, episode_id: str, name: str, arguments: Arguments) -> Tuple[str, pb.CallToolResponse]:
+        """Calls one of the six tools with LLM-style arguments (dict or JSON text); never retried.
+
+        Returns ``(text, response)``: the text for the LLM and the full typed response.
+        """
+        req = pb.CallToolRequest(episode_id=episode_id, tool_name=name, arguments_json=_arguments_json(arguments))
+        resp = self._call("MemoryEnv/CallTool", self.env.CallTool, req, idempotent=False)
+        return resp.text, resp
+
+    def list_tools(self) -> List[Dict[str, Any]]:
+        """The six OpenAI function schemas ``{"type": "function", "function": {...}}``."""
+        resp = self._call("MemoryEnv/ListTools", self.env.ListTools, pb.ListToolsRequest(), idempotent=True)
+        return _tools_from_response(resp)
+
+    def get_episode(self, episode_id: str, include_trace: bool = False) -> pb.GetEpisodeResponse:
+        """Episode state (and the trace of tool calls on request)."""
+        req = pb.GetEpisodeRequest(episode_id=episode_id, include_trace=include_trace)
+        return self._call("MemoryEnv/GetEpisode", self.env.GetEpisode, req, idempotent=True)
+
+    def list_memories(
+        self, episode_id: str, page_size: int = 0, page_token: str = "", memory_type: Union[None, int, str] = None
+    ) -> pb.ListMemoriesResponse:
+        """One page of the episode's current memories."""
+        req = pb.ListMemoriesRequest(
+            episode_id=episode_id, page_size=page_size, page_token=page_token, memory_type=_memory_type(memory_type)
+        )
+        return self._call("MemoryEnv/ListMemories", self.env.ListMemories, req, idempotent=True)
+
+    def score_episode(self, episode_id: str) -> pb.ScoreEpisodeResponse:
+        """Scores (and finalises) the episode; idempotent."""
+        req = pb.ScoreEpisodeRequest(episode_id=episode_id)
+        return self._call("MemoryEnv/ScoreEpisode", self.env.ScoreEpisode, req, idempotent=True)
+
+    def close_episode(self, episode_id: str) -> pb.CloseEpisodeResponse:
+        """Frees the episode. A second close is ``NOT_FOUND``."""
+        req = pb.CloseEpisodeRequest(episode_id=episode_id)
+        return self._call("MemoryEnv/CloseEpisode", self.env.CloseEpisode, req, idempotent=True)
+
+    # -- dataset ------------------------------------------------------------------------------
+    def list_conversations(self) -> pb.ListConversationsResponse:
+        """Every conversation with its counts and split."""
+        return self._call(
+            "Dataset/ListConversations", self.dataset.ListConversations, pb.ListConversationsRequest(), idempotent=True
+        )
+
+    def list_questions(
+        self,
+        conversation_id: str = "",
+        split: Union[None, int, str] = None,
+        category: int = 0,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> pb.ListQuestionsResponse:
+        """One page of LoCoMo questions (``split``: "train" | "test" | None)."""
+        req = pb.ListQuestionsRequest(
+            conversation_id=conversation_id,
+            split=_enum(split, SPLITS, "split"),
+            category=category,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
+
+
+class AsyncMemgymClient(_Base):
+    """asyncio client (``grpc.aio``), same methods as ``MemgymClient`` as coroutines.
+
+    A ``grpc.aio`` channel belongs to the event loop it is used on: create the client inside the loop
+    that uses it (``memgym_verl`` caches one per (address, loop)).
+    """
+
+    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
+        super().__init__(address, timeout, **kwargs)
+        self._channel = grpc.aio.insecure_channel(address, options=self._options)
+        self.env = pb_grpc.MemoryEnvStub(self._channel)
+        self.dataset = pb_grpc.DatasetStub(self._channel)
+
+    async def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await rpc(request, timeout=self.timeout)
+            except grpc.RpcError as err:
+                code = err.code() if hasattr(err, "code") else None
+                if idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
+                    await asyncio.sleep(self._delay(attempt))
+                    attempt += 1
+                    continue
+                raise from_rpc_error(err, method=method, address=self.address) from None
+
+    async def close(self) -> None:
+        """Closes the channel."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncMemgymClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def create_episode(self, question_id: str = "", **kwargs: Any) -> pb.CreateEpisodeResponse:
+        """See ``MemgymClient.create_episode``."""
+        req = _create_request(question_id, **kwargs)
+        return await self._call(
+            "MemoryEnv/CreateEpisode", self.env.CreateEpisode, req, idempotent=bool(req.episode_id)
+        )
+
+    async def call_tool(self, episode_id: str, name: str, arguments: Arguments) -> Tuple[str, pb.CallToolResponse]:
+        """See ``MemgymClient.call_tool`` (never retried)."""
+        req = pb.CallToolRequest(episode_id=episode_id, tool_name=name, arguments_json=_arguments_json(arguments))
+        resp = await self._call("MemoryEnv/CallTool", self.env.CallTool, req, idempotent=False)
+        return resp.text, resp
+
+    async def list_tools(self) -> List[Dict[str, Any]]:
+        """See ``MemgymClient.list_tools``."""
+        resp = await self._call("MemoryEnv/ListTools", self.env.ListTools, pb.ListToolsRequest(), idempotent=True)
+        return _tools_from_response(resp)
+
+    async def get_episode(self, episode_id: str, include_trace: bool = False) -> pb.GetEpisodeResponse:
+        """See ``MemgymClient.get_episode``."""
+        req = pb.GetEpisodeRequest(episode_id=episode_id, include_trace=include_trace)
+        return await self._call("MemoryEnv/GetEpisode", self.env.GetEpisode, req, idempotent=True)
+
+    async def list_memories(
+        self, episode_id: str, page_size: int = 0, page_token: str = "", memory_type: Union[None, int, str] = None
+    ) -> pb.ListMemoriesResponse:
+        """See ``MemgymClient.list_memories``."""
+        req = pb.ListMemoriesRequest(
+            episode_id=episode_id, page_size=page_size, page_token=page_token, memory_type=_memory_type(memory_type)
+        )
+        return await self._call("MemoryEnv/ListMemories", self.env.ListMemories, req, idempotent=True)
+
+    async def score_episode(self, episode_id: str) -> pb.ScoreEpisodeResponse:
+        """See ``MemgymClient.score_episode``."""
+        req = pb.ScoreEpisodeRequest(episode_id=episode_id)
+        return await self._call("MemoryEnv/ScoreEpisode", self.env.ScoreEpisode, req, idempotent=True)
+
+    async def close_episode(self, episode_id: str) -> pb.CloseEpisodeResponse:
+        """See ``MemgymClient.close_episode``."""
+        req = pb.CloseEpisodeRequest(episode_id=episode_id)
+        return await self._call("MemoryEnv/CloseEpisode", self.env.CloseEpisode, req, idempotent=True)
+
+    async def list_conversations(self) -> pb.ListConversationsResponse:
+        """See ``MemgymClient.list_conversations``."""
+        return await self._call(
+            "Dataset/ListConversations", self.dataset.ListConversations, pb.ListConversationsRequest(), idempotent=True
+        )
+
+    async def list_questions(
+        self,
+        conversation_id: str = "",
+        split: Union[None, int, str] = None,
+        category: int = 0,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> pb.ListQuestionsResponse:
+        """See ``MemgymClient.list_questions``."""
+        req = pb.ListQuestionsRequest(
+            conversation_id=conversation_id,
+            split=_enum(split, SPLITS, "split"),
+            category=category,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return await self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
+
+
+__all__ = [
+    "AsyncMemgymClient",
+    "DEFAULT_ADDRESS",
+    "EVALUATORS",
+    "MemgymClient",
+    "MemgymError",
+    "message_to_dict",
+    "pb",
+]

@@ -1,0 +1,128 @@
+"""pytest fixtures: the real memgym server binary on a free loopback port, and verl's tool interface.
+
+Why this exists: the Python client and the verl adapter are tested against the real server, never a
+fake. The session fixture starts ``memgym serve --addr 127.0.0.1:PORT`` (binary from ``$MEMGYM_BIN``,
+else ``$CARGO_TARGET_DIR/debug/memgym``, else ``~/.cache/memgym/target/debug/memgym``), waits until the
+gRPC health check says SERVING, and stops it (SIGTERM, then SIGKILL) at the end.
+
+verl: the real ``verl.tools.base_tool`` is used when it imports; otherwise (the usual case — verl pulls
+torch and ray) ``verl_stub/`` holds verbatim copies of verl 0.9.1's ``BaseTool`` and schemas.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def _use_verl_stub() -> str:
+    try:
+        import verl.tools.base_tool  # noqa: F401
+        import verl.tools.schemas  # noqa: F401
+
+        return "real"
+    except Exception:  # ImportError of torch/ray/numpy, or verl missing
+        for name in [m for m in sys.modules if m == "verl" or m.startswith("verl.")]:
+            del sys.modules[name]
+        sys.path.insert(0, str(HERE / "verl_stub"))
+        import verl.tools.base_tool  # noqa: F401
+
+        return "stub"
+
+
+VERL_KIND = _use_verl_stub()
+
+
+def pytest_report_header(config):
+    return f"memgym binary: {memgym_bin()}; verl BaseTool: {VERL_KIND}"
+
+
+def memgym_bin() -> Path:
+    if os.environ.get("MEMGYM_BIN"):
+        return Path(os.environ["MEMGYM_BIN"])
+    if os.environ.get("CARGO_TARGET_DIR"):
+        return Path(os.environ["CARGO_TARGET_DIR"]) / "debug" / "memgym"
+    return Path.home() / ".cache" / "memgym" / "target" / "debug" / "memgym"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serving(address: str) -> bool:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore
+
+    with grpc.insecure_channel(address) as ch:
+        try:
+            resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+        except grpc.RpcError:
+            return False
+        return resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def _ready(address: str) -> bool:
+    try:
+        return _serving(address)
+    except ImportError:  # grpcio-health-checking not installed: a connectable channel will do
+        with grpc.insecure_channel(address) as ch:
+            try:
+                grpc.channel_ready_future(ch).result(timeout=1.0)
+                return True
+            except grpc.FutureTimeoutError:
+                return False
+
+
+@pytest.fixture(scope="session")
+def server_address():
+    """Starts the real memgym server and yields its address ("127.0.0.1:PORT")."""
+    binary = memgym_bin()
+    if not binary.is_file():
+        pytest.fail(f"memgym binary not found at {binary}: build it (cargo build) or set MEMGYM_BIN")
+    address = f"127.0.0.1:{free_port()}"
+    log = tempfile.NamedTemporaryFile(prefix="memgym-server-", suffix=".log", delete=False)
+    proc = subprocess.Popen([str(binary), "serve", "--addr", address], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not _ready(address):
+            if proc.poll() is not None:
+                pytest.fail(f"memgym serve exited with {proc.returncode}: {Path(log.name).read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"memgym serve not ready at {address} after 120 s: {Path(log.name).read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield address
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        os.unlink(log.name)
+
+
+@pytest.fixture(scope="session")
+def client(server_address):
+    from memgym import MemgymClient
+
+    with MemgymClient(server_address, timeout=30.0) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def question(client):
+    """A category 1-4 question of conv-26 whose answer has tokens (conv-26:q0, "7 May 2023")."""
+    return "conv-26:q0"

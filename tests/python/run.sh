@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the Python tests (tests/python) against the real memgym server binary.
+#
+# Creates the venv if missing ($MEMGYM_PYVENV, default ~/.cache/memgym/pyvenv), installs
+# ./clients/python (non-editable: the stubs are generated from proto/ at build time) plus pytest,
+# grpcio-health-checking, pydantic and omegaconf (for the tool-config test) from PyPI, then runs pytest. The tests start the server themselves
+# on a free loopback port.
+#
+# verl: `pip install verl --no-deps` gives a verl whose `verl.tools.base_tool` cannot be imported without
+# torch, ray, numpy and tensordict (verl/__init__.py imports verl.protocol), so it is not installed here;
+# the tests use tests/python/verl_stub (verbatim copies of verl 0.9.1's BaseTool and schemas) unless a
+# working verl is already importable in the venv.
+#
+# Environment: MEMGYM_BIN (default $CARGO_TARGET_DIR/debug/memgym, else ~/.cache/memgym/target/debug/memgym),
+# GRPCURL (for the grpcurl examples test; default ~/.cache/memgym/venv/bin/grpcurl, skipped if absent).
+# Extra arguments go to pytest.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VENV=${MEMGYM_PYVENV:-$HOME/.cache/memgym/pyvenv}
+if [ -z "${MEMGYM_BIN:-}" ]; then
+  if [ -n "${CARGO_TARGET_DIR:-}" ]; then MEMGYM_BIN=$CARGO_TARGET_DIR/debug/memgym; else MEMGYM_BIN=$HOME/.cache/memgym/target/debug/memgym; fi
+fi
+export MEMGYM_BIN
+if [ ! -x "$MEMGYM_BIN" ]; then
+  echo "memgym binary not found at $MEMGYM_BIN (cargo build, or set MEMGYM_BIN)" >&2
+  exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --upgrade pip
+fi
+echo "== installing clients/python and the test requirements into $VENV"
+"$VENV/bin/pip" install --quiet "$ROOT/clients/python" "pytest>=7" grpcio-health-checking "pydantic>=2" omegaconf
+
+echo "== pytest tests/python (server: $MEMGYM_BIN)"
+cd "$ROOT/tests/python"
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,143 @@
+"""The Python client against the real server: a full episode, dataset calls, errors, retries.
+
+Why this exists: ``memgym.MemgymClient``/``AsyncMemgymClient`` are what trainers build on; these tests
+pin the round trip (create, each of the six tools through CallTool, score, close), idempotent create,
+and the exception contract (``MemgymError.code``, ``MemgymUnavailable`` naming the address).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import grpc
+import pytest
+
+from memgym import AsyncMemgymClient, MemgymClient, MemgymError, MemgymUnavailable, message_to_dict, pb
+from conftest import free_port
+
+
+def test_list_tools_gives_six_openai_schemas(client):
+    tools = client.list_tools()
+    names = [t["function"]["name"] for t in tools]
+    assert names == ["search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"]
+    for t in tools:
+        assert t["type"] == "function"
+        for prop in t["function"]["parameters"]["properties"].values():
+            assert set(prop) <= {"type", "description", "enum"}  # verl's property schema
+
+
+def test_dataset_calls(client):
+    page = client.list_questions(conversation_id="conv-26", page_size=3)
+    assert page.total == 199 and len(page.questions) == 3 and page.next_page_token
+    assert page.questions[0].id == "conv-26:q0" and page.questions[0].answer == "7 May 2023"
+    train = client.list_questions(split="train", page_size=1)
+    assert train.questions[0].split == pb.SPLIT_TRAIN
+    assert len(client.list_conversations().conversations) == 10
+
+
+def test_full_episode_round_trip(client):
+    ep = client.create_episode("conv-26:q0", episode_id="py-round-trip", seed=7, evaluator="answer-recall")
+    assert ep.created and ep.episode_id == "py-round-trip" and ep.initial_memory_count == 184
+    again = client.create_episode("conv-26:q0", episode_id="py-round-trip", seed=7)
+    assert not again.created  # idempotent
+
+    text, resp = client.call_tool("py-round-trip", "search_memory", {"query": "LGBTQ support group", "top_k": 3})
+    assert text.startswith("[m0000 ") and resp.WhichOneof("result") == "search" and len(resp.search.results) == 3
+    text, resp = client.call_tool(
+        "py-round-trip",
+        "manage_memory",
+        json.dumps(
+            {
+                "operation": "update",
+                "memory_id": "m0000",
+                "content": "Caroline attended an LGBTQ support group on 7 May 2023 and found the transgender stories inspiring.",
+            }
+        ),
+    )
+    assert resp.manage.memory.id == "m0000" and list(resp.manage.memory.evidence) == ["D1:3"]
+    text, resp = client.call_tool("py-round-trip", "split_memory", {"memory_id": "m0000", "split_criteria": "thematic"})
+    assert resp.split.removed_id == "m0000" and len(resp.split.parts) == 2
+    text, resp = client.call_tool(
+        "py-round-trip", "merge_memory", {"memory_ids": ["m0082", "m0083"], "strategy": "concatenate"}
+    )
+    assert list(resp.merge.removed_ids) == ["m0082", "m0083"]
+    text, resp = client.call_tool("py-round-trip", "sample_memory", {"k": 3, "strategy": "diverse"})
+    assert len(resp.sample.memories) == 3
+    text, resp = client.call_tool("py-round-trip", "delete_memory", {"memory_id": "m0057", "reason": "off topic"})
+    assert list(resp.delete.deleted_ids) == ["m0057"] and resp.delete.step.step == 6
+
+    state = client.get_episode("py-round-trip", include_trace=True)
+    assert state.state.steps_used == 6 and len(state.trace) == 6
+    mems = client.list_memories("py-round-trip", page_size=500)
+    assert mems.total == state.state.memory_count == len(mems.memories)
+
+    score = client.score_episode("py-round-trip")
+    assert score.p_old == 0 and score.p_new == 1 and score.reward > 0.9
+    assert client.score_episode("py-round-trip").reward == score.reward  # idempotent
+    d = message_to_dict(score)
+    assert d["reward"] == score.reward and "f1_old" not in d  # unset optionals are left out
+    closed = client.close_episode("py-round-trip")
+    assert closed.state.scored
+    with pytest.raises(MemgymError) as err:
+        client.get_episode("py-round-trip")
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_errors_carry_code_and_message(client):
+    client.create_episode("conv-26:q0", episode_id="py-errors")
+    with pytest.raises(MemgymError) as err:
+        client.call_tool("py-errors", "no_such_tool", {})
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "no_such_tool" in err.value.details
+    with pytest.raises(MemgymError) as err:
+        client.call_tool("py-errors", "search_memory", "{not json")
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "arguments_json" in err.value.details
+    with pytest.raises(MemgymError) as err:
+        client.call_tool("py-errors", "delete_memory", {"memory_id": "m9999"})
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(MemgymError) as err:
+        client.create_episode("conv-26:q1", episode_id="py-errors")  # same id, other question
+    assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
+    state = client.get_episode("py-errors").state
+    assert state.steps_used == 0 and state.rejected_calls >= 3
+    with pytest.raises(ValueError):
+        client.create_episode("conv-26:q0", episode_id="py-errors-2", evaluator="bogus")
+    client.close_episode("py-errors")
+
+
+def test_server_down_is_memgym_unavailable_naming_the_address():
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    with MemgymClient(address, timeout=2.0, retries=2, backoff=0.05) as down:
+        started = time.monotonic()
+        with pytest.raises(MemgymUnavailable) as err:
+            down.score_episode("x")  # idempotent: retried twice (0.05 + 0.1 s of backoff)
+        assert time.monotonic() - started >= 0.15
+        assert address in str(err.value) and err.value.code == grpc.StatusCode.UNAVAILABLE
+        assert isinstance(err.value, MemgymError)
+        with pytest.raises(MemgymUnavailable):
+            down.call_tool("x", "search_memory", {"query": "q"})  # not idempotent: no retry
+
+
+def test_async_client_round_trip(server_address):
+    async def run():
+        async with AsyncMemgymClient(server_address, timeout=10.0) as c:
+            assert len(await c.list_tools()) == 6
+            ep = await c.create_episode("conv-26:q0", episode_id="py-async", seed=1)
+            text, resp = await c.call_tool(ep.episode_id, "sample_memory", {"k": 2, "strategy": "recent"})
+            assert len(resp.sample.memories) == 2
+            assert (await c.get_episode("py-async")).state.steps_used == 1
+            assert (await c.list_questions("conv-26", page_size=1)).total == 199
+            score = await c.score_episode("py-async")
+            assert score.reward == 0.0  # sampling changes nothing: a no-op episode scores exactly 0
+            await c.close_episode("py-async")
+            with pytest.raises(MemgymError) as err:
+                await c.close_episode("py-async")
+            assert err.value.code == grpc.StatusCode.NOT_FOUND
+        down = AsyncMemgymClient(f"127.0.0.1:{free_port()}", timeout=2.0, retries=1, backoff=0.01)
+        with pytest.raises(MemgymUnavailable) as err:
+            await down.get_episode("x")
+        assert down.address in str(err.value)
+        await down.close()
+
+    asyncio.run(run())

@@ -1,0 +1,247 @@
+"""The verl adapter (``memgym_verl``) driven exactly as verl's ``ToolAgentLoop`` drives tools.
+
+Why this exists: verl calls create → execute → release around every tool call on a fresh instance and
+never calls ``calc_reward``; the adapter must still keep one server episode per trajectory, distinct
+episodes for concurrent trajectories (GRPO samples of one prompt), and hand the episode to the reward
+function, which scores and closes it. ``call_tool_like_verl`` reproduces verl 0.9.1's
+``ToolAgentLoop._call_tool`` (tool lookup, ``json.loads`` of the arguments, create/execute/release,
+exception → text); ``AgentData`` carries the fields the adapter reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict
+
+import grpc
+import pytest
+
+from verl.tools.schemas import OpenAIFunctionToolSchema
+
+from memgym import MemgymError, MemgymUnavailable
+from memgym_verl import reward
+from memgym_verl.episode import EPISODE_ID_KEY, episode_id_for
+from memgym_verl.tool import MemgymTool
+
+TOOL_NAMES = ["search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"]
+
+
+@dataclass
+class AgentData:
+    """The fields of verl's ``AgentData`` the adapter uses."""
+
+    request_id: str
+    tools_kwargs: Dict[str, Any]
+    extra_fields: Dict[str, Any] = field(default_factory=dict)
+
+
+def row_tools_kwargs(question_id: str) -> Dict[str, Any]:
+    """``extra_info.tools_kwargs`` as ``memgym dataset verl`` writes it."""
+    conv = question_id.split(":")[0]
+    return {name: {"create_kwargs": {"conversation_id": conv, "question_id": question_id}} for name in TOOL_NAMES}
+
+
+def make_tools(address: str) -> Dict[str, MemgymTool]:
+    """What verl's ``initialize_tools_from_config`` builds from examples/verl/memgym_tool_config.yaml."""
+    return {n: MemgymTool(config={"type": "native", "address": address, "tool_name": n}, tool_schema=None) for n in TOOL_NAMES}
+
+
+async def call_tool_like_verl(tools, name: str, arguments: str, agent_data: AgentData) -> str:
+    """verl 0.9.1 ``ToolAgentLoop._call_tool``, minus truncation and multimodal handling."""
+    if name not in tools:
+        return f"Unknown function '{name}'. Available tools: {list(tools)}"
+    try:
+        tool_args = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError) as e:
+        return f"Invalid JSON in arguments for '{name}': {e}"
+    tool, instance_id = None, None
+    try:
+        tool = tools[name]
+        kwargs = agent_data.tools_kwargs.get(name, {})
+        instance_id, _ = await tool.create(create_kwargs=kwargs.get("create_kwargs", {}))
+        response, _reward, _metrics = await tool.execute(instance_id, tool_args, agent_data=agent_data)
+    except Exception as e:
+        return f"Error executing tool '{name}': {e}"
+    finally:
+        if tool and instance_id:
+            await tool.release(instance_id)
+    return response.text
+
+
+@pytest.fixture(scope="module")
+def tools(server_address):
+    return make_tools(server_address)
+
+
+def test_schema_comes_from_list_tools(tools, client):
+    served = {t["function"]["name"]: t for t in client.list_tools()}
+    for name, tool in tools.items():
+        assert tool.name == name
+        schema = tool.get_openai_tool_schema().model_dump(exclude_unset=True, exclude_none=True)
+        assert schema["function"]["parameters"]["required"] == served[name]["function"]["parameters"].get("required", [])
+        assert set(schema["function"]["parameters"]["properties"]) == set(served[name]["function"]["parameters"]["properties"])
+
+
+def test_unknown_tool_name_in_config_is_refused(server_address):
+    with pytest.raises(ValueError, match="no tool 'bogus_tool'"):
+        MemgymTool(config={"type": "native", "address": server_address, "tool_name": "bogus_tool"}, tool_schema=None)
+
+
+def test_ten_calls_of_one_trajectory_make_one_episode(tools, client):
+    agent = AgentData(request_id=uuid.uuid4().hex, tools_kwargs=row_tools_kwargs("conv-26:q0"))
+
+    async def run():
+        texts = []
+        for i in range(10):
+            name = "search_memory" if i % 2 == 0 else "sample_memory"
+            args = {"query": f"support group {i}", "top_k": 2} if name == "search_memory" else {"k": 2}
+            texts.append(await call_tool_like_verl(tools, name, json.dumps(args), agent))
+        return texts
+
+    texts = asyncio.run(run())
+    assert all(t.startswith("[m") for t in texts), texts
+    episode_id = agent.extra_fields[EPISODE_ID_KEY]
+    assert episode_id == episode_id_for({"question_id": "conv-26:q0"}, agent.request_id)
+    state = client.get_episode(episode_id, include_trace=True)
+    assert state.state.steps_used == 10 and state.state.episode_id == episode_id
+    assert [t.tool_name for t in state.trace] == ["search_memory", "sample_memory"] * 5
+    assert all(not t._instances for t in tools.values())  # every instance released
+    client.close_episode(episode_id)
+
+
+def test_concurrent_trajectories_get_distinct_episodes(tools, client):
+    agents = [AgentData(request_id=uuid.uuid4().hex, tools_kwargs=row_tools_kwargs("conv-26:q0")) for _ in range(8)]
+
+    async def trajectory(agent: AgentData, calls: int):
+        for _ in range(calls):
+            await call_tool_like_verl(tools, "search_memory", json.dumps({"query": "painting"}), agent)
+
+    async def run():
+        await asyncio.gather(*(trajectory(a, 1 + i % 3) for i, a in enumerate(agents)))
+
+    asyncio.run(run())
+    ids = [a.extra_fields[EPISODE_ID_KEY] for a in agents]
+    assert len(set(ids)) == len(agents)
+    for i, episode_id in enumerate(ids):
+        assert client.get_episode(episode_id).state.steps_used == 1 + i % 3
+        client.close_episode(episode_id)
+
+
+def test_policy_errors_come_back_as_text_and_use_no_step(tools, client):
+    agent = AgentData(request_id=uuid.uuid4().hex, tools_kwargs=row_tools_kwargs("conv-26:q0"))
+
+    async def run():
+        return [
+            # verl answers these itself, before the adapter is involved:
+            await call_tool_like_verl(tools, "no_such_tool", "{}", agent),
+            await call_tool_like_verl(tools, "search_memory", "{not json", agent),
+            # the server refuses these; the adapter returns the reason as the tool's text:
+            await call_tool_like_verl(tools, "search_memory", json.dumps({"query": "x", "top_k": 0}), agent),
+            await call_tool_like_verl(tools, "delete_memory", json.dumps({"memory_id": "m9999"}), agent),
+            await call_tool_like_verl(tools, "search_memory", json.dumps({"qeury": "typo"}), agent),
+        ]
+
+    unknown, bad_json, out_of_range, missing, typo = asyncio.run(run())
+    assert unknown.startswith("Unknown function 'no_such_tool'")
+    assert bad_json.startswith("Invalid JSON in arguments for 'search_memory'")
+    assert out_of_range.startswith("Error: ") and "top_k" in out_of_range
+    assert missing.startswith("Error: ") and "m9999" in missing
+    assert typo.startswith("Error: ")
+    state = client.get_episode(agent.extra_fields[EPISODE_ID_KEY]).state
+    assert state.steps_used == 0 and state.rejected_calls == 3
+    client.close_episode(state.episode_id)
+
+
+def test_adapter_raises_when_server_is_down():
+    """Infrastructure failures raise (verl turns them into "Error executing tool ..." and logs them)."""
+    from conftest import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    tool = MemgymTool(
+        config={"type": "native", "address": address, "tool_name": "search_memory", "timeout": 2},
+        tool_schema=OpenAIFunctionToolSchema.model_validate(
+            {"type": "function", "function": {"name": "search_memory", "description": "d"}}
+        ),
+    )
+    agent = AgentData(request_id="r1", tools_kwargs=row_tools_kwargs("conv-26:q0"))
+    text = asyncio.run(call_tool_like_verl({"search_memory": tool}, "search_memory", '{"query": "x"}', agent))
+    assert text.startswith("Error executing tool 'search_memory'") and address in text
+
+
+def test_compute_score_scores_and_closes(tools, client):
+    agent = AgentData(request_id=uuid.uuid4().hex, tools_kwargs=row_tools_kwargs("conv-26:q0"))
+    update = {
+        "operation": "update",
+        "memory_id": "m0000",
+        "content": "Caroline attended an LGBTQ support group on 7 May 2023.",
+    }
+    asyncio.run(call_tool_like_verl(tools, "manage_memory", json.dumps(update), agent))
+    # verl >= 0.8 merges the loop's extra_fields into the row's extra_info before compute_score.
+    extra_info = {"index": 0, "question_id": "conv-26:q0", "tools_kwargs": agent.tools_kwargs, **agent.extra_fields}
+    result = reward.compute_score("memgym/locomo", "<model output>", "7 May 2023", extra_info=extra_info)
+    assert result["score"] == result["reward"] > 0.5
+    assert result["p_old"] == 0.0 and result["p_new"] == 1.0 and result["steps_used"] == 1.0
+    assert result["memgym_missing"] == 0.0
+    assert all(isinstance(v, float) for v in result.values())
+    with pytest.raises(MemgymError) as err:
+        client.get_episode(agent.extra_fields[EPISODE_ID_KEY])
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_compute_score_without_tool_calls_is_zero_with_the_same_keys(server_address, monkeypatch):
+    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
+    extra_info = {"index": 1, "question_id": "conv-26:q1", "tools_kwargs": row_tools_kwargs("conv-26:q1")}
+    result = reward.compute_score("memgym/locomo", "no tools used", "x", extra_info=extra_info)
+    assert result["score"] == 0.0 and result["memgym_missing"] == 1.0
+    assert set(result) == {"score", "memgym_missing", *reward.BREAKDOWN_KEYS}
+
+
+def test_compute_score_fallback_id_without_agent_data(server_address, client, monkeypatch):
+    """verl 0.5's agent loop passes no agent_data: the episode is keyed by the row alone."""
+    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
+    tool = MemgymTool(config={"type": "native", "address": server_address, "tool_name": "sample_memory"}, tool_schema=None)
+    kwargs = {"create_kwargs": {"question_id": "conv-30:q0", "episode_id": "row-17"}}
+
+    async def run():
+        for _ in range(2):
+            instance_id, _ = await tool.create(**kwargs)
+            await tool.execute(instance_id, {"k": 1})
+            await tool.release(instance_id)
+
+    asyncio.run(run())
+    assert client.get_episode("row-17").state.steps_used == 2
+    result = reward.compute_score("memgym/locomo", "", "", extra_info={"tools_kwargs": {"sample_memory": kwargs}})
+    assert result["steps_used"] == 2.0 and result["score"] == 0.0
+    with pytest.raises(MemgymError):
+        client.get_episode("row-17")
+
+
+def test_compute_score_server_down_raises(monkeypatch):
+    from conftest import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    with pytest.raises(MemgymUnavailable) as err:
+        reward.compute_score("memgym/locomo", "", "", extra_info={"memgym_episode_id": "x", "memgym_address": address})
+    assert address in str(err.value)
+
+
+def test_example_tool_config_builds_the_six_tools(server_address, monkeypatch):
+    """examples/verl/memgym_tool_config.yaml, loaded the way verl's initialize_tools_from_config does."""
+    omegaconf = pytest.importorskip("omegaconf")
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
+    path = Path(__file__).resolve().parents[2] / "examples" / "verl" / "memgym_tool_config.yaml"
+    config = omegaconf.OmegaConf.load(path)
+    built = []
+    for entry in config.tools:
+        module_name, class_name = entry.class_name.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module_name), class_name)
+        assert entry.get("tool_schema", None) is None
+        built.append(cls(config=omegaconf.OmegaConf.to_container(entry.config, resolve=True), tool_schema=None))
+    assert [t.name for t in built] == TOOL_NAMES
+    assert {t.address for t in built} == {server_address}
