@@ -25,9 +25,9 @@ pub enum Command {
     Dataset(DatasetCommand),
     /// Load-test a server: N concurrent episodes × a realistic tool mix, then score and close.
     Bench(BenchArgs),
-    /// Offline evaluations.
-    #[command(subcommand)]
-    Eval(EvalCommand),
+    /// Offline evaluations: scripted agents as a reward sanity check (`eval --evaluator …`), or
+    /// retrieval quality (`eval retrieval`).
+    Eval(EvalArgs),
 }
 
 /// Which embedder, and what it needs.
@@ -74,7 +74,57 @@ pub struct EmbedArgs {
     pub embed_threads: Option<usize>,
 }
 
-/// `memgym eval ...`.
+/// `memgym eval [--evaluator NAME …]` runs the scripted agents; `memgym eval retrieval …` the retrieval
+/// evaluation. Agent flags and a subcommand do not mix.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EvalArgs {
+    /// Another evaluation instead of the scripted agents.
+    #[command(subcommand)]
+    pub command: Option<EvalCommand>,
+    /// The scripted agents' flags (used when no subcommand is given).
+    #[command(flatten)]
+    pub agents: AgentEvalArgs,
+}
+
+/// `memgym eval --evaluator …`: the scripted agents (no-op, oracle, destroyer, random) over a split; see
+/// [`crate::eval::agents`]. The environment is built from the same flags as `serve`'s; its default
+/// evaluator flag is renamed `--default-evaluator` (hidden) because here `--evaluator` lists the
+/// evaluators to compare.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("evaluator", |a| a.long("default-evaluator").hide(true)))]
+pub struct AgentEvalArgs {
+    /// Evaluator scoring every episode: answer-recall, llm-f1 or llm-judge (repeatable or comma-separated;
+    /// the first is the reference for sign agreement).
+    #[arg(id = "evaluators", long = "evaluator", value_name = "NAME", value_delimiter = ',', default_value = "answer-recall")]
+    pub evaluators: Vec<String>,
+    /// Agents to run: no-op, oracle, destroyer, random (repeatable or comma-separated); default all.
+    #[arg(long = "agent", value_name = "NAME", value_delimiter = ',')]
+    pub agents: Vec<String>,
+    /// Questions of this split: train, test or all.
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// At most this many questions, spread evenly over the split (every k-th); default all.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Edits of the random agent per episode.
+    #[arg(long, default_value_t = 5)]
+    pub random_steps: usize,
+    /// Seed of the episodes and of the random agent.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Include category 5 (adversarial).
+    #[arg(long)]
+    pub include_adversarial: bool,
+    /// Print one JSON object per table row instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Environment settings, as for `serve`.
+    #[command(flatten)]
+    pub env: EnvArgs,
+}
+
+/// `memgym eval <subcommand>`.
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
     /// Evidence recall@1/5/10, MRR and embedding throughput per retriever and category on LoCoMo.
@@ -258,4 +308,71 @@ pub struct BenchArgs {
     /// Environment settings of the in-process server.
     #[command(flatten)]
     pub env: EnvArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval_args(flags: &[&str]) -> EvalArgs {
+        let mut argv = vec!["memgym", "eval"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Eval(a) => a,
+            Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) => unreachable!("parsed `eval`"),
+        }
+    }
+
+    #[test]
+    fn eval_parses_agent_flags_and_the_retrieval_subcommand() {
+        let a = eval_args(&[]);
+        assert!(a.command.is_none());
+        assert_eq!(a.agents.evaluators, ["answer-recall"]);
+        assert_eq!((a.agents.split.as_str(), a.agents.limit, a.agents.random_steps, a.agents.seed), ("test", None, 5, 0));
+        assert!(!a.agents.include_adversarial && !a.agents.json && a.agents.agents.is_empty());
+
+        let a = eval_args(&[
+            "--evaluator",
+            "answer-recall,llm-f1",
+            "--evaluator",
+            "llm-judge",
+            "--split",
+            "all",
+            "--limit",
+            "40",
+            "--random-steps",
+            "3",
+            "--seed",
+            "7",
+            "--include-adversarial",
+            "--json",
+            "--agent",
+            "oracle,random",
+            "--llm-base-url",
+            "http://127.0.0.1:8000/v1",
+            "--llm-model",
+            "m",
+            "--embedder",
+            "hash",
+        ]);
+        assert!(a.command.is_none());
+        let g = &a.agents;
+        assert_eq!(g.evaluators, ["answer-recall", "llm-f1", "llm-judge"]);
+        assert_eq!(g.agents, ["oracle", "random"]);
+        assert_eq!((g.split.as_str(), g.limit, g.random_steps, g.seed, g.include_adversarial, g.json), ("all", Some(40), 3, 7, true, true));
+        assert_eq!((g.env.llm.llm_base_url.as_deref(), g.env.llm.llm_model.as_deref()), (Some("http://127.0.0.1:8000/v1"), Some("m")));
+        assert_eq!(g.env.embed.embedder, "hash");
+        // serve's default-evaluator flag is still there, under another name.
+        assert_eq!(eval_args(&["--default-evaluator", "llm-f1"]).agents.env.llm.evaluator, "llm-f1");
+
+        let a = eval_args(&["retrieval", "--with", "hash", "--split", "test", "--json"]);
+        match a.command {
+            Some(EvalCommand::Retrieval { with, split, json, .. }) => {
+                assert_eq!((with, split, json), (vec!["hash".to_string()], Some("test".to_string()), true));
+            }
+            None => panic!("retrieval not parsed"),
+        }
+        // Agent flags and a subcommand do not mix.
+        assert!(Cli::try_parse_from(["memgym", "eval", "--limit", "3", "retrieval"]).is_err());
+    }
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use memgym::cli::{Cli, Command, DatasetCommand, EvalCommand};
+use memgym::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
 use memgym::dataset::{Dataset, Split};
 use memgym::embed::select::EmbedderKind;
 use memgym::{api, config, eval, server, telemetry};
@@ -46,7 +46,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("wrote {}", path.display());
             Ok(())
         }
-        Command::Eval(EvalCommand::Retrieval { with, split, json, embed }) => {
+        Command::Eval(EvalArgs { command: None, agents }) => {
+            // Flags are checked (LLM endpoint included) before M₀ is embedded.
+            let (options, env_args) = eval::agents::prepare(&agents)?;
+            let env = config::build_environment(&env_args)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let rows = rt.block_on(eval::agents::evaluate(&env, &options))?;
+            let summary = eval::agents::summarize(&rows);
+            if agents.json {
+                for r in &summary {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                print!("{}", eval::agents::table(&summary));
+            }
+            Ok(())
+        }
+        Command::Eval(EvalArgs { command: Some(EvalCommand::Retrieval { with, split, json, embed }), .. }) => {
             let ds = config::load_dataset(None)?;
             let split = split.map(|s| s.parse::<Split>()).transpose().map_err(|e| anyhow::anyhow!("--split: {e}"))?;
             let kinds: Vec<EmbedderKind> = if with.is_empty() {

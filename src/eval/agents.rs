@@ -1,0 +1,779 @@
+//! `memgym eval --evaluator …`: scripted agents as a sanity check of the reward.
+//!
+//! A reward is only worth training on if it moves the right way for edits whose effect is known. Four
+//! scripted agents edit each question's episode on the in-process [`Environment`] (the code the gRPC
+//! server runs, without the transport), one fresh episode per (question, agent, evaluator), closed as soon
+//! as it is scored:
+//!
+//! - `no-op` scores at once: the reward must be exactly 0.
+//! - `oracle` adds one memory, the question followed by its gold answer (category 5, whose answer is
+//!   not in the conversation: the question followed by "Not mentioned in the conversation", the
+//!   abstention LoCoMo's QA prompt expects). The reward should be > 0 unless `p_old` is already 1
+//!   ("saturated").
+//! - `destroyer` deletes every memory whose evidence ids meet the question's. The reward should be < 0
+//!   unless `p_old` is already 0 ("nothing to lose") or no memory holds the evidence (nothing deleted).
+//! - `random` makes `--random-steps` edits drawn by a ChaCha8 generator seeded from `--seed` and the
+//!   question id: delete a memory, merge two (summarize), split one (thematic), rewrite one with its
+//!   words shuffled, or add a memory copied from another conversation. A call the environment refuses
+//!   (a memory that cannot be split, …) is counted as refused and the agent moves on.
+//!
+//! Every evaluator sees the same edits: an agent's run is deterministic given the seed, and the edit log
+//! of each evaluator's run is checked against the first evaluator's. An evaluator failure (an LLM that
+//! does not answer) stops the evaluation with the error; it is never counted as a reward of 0.
+//!
+//! [`summarize`] is pure: per agent × category, the mean reward of each evaluator, the sign shares of the
+//! first evaluator's reward, the sign agreement of every other evaluator with the first, and how often
+//! the first evaluator's reward has the sign the agent should get ([`ExpectedSign`]).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+
+use crate::cli::{AgentEvalArgs, EnvArgs};
+use crate::dataset::{category_name, Dataset, MemoryRow, Question, Split, ADVERSARIAL_CATEGORY};
+use crate::episode::{CreateRequest, Environment, EpisodeError, EpisodeSource};
+use crate::memory::MemoryRecord;
+use crate::openai_compat::fnv1a;
+use crate::reward::qa_prompt::NOT_MENTIONED;
+use crate::reward::{Evaluator, RewardBreakdown};
+use crate::tools::json::parse_call;
+
+/// A reward with |reward| at or below this has sign 0.
+pub const SIGN_EPSILON: f64 = 1e-9;
+
+/// A scripted agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Agent {
+    /// Changes nothing.
+    NoOp,
+    /// Adds the gold answer as a memory.
+    Oracle,
+    /// Deletes the evidence memories.
+    Destroyer,
+    /// Random edits.
+    Random,
+}
+
+impl Agent {
+    /// Every agent, in report order.
+    pub const ALL: [Agent; 4] = [Agent::NoOp, Agent::Oracle, Agent::Destroyer, Agent::Random];
+
+    /// Name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::NoOp => "no-op",
+            Agent::Oracle => "oracle",
+            Agent::Destroyer => "destroyer",
+            Agent::Random => "random",
+        }
+    }
+
+    /// The agent named `name`.
+    pub fn parse(name: &str) -> Result<Agent, String> {
+        Self::ALL.into_iter().find(|a| a.name() == name.trim()).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
+            format!("unknown agent {name:?}: expected one of {}", names.join(", "))
+        })
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Agents, in report order.
+    pub agents: Vec<Agent>,
+    /// Evaluators; the first is the reference for sign agreement and expected signs. Never empty.
+    pub evaluators: Vec<Evaluator>,
+    /// Questions of this split; `None` for all.
+    pub split: Option<Split>,
+    /// At most this many questions, spread evenly.
+    pub limit: Option<usize>,
+    /// Edits of the random agent per episode.
+    pub random_steps: usize,
+    /// Seed of the episodes and of the random agent.
+    pub seed: u64,
+    /// Include category 5.
+    pub include_adversarial: bool,
+    /// Questions evaluated at once.
+    pub concurrency: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            agents: Agent::ALL.to_vec(),
+            evaluators: vec![Evaluator::AnswerRecall],
+            split: Some(Split::Test),
+            limit: None,
+            random_steps: 5,
+            seed: 0,
+            include_adversarial: false,
+            concurrency: 2,
+        }
+    }
+}
+
+/// Validates the flags, before any work: the options, and the environment settings to build the
+/// environment with. An LLM evaluator without `--llm-base-url` and `--llm-model` is an error here.
+pub fn prepare(a: &AgentEvalArgs) -> anyhow::Result<(Options, EnvArgs)> {
+    let mut evaluators: Vec<Evaluator> = Vec::new();
+    for name in &a.evaluators {
+        let e = Evaluator::parse(name).map_err(anyhow::Error::msg).context("--evaluator")?;
+        if evaluators.contains(&e) {
+            bail!("--evaluator {} is given twice", e.name());
+        }
+        evaluators.push(e);
+    }
+    let Some(first) = evaluators.first().copied() else { bail!("--evaluator: name at least one evaluator") };
+    let mut agents: Vec<Agent> = Vec::new();
+    for name in &a.agents {
+        let agent = Agent::parse(name).map_err(anyhow::Error::msg).context("--agent")?;
+        if !agents.contains(&agent) {
+            agents.push(agent);
+        }
+    }
+    if agents.is_empty() {
+        agents = Agent::ALL.to_vec();
+    }
+    agents.sort();
+    let split = match a.split.trim() {
+        "all" => None,
+        s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or \"all\")"))?),
+    };
+    if a.limit == Some(0) {
+        bail!("--limit must be positive");
+    }
+    let cap = a.env.max_steps_cap as usize;
+    if a.random_steps == 0 || a.random_steps > cap {
+        bail!("--random-steps must be 1 to --max-steps-cap ({cap}), got {}", a.random_steps);
+    }
+    let llm: Vec<&str> = evaluators.iter().filter(|e| e.needs_llm()).map(|e| e.name()).collect();
+    if !llm.is_empty() && (a.env.llm.llm_base_url.is_none() || a.env.llm.llm_model.is_none()) {
+        bail!("evaluator {} needs an LLM endpoint: pass --llm-base-url and --llm-model", llm.join(", "));
+    }
+    let concurrency =
+        if llm.is_empty() { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) } else { a.env.llm.llm_concurrency.max(1) };
+    let mut env = a.env.clone();
+    // Every episode names its evaluator; the default only makes the environment insist on an LLM.
+    env.llm.evaluator = first.name().to_string();
+    let options = Options {
+        agents,
+        evaluators,
+        split,
+        limit: a.limit,
+        random_steps: a.random_steps,
+        seed: a.seed,
+        include_adversarial: a.include_adversarial,
+        concurrency,
+    };
+    Ok((options, env))
+}
+
+/// The questions an evaluation runs on, in dataset order: the split's (category 5 only when included).
+/// With a limit of n, every k-th of them (k = total / n) in (category, conversation, question) order, so
+/// each category and, within it, each conversation keeps its share: a category with at least k questions
+/// is always represented.
+pub fn select_questions<'a>(ds: &'a Dataset, o: &Options) -> Vec<&'a Question> {
+    let all: Vec<&Question> = ds
+        .questions
+        .iter()
+        .filter(|q| o.split.is_none_or(|s| q.split == s) && (o.include_adversarial || q.category != ADVERSARIAL_CATEGORY))
+        .collect();
+    match o.limit {
+        Some(n) if n < all.len() => {
+            let mut order: Vec<usize> = (0..all.len()).collect();
+            order.sort_by_key(|&i| (all[i].category, i)); // stable in dataset order within a category
+            let mut picked: Vec<usize> = (0..n).map(|j| order[j * all.len() / n]).collect();
+            picked.sort_unstable();
+            picked.into_iter().map(|i| all[i]).collect()
+        }
+        Some(_) | None => all,
+    }
+}
+
+/// The oracle's memory: the question followed by its gold answer; for category 5, by LoCoMo's
+/// abstention. `None` when a question has no gold answer (the oracle then changes nothing).
+pub fn oracle_memory(q: &Question) -> Option<String> {
+    if q.category == ADVERSARIAL_CATEGORY {
+        return Some(format!("{} {NOT_MENTIONED}.", q.question.trim()));
+    }
+    q.answer.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(|a| format!("{} {a}", q.question.trim()))
+}
+
+/// One evaluator's score of an episode.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Score {
+    /// Evaluator name.
+    pub evaluator: &'static str,
+    /// p on M₀.
+    pub p_old: f64,
+    /// p on the edited memory.
+    pub p_new: f64,
+    /// The reward.
+    pub reward: f64,
+}
+
+impl From<&RewardBreakdown> for Score {
+    fn from(b: &RewardBreakdown) -> Self {
+        Score { evaluator: b.evaluator, p_old: b.old.p, p_new: b.new.p, reward: b.reward }
+    }
+}
+
+/// One agent on one question, scored by every evaluator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeRow {
+    /// The agent.
+    pub agent: Agent,
+    /// The question.
+    pub question_id: String,
+    /// Its category.
+    pub category: u8,
+    /// Tool calls the environment carried out.
+    pub edits: usize,
+    /// Tool calls it refused (and edits the agent could not attempt).
+    pub refused: usize,
+    /// One score per evaluator, in [`Options::evaluators`] order.
+    pub scores: Vec<Score>,
+}
+
+/// Why an evaluation stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentEvalError {
+    /// The environment failed (an LLM evaluator's endpoint, the embedder, …).
+    #[error("agent {agent} on {question_id} scored by {evaluator}")]
+    Episode {
+        /// The agent.
+        agent: &'static str,
+        /// The question.
+        question_id: String,
+        /// The evaluator.
+        evaluator: &'static str,
+        /// What failed.
+        #[source]
+        source: EpisodeError,
+    },
+    /// An agent made other edits for another evaluator (it must be deterministic).
+    #[error("agent {agent} on {question_id} made other edits under {evaluator} than under {first}")]
+    Diverged {
+        /// The agent.
+        agent: &'static str,
+        /// The question.
+        question_id: String,
+        /// The reference evaluator.
+        first: &'static str,
+        /// The evaluator whose run differed.
+        evaluator: &'static str,
+    },
+    /// A worker task panicked.
+    #[error("an evaluation task failed: {0}")]
+    Join(String),
+}
+
+/// Runs the agents on the selected questions, `o.concurrency` questions at a time. Rows come by agent,
+/// then in question order, whatever the concurrency.
+pub async fn evaluate(env: &Arc<Environment>, o: &Options) -> Result<Vec<EpisodeRow>, AgentEvalError> {
+    let questions: Vec<Question> = select_questions(env.dataset(), o).into_iter().cloned().collect();
+    let total = questions.len();
+    let shared = Arc::new(o.clone());
+    let mut pending = questions.into_iter().enumerate();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut done: Vec<(usize, Vec<EpisodeRow>)> = Vec::with_capacity(total);
+    let mut reported = 0;
+    loop {
+        while tasks.len() < o.concurrency.max(1) {
+            let Some((i, q)) = pending.next() else { break };
+            let (env, o) = (env.clone(), shared.clone());
+            tasks.spawn(async move { question_rows(&env, &o, &q).await.map(|rows| (i, rows)) });
+        }
+        // Dropping the set on an error aborts the questions still running.
+        let Some(joined) = tasks.join_next().await else { break };
+        done.push(joined.map_err(|e| AgentEvalError::Join(e.to_string()))??);
+        if done.len() * 10 / total.max(1) > reported {
+            reported = done.len() * 10 / total.max(1);
+            tracing::info!(questions = done.len(), total, "scripted agents");
+        }
+    }
+    done.sort_by_key(|(i, _)| *i);
+    let mut rows: Vec<EpisodeRow> = done.into_iter().flat_map(|(_, rows)| rows).collect();
+    rows.sort_by_key(|r| r.agent); // stable: question order within an agent
+    Ok(rows)
+}
+
+/// Every agent on one question, each scored by every evaluator on a fresh episode.
+async fn question_rows(env: &Environment, o: &Options, q: &Question) -> Result<Vec<EpisodeRow>, AgentEvalError> {
+    let distractors: Vec<&MemoryRow> = if o.agents.contains(&Agent::Random) {
+        env.dataset().memories.iter().filter(|m| m.conversation_id != q.conversation_id).collect()
+    } else {
+        Vec::new()
+    };
+    let mut rows = Vec::with_capacity(o.agents.len());
+    for &agent in &o.agents {
+        let mut first: Option<(Evaluator, Run)> = None;
+        let mut scores = Vec::with_capacity(o.evaluators.len());
+        for &evaluator in &o.evaluators {
+            let run = run_episode(env, o, agent, q, evaluator, &distractors).await.map_err(|source| AgentEvalError::Episode {
+                agent: agent.name(),
+                question_id: q.id.clone(),
+                evaluator: evaluator.name(),
+                source,
+            })?;
+            scores.push(Score::from(&*run.breakdown));
+            match &first {
+                None => first = Some((evaluator, run)),
+                Some((reference, r)) if r.log != run.log => {
+                    return Err(AgentEvalError::Diverged {
+                        agent: agent.name(),
+                        question_id: q.id.clone(),
+                        first: reference.name(),
+                        evaluator: evaluator.name(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        let (edits, refused) = first.map_or((0, 0), |(_, r)| (r.edits, r.refused));
+        rows.push(EpisodeRow { agent, question_id: q.id.clone(), category: q.category, edits, refused, scores });
+    }
+    Ok(rows)
+}
+
+/// What one episode did and scored.
+struct Run {
+    log: Vec<String>,
+    edits: usize,
+    refused: usize,
+    breakdown: Arc<RewardBreakdown>,
+}
+
+/// Makes every episode id of the process unique.
+static NEXT_EPISODE: AtomicU64 = AtomicU64::new(0);
+
+/// Creates an episode, lets the agent edit it, scores it, and closes it on every path.
+async fn run_episode(
+    env: &Environment,
+    o: &Options,
+    agent: Agent,
+    q: &Question,
+    evaluator: Evaluator,
+    distractors: &[&MemoryRow],
+) -> Result<Run, EpisodeError> {
+    let n = NEXT_EPISODE.fetch_add(1, Ordering::Relaxed);
+    let id = format!("eval-{n}-{}-{}-{}", agent.name(), evaluator.name(), q.id);
+    env.create_episode(CreateRequest {
+        episode_id: Some(id.clone()),
+        source: EpisodeSource::Locomo { question_id: q.id.clone(), conversation_id: None },
+        seed: Some(o.seed),
+        max_steps: Some(env.config().limits.max_steps_cap),
+        include_adversarial: o.include_adversarial,
+        evaluator: Some(evaluator),
+    })
+    .await?;
+    let mut s = Session { env, id: &id, log: Vec::new(), edits: 0, refused: 0 };
+    let scored = async {
+        act(&mut s, o, agent, q, distractors).await?;
+        env.score_episode(&id).await
+    }
+    .await;
+    // An episode that failed is closed too: nothing is left open for the caps to count.
+    let _ = env.close_episode(&id).await;
+    Ok(Run { breakdown: scored?, log: s.log, edits: s.edits, refused: s.refused })
+}
+
+/// An agent's view of its episode: tool calls by name and JSON arguments, as a policy makes them.
+struct Session<'a> {
+    env: &'a Environment,
+    id: &'a str,
+    /// Every call and whether it was carried out.
+    log: Vec<String>,
+    edits: usize,
+    refused: usize,
+}
+
+impl Session<'_> {
+    /// Makes one tool call; `Ok(false)` when the environment refuses it (bad arguments, an id that is
+    /// gone, a memory that cannot be split or merged, a cap).
+    async fn call(&mut self, tool: &str, args: Value) -> Result<bool, EpisodeError> {
+        let args = args.to_string();
+        let result = match parse_call(tool, &args, &self.env.config().limits.tools) {
+            Ok(call) => self.env.call_tool(self.id, call).await.map(|_| ()),
+            Err(e) => Err(EpisodeError::Tool(e)),
+        };
+        let accepted = match result {
+            Ok(()) => true,
+            Err(EpisodeError::Tool(_)) => false,
+            Err(e) => return Err(e),
+        };
+        self.log.push(format!("{tool} {args} {}", if accepted { "ok" } else { "refused" }));
+        if accepted {
+            self.edits += 1;
+        } else {
+            self.refused += 1;
+        }
+        Ok(accepted)
+    }
+
+    /// Counts an edit the agent could not attempt (too few memories).
+    fn skip(&mut self, what: &str) {
+        self.log.push(format!("{what} skipped"));
+        self.refused += 1;
+    }
+
+    /// The episode's memories now, in listing order.
+    async fn memories(&self) -> Result<Vec<MemoryRecord>, EpisodeError> {
+        let mut out = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self.env.list_memories(self.id, offset, 1024, None).await?;
+            out.extend(page.memories);
+            match page.next_offset {
+                Some(next) => offset = next,
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+/// The agent's edits.
+async fn act(s: &mut Session<'_>, o: &Options, agent: Agent, q: &Question, distractors: &[&MemoryRow]) -> Result<(), EpisodeError> {
+    match agent {
+        Agent::NoOp => {}
+        Agent::Oracle => {
+            if let Some(content) = oracle_memory(q) {
+                s.call("manage_memory", json!({"operation": "create", "content": content})).await?;
+            }
+        }
+        Agent::Destroyer => {
+            let evidence: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+            let ids: Vec<String> = s
+                .memories()
+                .await?
+                .iter()
+                .filter(|m| m.evidence.iter().any(|e| evidence.contains(e.as_str())))
+                .map(|m| m.id.to_string())
+                .collect();
+            for chunk in ids.chunks(s.env.config().limits.tools.max_ids_per_call.max(1)) {
+                s.call("delete_memory", json!({"memory_ids": chunk, "reason": "evidence of the question"})).await?;
+            }
+        }
+        Agent::Random => random_edits(s, o, q, distractors).await?,
+    }
+    Ok(())
+}
+
+/// The random agent's kinds of edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RandomEdit {
+    Delete,
+    Merge,
+    Split,
+    Shuffle,
+    Distract,
+}
+
+impl RandomEdit {
+    /// Every kind; `Distract` last (left out when there is no other conversation to copy from).
+    const ALL: [RandomEdit; 5] = [RandomEdit::Delete, RandomEdit::Merge, RandomEdit::Split, RandomEdit::Shuffle, RandomEdit::Distract];
+
+    fn name(self) -> &'static str {
+        match self {
+            RandomEdit::Delete => "delete",
+            RandomEdit::Merge => "merge",
+            RandomEdit::Split => "split",
+            RandomEdit::Shuffle => "shuffle",
+            RandomEdit::Distract => "distract",
+        }
+    }
+
+    /// Memories the edit needs.
+    fn needs(self) -> usize {
+        match self {
+            RandomEdit::Merge => 2,
+            RandomEdit::Delete | RandomEdit::Split | RandomEdit::Shuffle => 1,
+            RandomEdit::Distract => 0,
+        }
+    }
+}
+
+/// `o.random_steps` random edits, drawn from a generator seeded by `o.seed` and the question id.
+async fn random_edits(s: &mut Session<'_>, o: &Options, q: &Question, distractors: &[&MemoryRow]) -> Result<(), EpisodeError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(fnv1a(format!("{}:{}", o.seed, q.id).as_bytes()));
+    let kinds = if distractors.is_empty() { &RandomEdit::ALL[..4] } else { &RandomEdit::ALL[..] };
+    for _ in 0..o.random_steps {
+        let kind = kinds[rng.random_range(0..kinds.len())];
+        let mems = if kind.needs() > 0 { s.memories().await? } else { Vec::new() };
+        if mems.len() < kind.needs() {
+            s.skip(kind.name());
+            continue;
+        }
+        let n = mems.len();
+        match kind {
+            RandomEdit::Delete => {
+                let m = &mems[rng.random_range(0..n)];
+                s.call("delete_memory", json!({"memory_id": m.id.to_string(), "reason": "random"})).await?
+            }
+            RandomEdit::Merge => {
+                let i = rng.random_range(0..n);
+                let j = rng.random_range(0..n - 1);
+                let j = if j >= i { j + 1 } else { j };
+                let ids = [mems[i].id.to_string(), mems[j].id.to_string()];
+                s.call("merge_memory", json!({"memory_ids": ids, "strategy": "summarize"})).await?
+            }
+            RandomEdit::Split => {
+                let m = &mems[rng.random_range(0..n)];
+                s.call("split_memory", json!({"memory_id": m.id.to_string(), "split_criteria": "thematic"})).await?
+            }
+            RandomEdit::Shuffle => {
+                let m = &mems[rng.random_range(0..n)];
+                let mut words: Vec<&str> = m.text.split_whitespace().collect();
+                words.shuffle(&mut rng);
+                let args = json!({"operation": "update", "memory_id": m.id.to_string(), "content": words.join(" ")});
+                s.call("manage_memory", args).await?
+            }
+            RandomEdit::Distract => {
+                let d = distractors[rng.random_range(0..distractors.len())];
+                let args = json!({"operation": "create", "content": d.text, "speaker": d.speaker, "source": "distractor"});
+                s.call("manage_memory", args).await?
+            }
+        };
+    }
+    Ok(())
+}
+
+/// The sign of a reward: 0 within [`SIGN_EPSILON`] of 0.
+pub fn sign(reward: f64) -> i8 {
+    if reward > SIGN_EPSILON {
+        1
+    } else if reward < -SIGN_EPSILON {
+        -1
+    } else {
+        0
+    }
+}
+
+/// One evaluator's numbers in a [`SummaryRow`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EvaluatorSummary {
+    /// Evaluator name.
+    pub evaluator: &'static str,
+    /// Mean reward.
+    pub mean_reward: f64,
+    /// Mean p on M₀.
+    pub mean_p_old: f64,
+    /// Mean p on the edited memory.
+    pub mean_p_new: f64,
+    /// Share of episodes where this reward's sign equals the first evaluator's (`None` for the first).
+    pub sign_agreement: Option<f64>,
+}
+
+/// How often the first evaluator's reward has the sign the agent should get. Episodes with no room for
+/// it are counted apart, not checked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExpectedSign {
+    /// "reward = 0" (no-op: exactly), "reward > 0" (oracle) or "reward < 0" (destroyer).
+    pub rule: &'static str,
+    /// Episodes checked.
+    pub checked: usize,
+    /// Of which the rule held.
+    pub met: usize,
+    /// Oracle: p_old was already 1.
+    pub saturated: usize,
+    /// Destroyer: p_old was already 0.
+    pub nothing_to_lose: usize,
+    /// Destroyer: no memory holds the question's evidence, so nothing was deleted.
+    pub no_evidence_memory: usize,
+}
+
+/// One line of the report: an agent on one category (or all).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SummaryRow {
+    /// Agent name.
+    pub agent: &'static str,
+    /// Category 1..=5; `None` for all.
+    pub category: Option<u8>,
+    /// Episodes (questions).
+    pub episodes: usize,
+    /// Per evaluator, in the order given.
+    pub evaluators: Vec<EvaluatorSummary>,
+    /// Share of episodes with the first evaluator's reward > 0.
+    pub positive: f64,
+    /// … = 0 (within [`SIGN_EPSILON`]).
+    pub zero: f64,
+    /// … < 0.
+    pub negative: f64,
+    /// Tool calls carried out.
+    pub edits: usize,
+    /// Tool calls refused.
+    pub refused: usize,
+    /// The expected-sign check; `None` for the random agent.
+    pub expected: Option<ExpectedSign>,
+}
+
+/// The report: per agent (in [`Agent::ALL`] order), one row per category present, then "all". Every
+/// row must carry the same evaluators in the same order.
+pub fn summarize(rows: &[EpisodeRow]) -> Vec<SummaryRow> {
+    let mut out = Vec::new();
+    for agent in Agent::ALL {
+        let mine: Vec<&EpisodeRow> = rows.iter().filter(|r| r.agent == agent).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        for c in 1..=ADVERSARIAL_CATEGORY {
+            let cat: Vec<&EpisodeRow> = mine.iter().copied().filter(|r| r.category == c).collect();
+            if !cat.is_empty() {
+                out.push(summary_row(agent, Some(c), &cat));
+            }
+        }
+        out.push(summary_row(agent, None, &mine));
+    }
+    out
+}
+
+fn summary_row(agent: Agent, category: Option<u8>, rows: &[&EpisodeRow]) -> SummaryRow {
+    let d = rows.len().max(1) as f64;
+    let names: Vec<&'static str> = rows.first().map(|r| r.scores.iter().map(|s| s.evaluator).collect()).unwrap_or_default();
+    let first_sign = |r: &EpisodeRow| r.scores.first().map_or(0, |s| sign(s.reward));
+    let evaluators = names
+        .iter()
+        .enumerate()
+        .map(|(k, &evaluator)| {
+            let mean = |f: fn(&Score) -> f64| rows.iter().map(|r| f(&r.scores[k])).sum::<f64>() / d;
+            let agreeing = rows.iter().filter(|r| sign(r.scores[k].reward) == first_sign(r)).count();
+            EvaluatorSummary {
+                evaluator,
+                mean_reward: mean(|s| s.reward),
+                mean_p_old: mean(|s| s.p_old),
+                mean_p_new: mean(|s| s.p_new),
+                sign_agreement: (k > 0).then(|| agreeing as f64 / d),
+            }
+        })
+        .collect();
+    let share = |s: i8| rows.iter().filter(|r| first_sign(r) == s).count() as f64 / d;
+    SummaryRow {
+        agent: agent.name(),
+        category,
+        episodes: rows.len(),
+        evaluators,
+        positive: share(1),
+        zero: share(0),
+        negative: share(-1),
+        edits: rows.iter().map(|r| r.edits).sum(),
+        refused: rows.iter().map(|r| r.refused).sum(),
+        expected: expected_sign(agent, rows),
+    }
+}
+
+fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
+    let rule = match agent {
+        Agent::NoOp => "reward = 0",
+        Agent::Oracle => "reward > 0",
+        Agent::Destroyer => "reward < 0",
+        Agent::Random => return None,
+    };
+    let mut e = ExpectedSign { rule, ..ExpectedSign::default() };
+    for r in rows {
+        let Some(s) = r.scores.first() else { continue };
+        let met = match agent {
+            // Exactly 0, not within epsilon: the no-op must not move the reward at all.
+            Agent::NoOp => s.reward == 0.0,
+            Agent::Oracle if s.p_old >= 1.0 => {
+                e.saturated += 1;
+                continue;
+            }
+            Agent::Oracle => sign(s.reward) > 0,
+            Agent::Destroyer if r.edits == 0 => {
+                e.no_evidence_memory += 1;
+                continue;
+            }
+            Agent::Destroyer if s.p_old <= 0.0 => {
+                e.nothing_to_lose += 1;
+                continue;
+            }
+            Agent::Destroyer => sign(s.reward) < 0,
+            Agent::Random => continue,
+        };
+        e.checked += 1;
+        e.met += usize::from(met);
+    }
+    Some(e)
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.1}%", 100.0 * share)
+}
+
+/// The report as an aligned text table, a legend, and the expected-sign lines.
+pub fn table(rows: &[SummaryRow]) -> String {
+    use std::fmt::Write as _;
+    let names: Vec<&str> = rows.first().map(|r| r.evaluators.iter().map(|e| e.evaluator).collect()).unwrap_or_default();
+    let first = names.first().copied().unwrap_or("-");
+    let width = |label: &str| label.len().max(7);
+    let mut s = format!("{:<9}  {:<13} {:>5}", "agent", "category", "n");
+    for name in &names {
+        let label = format!("reward {name}");
+        let _ = write!(s, "  {label:>w$}", w = width(&label));
+    }
+    let _ = write!(s, "  {:>6}  {:>6}  {:>6}", ">0", "=0", "<0");
+    for name in names.iter().skip(1) {
+        let label = format!("agree {name}");
+        let _ = write!(s, "  {label:>w$}", w = width(&label));
+    }
+    let _ = writeln!(s, "  {:>6}  {:>7}", "edits", "refused");
+    for r in rows {
+        let cat = match r.category {
+            None => "all".to_string(),
+            Some(c) => format!("{c} {}", category_name(c).unwrap_or("?")),
+        };
+        let _ = write!(s, "{:<9}  {:<13} {:>5}", r.agent, cat, r.episodes);
+        for e in &r.evaluators {
+            let _ = write!(s, "  {:>w$.4}", e.mean_reward, w = width(&format!("reward {}", e.evaluator)));
+        }
+        let _ = write!(s, "  {:>6}  {:>6}  {:>6}", percent(r.positive), percent(r.zero), percent(r.negative));
+        for e in r.evaluators.iter().skip(1) {
+            let agree = e.sign_agreement.map_or("-".to_string(), percent);
+            let _ = write!(s, "  {agree:>w$}", w = width(&format!("agree {}", e.evaluator)));
+        }
+        let _ = writeln!(s, "  {:>6}  {:>7}", r.edits, r.refused);
+    }
+    let _ = writeln!(
+        s,
+        "\nreward E: mean reward under evaluator E. >0 =0 <0: share of episodes by the sign of the {first} reward \
+         (|reward| <= {SIGN_EPSILON:e} counts as 0)."
+    );
+    if names.len() > 1 {
+        let _ = writeln!(s, "agree E: share of episodes where E's reward has the sign of the {first} reward.");
+    }
+    let _ = writeln!(s, "edits / refused: tool calls the environment carried out / refused (or could not be attempted).");
+    let _ = writeln!(s, "\nexpected sign under {first}:");
+    for r in rows.iter().filter(|r| r.category.is_none()) {
+        let Some(e) = r.expected else {
+            let _ = writeln!(s, "  {:<9}  no expectation (random edits)", r.agent);
+            continue;
+        };
+        let rate = if e.checked == 0 { "-".to_string() } else { percent(e.met as f64 / e.checked as f64) };
+        let _ = write!(s, "  {:<9}  {:<10}  {}/{} ({rate})", r.agent, e.rule, e.met, e.checked);
+        let apart: Vec<String> = [
+            (e.saturated, "saturated (p_old = 1)"),
+            (e.nothing_to_lose, "nothing to lose (p_old = 0)"),
+            (e.no_evidence_memory, "without an evidence memory (nothing deleted)"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        if apart.is_empty() {
+            let _ = writeln!(s);
+        } else {
+            let _ = writeln!(s, "; not checked: {}", apart.join(", "));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;
