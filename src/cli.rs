@@ -273,6 +273,22 @@ pub enum DatasetCommand {
         #[command(flatten)]
         embed: EmbedArgs,
     },
+    /// Write verl's RL dataset (one row per question: prompt, data_source, agent_name, reward_model,
+    /// extra_info with tools_kwargs) for examples/verl.
+    Verl {
+        /// train, test or all.
+        #[arg(long, default_value = "train")]
+        split: String,
+        /// Output Parquet file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Include category-5 (adversarial) questions (their episodes need include_adversarial).
+        #[arg(long)]
+        include_adversarial: bool,
+        /// Parquet directory to read (default: the embedded copy).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// Print counts per conversation, split and category.
     Stats {
         /// Parquet directory; default: the embedded copy.

@@ -32,7 +32,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install --quiet --upgrade pip
 fi
 echo "== installing clients/python and the test requirements into $VENV"
-"$VENV/bin/pip" install --quiet "$ROOT/clients/python" "pytest>=7" grpcio-health-checking "pydantic>=2" omegaconf
+"$VENV/bin/pip" install --quiet "$ROOT/clients/python" "pytest>=7" grpcio-health-checking "pydantic>=2" omegaconf pyarrow
 
 echo "== pytest tests/python (server: $MEMGYM_BIN)"
 cd "$ROOT/tests/python"
