@@ -120,6 +120,10 @@ pub struct AgentEvalArgs {
     /// Print one JSON object per table row instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print one JSON object per episode row (agent × question, every evaluator's p_old, p_new and
+    /// reward) instead of the table.
+    #[arg(long, conflicts_with = "json")]
+    pub episodes: bool,
     /// Environment settings, as for `serve`.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -346,7 +350,9 @@ mod tests {
         assert!(a.command.is_none());
         assert_eq!(a.agents.evaluators, ["answer-recall"]);
         assert_eq!((a.agents.split.as_str(), a.agents.limit, a.agents.random_steps, a.agents.seed), ("test", None, 5, 0));
-        assert!(!a.agents.include_adversarial && !a.agents.json && a.agents.agents.is_empty());
+        assert!(!a.agents.include_adversarial && !a.agents.json && !a.agents.episodes && a.agents.agents.is_empty());
+        assert!(eval_args(&["--episodes"]).agents.episodes);
+        assert!(Cli::try_parse_from(["memgym", "eval", "--episodes", "--json"]).is_err());
 
         let a = eval_args(&[
             "--evaluator",

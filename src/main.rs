@@ -53,7 +53,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let rows = rt.block_on(eval::agents::evaluate(&env, &options))?;
             let summary = eval::agents::summarize(&rows);
-            if agents.json {
+            if agents.episodes {
+                for r in &rows {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else if agents.json {
                 for r in &summary {
                     println!("{}", serde_json::to_string(r)?);
                 }

@@ -11,7 +11,9 @@
 //!   abstention LoCoMo's QA prompt expects). The reward should be > 0 unless `p_old` is already 1
 //!   ("saturated").
 //! - `destroyer` deletes every memory whose evidence ids meet the question's. The reward should be < 0
-//!   unless `p_old` is already 0 ("nothing to lose") or no memory holds the evidence (nothing deleted).
+//!   unless `p_old` is already 0 ("nothing to lose"), no memory holds the evidence (nothing deleted), or
+//!   none of M₀'s top-k does (the top-k is unchanged). On category 5 the evidence supports the trap
+//!   answer, so deleting it should help: those episodes are not checked.
 //! - `random` makes `--random-steps` edits drawn by a ChaCha8 generator seeded from `--seed` and the
 //!   question id: delete a memory, merge two (summarize), split one (thematic), rewrite one with its
 //!   words shuffled, or add a memory copied from another conversation. A call the environment refuses
@@ -80,6 +82,12 @@ impl Agent {
             let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
             format!("unknown agent {name:?}: expected one of {}", names.join(", "))
         })
+    }
+}
+
+impl serde::Serialize for Agent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
@@ -226,7 +234,7 @@ impl From<&RewardBreakdown> for Score {
 }
 
 /// One agent on one question, scored by every evaluator.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct EpisodeRow {
     /// The agent.
     pub agent: Agent,
@@ -238,6 +246,8 @@ pub struct EpisodeRow {
     pub edits: usize,
     /// Tool calls it refused (and edits the agent could not attempt).
     pub refused: usize,
+    /// Evidence recall of M₀'s top-k: 0 when no retrieved memory holds the question's evidence.
+    pub evidence_recall_old: f64,
     /// One score per evaluator, in [`Options::evaluators`] order.
     pub scores: Vec<Score>,
 }
@@ -337,8 +347,9 @@ async fn question_rows(env: &Environment, o: &Options, q: &Question) -> Result<V
                 Some(_) => {}
             }
         }
-        let (edits, refused) = first.map_or((0, 0), |(_, r)| (r.edits, r.refused));
-        rows.push(EpisodeRow { agent, question_id: q.id.clone(), category: q.category, edits, refused, scores });
+        let (edits, refused, evidence_recall_old) =
+            first.map_or((0, 0, 0.0), |(_, r)| (r.edits, r.refused, r.breakdown.old.evidence_recall));
+        rows.push(EpisodeRow { agent, question_id: q.id.clone(), category: q.category, edits, refused, evidence_recall_old, scores });
     }
     Ok(rows)
 }
@@ -573,7 +584,7 @@ pub struct EvaluatorSummary {
 
 /// How often the first evaluator's reward has the sign the agent should get. Episodes with no room for
 /// it are counted apart, not checked.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ExpectedSign {
     /// "reward = 0" (no-op: exactly), "reward > 0" (oracle) or "reward < 0" (destroyer).
     pub rule: &'static str,
@@ -587,6 +598,13 @@ pub struct ExpectedSign {
     pub nothing_to_lose: usize,
     /// Destroyer: no memory holds the question's evidence, so nothing was deleted.
     pub no_evidence_memory: usize,
+    /// Destroyer: no memory of M₀'s top-k holds the evidence, so the deletions leave the top-k as it was.
+    pub evidence_not_retrieved: usize,
+    /// Destroyer: category-5 questions, whose evidence supports the trap answer: deleting it should
+    /// raise p, not lower it.
+    pub adversarial: usize,
+    /// Question ids of the checked episodes where the rule did not hold.
+    pub misses: Vec<String>,
 }
 
 /// One line of the report: an agent on one category (or all).
@@ -686,6 +704,10 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
                 continue;
             }
             Agent::Oracle => sign(s.reward) > 0,
+            Agent::Destroyer if r.category == ADVERSARIAL_CATEGORY => {
+                e.adversarial += 1;
+                continue;
+            }
             Agent::Destroyer if r.edits == 0 => {
                 e.no_evidence_memory += 1;
                 continue;
@@ -694,14 +716,25 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
                 e.nothing_to_lose += 1;
                 continue;
             }
+            Agent::Destroyer if r.evidence_recall_old <= 0.0 => {
+                e.evidence_not_retrieved += 1;
+                continue;
+            }
             Agent::Destroyer => sign(s.reward) < 0,
             Agent::Random => continue,
         };
         e.checked += 1;
-        e.met += usize::from(met);
+        if met {
+            e.met += 1;
+        } else {
+            e.misses.push(r.question_id.clone());
+        }
     }
     Some(e)
 }
+
+/// Question ids of misses the table shows per agent.
+const MISSES_SHOWN: usize = 8;
 
 fn percent(share: f64) -> String {
     format!("{:.1}%", 100.0 * share)
@@ -751,7 +784,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
     let _ = writeln!(s, "edits / refused: tool calls the environment carried out / refused (or could not be attempted).");
     let _ = writeln!(s, "\nexpected sign under {first}:");
     for r in rows.iter().filter(|r| r.category.is_none()) {
-        let Some(e) = r.expected else {
+        let Some(e) = &r.expected else {
             let _ = writeln!(s, "  {:<9}  no expectation (random edits)", r.agent);
             continue;
         };
@@ -761,6 +794,8 @@ pub fn table(rows: &[SummaryRow]) -> String {
             (e.saturated, "saturated (p_old = 1)"),
             (e.nothing_to_lose, "nothing to lose (p_old = 0)"),
             (e.no_evidence_memory, "without an evidence memory (nothing deleted)"),
+            (e.evidence_not_retrieved, "evidence not in M₀'s top-k (top-k unchanged)"),
+            (e.adversarial, "adversarial (the evidence supports the trap answer)"),
         ]
         .iter()
         .filter(|(n, _)| *n > 0)
@@ -770,6 +805,11 @@ pub fn table(rows: &[SummaryRow]) -> String {
             let _ = writeln!(s);
         } else {
             let _ = writeln!(s, "; not checked: {}", apart.join(", "));
+        }
+        if !e.misses.is_empty() {
+            let more = e.misses.len().saturating_sub(MISSES_SHOWN);
+            let more = if more > 0 { format!(" (+{more} more; --json lists all)") } else { String::new() };
+            let _ = writeln!(s, "  {:<9}  missed: {}{more}", "", e.misses[..e.misses.len().min(MISSES_SHOWN)].join(", "));
         }
     }
     s

@@ -57,13 +57,14 @@ async fn each_agent_moves_the_reward_the_way_it_should_on_the_test_split() {
     }
 
     let summary = summarize(&rows);
-    let e = all_row(&summary, "no-op").expected.unwrap();
+    let expected = |agent: &str| all_row(&summary, agent).expected.clone().unwrap();
+    let e = expected("no-op");
     assert_eq!((e.met, e.checked), (questions, questions));
-    let e = all_row(&summary, "oracle").expected.unwrap();
+    let e = expected("oracle");
     assert_eq!(e.checked + e.saturated, questions);
-    assert!(e.met as f64 > 0.9 * e.checked as f64, "{e:?}");
-    let e = all_row(&summary, "destroyer").expected.unwrap();
-    assert_eq!(e.checked + e.nothing_to_lose + e.no_evidence_memory, questions);
+    assert!(e.met as f64 > 0.95 * e.checked as f64, "{e:?}");
+    let e = expected("destroyer");
+    assert_eq!(e.checked + e.nothing_to_lose + e.no_evidence_memory + e.evidence_not_retrieved, questions);
     assert!(e.met as f64 > 0.5 * e.checked as f64, "{e:?}");
     // Categories 1-4 and "all", per agent.
     assert_eq!(summary.len(), 4 * 5);
@@ -85,6 +86,22 @@ async fn the_random_agent_is_deterministic_for_a_seed() {
     assert!(a.iter().all(|r| r.edits + r.refused == 8), "every step is an edit or a refusal");
     let c = evaluate(&env, &Options { seed: 1, ..o }).await.unwrap();
     assert_ne!(a, c, "another seed, other edits");
+}
+
+#[tokio::test]
+async fn category_5_is_run_only_when_included_and_not_held_against_the_destroyer() {
+    let env = environment(None);
+    let o = Options { include_adversarial: true, limit: Some(24), ..Options::default() };
+    let rows = evaluate(&env, &o).await.unwrap();
+    let adversarial = rows.iter().filter(|r| r.agent == Agent::Destroyer && r.category == 5).count();
+    assert!(adversarial > 0);
+    let summary = summarize(&rows);
+    for agent in Agent::ALL {
+        assert!(summary.iter().any(|r| r.agent == agent.name() && r.category == Some(5)), "{}", agent.name());
+    }
+    assert_eq!(all_row(&summary, "destroyer").expected.as_ref().unwrap().adversarial, adversarial);
+    let plain = evaluate(&env, &Options { limit: Some(24), ..Options::default() }).await.unwrap();
+    assert!(plain.iter().all(|r| r.category != 5));
 }
 
 #[test]
@@ -149,10 +166,11 @@ fn row(agent: Agent, category: u8, edits: usize, scores: &[(f64, f64, f64)]) -> 
     let names = ["answer-recall", "llm-f1"];
     EpisodeRow {
         agent,
-        question_id: format!("conv-x:q{category}"),
+        question_id: format!("conv-x:q{category}-{edits}-{}", scores[0].2),
         category,
         edits,
         refused: 0,
+        evidence_recall_old: 1.0,
         scores: scores.iter().zip(names).map(|(&(p_old, p_new, reward), evaluator)| Score { evaluator, p_old, p_new, reward }).collect(),
     }
 }
@@ -173,6 +191,10 @@ fn the_summary_counts_signs_agreement_and_expectations() {
         row(Agent::Destroyer, 3, 1, &[(0.0, 0.0, 0.0), (0.0, 0.0, 0.0)]),
         row(Agent::Destroyer, 2, 1, &[(0.6, 0.0, -0.6), (1.0, 0.0, -1.0)]),
         row(Agent::Destroyer, 2, 2, &[(0.5, 0.6, 0.1), (0.5, 0.0, -0.5)]),
+        // … and deletions that missed the top-k.
+        EpisodeRow { evidence_recall_old: 0.0, ..row(Agent::Destroyer, 2, 1, &[(0.5, 0.5, 0.0), (0.5, 0.5, 0.0)]) },
+        // … and an adversarial question, where deleting the trap's evidence helps.
+        row(Agent::Destroyer, 5, 1, &[(0.5, 1.0, 0.5), (0.0, 1.0, 1.0)]),
     ];
     let s = summarize(&rows);
     let labels: Vec<(&str, Option<u8>)> = s.iter().map(|r| (r.agent, r.category)).collect();
@@ -187,6 +209,7 @@ fn the_summary_counts_signs_agreement_and_expectations() {
             ("oracle", None),
             ("destroyer", Some(2)),
             ("destroyer", Some(3)),
+            ("destroyer", Some(5)),
             ("destroyer", None),
         ]
     );
@@ -202,23 +225,39 @@ fn the_summary_counts_signs_agreement_and_expectations() {
     assert!((oracle.evaluators[0].mean_p_new - 0.55).abs() < 1e-9);
     assert_eq!((oracle.positive, oracle.zero, oracle.negative), (0.25, 0.75, 0.0));
     assert_eq!(oracle.evaluators[1].sign_agreement, Some(0.75));
-    assert_eq!(oracle.expected, Some(ExpectedSign { rule: "reward > 0", checked: 3, met: 1, saturated: 1, ..ExpectedSign::default() }));
+    let misses = vec!["conv-x:q4-1-0".to_string(), "conv-x:q4-1-0.000000000001".to_string()];
+    assert_eq!(
+        oracle.expected,
+        Some(ExpectedSign { rule: "reward > 0", checked: 3, met: 1, saturated: 1, misses, ..ExpectedSign::default() })
+    );
     let oracle_1 = s.iter().find(|r| r.agent == "oracle" && r.category == Some(1)).unwrap();
     assert_eq!((oracle_1.episodes, oracle_1.evaluators[1].sign_agreement), (2, Some(0.5)));
     assert_eq!(oracle_1.edits, 2);
 
     let destroyer = all_row(&s, "destroyer");
-    assert_eq!((destroyer.positive, destroyer.zero, destroyer.negative), (0.25, 0.5, 0.25));
-    assert_eq!(destroyer.evaluators[1].sign_agreement, Some(0.75));
-    assert_eq!(
-        destroyer.expected,
-        Some(ExpectedSign { rule: "reward < 0", checked: 2, met: 1, nothing_to_lose: 1, no_evidence_memory: 1, ..ExpectedSign::default() })
-    );
-    assert_eq!(destroyer.edits, 4);
+    assert_eq!((destroyer.positive, destroyer.zero, destroyer.negative), (1.0 / 3.0, 0.5, 1.0 / 6.0));
+    assert_eq!(destroyer.evaluators[1].sign_agreement, Some(5.0 / 6.0));
+    let expected = ExpectedSign {
+        rule: "reward < 0",
+        checked: 2,
+        met: 1,
+        nothing_to_lose: 1,
+        no_evidence_memory: 1,
+        evidence_not_retrieved: 1,
+        adversarial: 1,
+        misses: vec!["conv-x:q2-2-0.1".into()],
+        ..ExpectedSign::default()
+    };
+    assert_eq!(destroyer.expected, Some(expected));
+    assert_eq!(destroyer.edits, 6);
 
     let text = table(&s);
     assert!(text.contains("oracle     reward > 0  1/3 (33.3%); not checked: 1 saturated (p_old = 1)"), "{text}");
-    assert!(text.contains("no evidence") || text.contains("without an evidence memory"), "{text}");
+    assert!(
+        text.contains("1 without an evidence memory (nothing deleted), 1 evidence not in M₀'s top-k (top-k unchanged), 1 adversarial"),
+        "{text}"
+    );
+    assert!(text.contains("missed: conv-x:q2-2-0.1\n"), "{text}");
     assert!(summarize(&[]).is_empty());
 }
 
