@@ -331,18 +331,18 @@ pub struct BenchArgs {
     pub env: EnvArgs,
 }
 
+/// `memgym eval FLAGS…`, parsed (for tests).
+#[cfg(test)]
+pub(crate) fn eval_args(flags: &[&str]) -> EvalArgs {
+    let Command::Eval(a) = Cli::try_parse_from(["memgym", "eval"].iter().chain(flags)).unwrap().command else {
+        panic!("`memgym eval` parses as Command::Eval")
+    };
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn eval_args(flags: &[&str]) -> EvalArgs {
-        let mut argv = vec!["memgym", "eval"];
-        argv.extend_from_slice(flags);
-        match Cli::try_parse_from(argv).unwrap().command {
-            Command::Eval(a) => a,
-            Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) => unreachable!("parsed `eval`"),
-        }
-    }
 
     #[test]
     fn eval_parses_agent_flags_and_the_retrieval_subcommand() {

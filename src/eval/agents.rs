@@ -75,13 +75,19 @@ impl Agent {
             Agent::Random => "random",
         }
     }
+}
 
-    /// The agent named `name`.
-    pub fn parse(name: &str) -> Result<Agent, String> {
-        Self::ALL.into_iter().find(|a| a.name() == name.trim()).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
-            format!("unknown agent {name:?}: expected one of {}", names.join(", "))
-        })
+impl std::str::FromStr for Agent {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Agent, String> {
+        match name.trim() {
+            "no-op" => Ok(Agent::NoOp),
+            "oracle" => Ok(Agent::Oracle),
+            "destroyer" => Ok(Agent::Destroyer),
+            "random" => Ok(Agent::Random),
+            other => Err(format!("unknown agent {other:?}: expected no-op, oracle, destroyer or random")),
+        }
     }
 }
 
@@ -141,7 +147,7 @@ pub fn prepare(a: &AgentEvalArgs) -> anyhow::Result<(Options, EnvArgs)> {
     let Some(first) = evaluators.first().copied() else { bail!("--evaluator: name at least one evaluator") };
     let mut agents: Vec<Agent> = Vec::new();
     for name in &a.agents {
-        let agent = Agent::parse(name).map_err(anyhow::Error::msg).context("--agent")?;
+        let agent: Agent = name.parse().map_err(anyhow::Error::msg).context("--agent")?;
         if !agents.contains(&agent) {
             agents.push(agent);
         }

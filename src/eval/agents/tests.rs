@@ -1,10 +1,7 @@
 //! The scripted agents on the real LoCoMo data (what each agent's reward must mean), the summary's
 //! arithmetic on hand-made rows, and the flag checks.
 
-use clap::Parser;
-
 use super::*;
-use crate::cli::{Cli, Command};
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::episode::{EnvConfig, SystemClock};
 use crate::llm::fake::ScriptedChat;
@@ -276,12 +273,7 @@ fn the_oracle_writes_the_answer_or_abstains_on_category_5() {
 }
 
 fn agent_args(flags: &[&str]) -> AgentEvalArgs {
-    let mut argv = vec!["memgym", "eval"];
-    argv.extend_from_slice(flags);
-    match Cli::try_parse_from(argv).unwrap().command {
-        Command::Eval(a) => a.agents,
-        Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) => unreachable!("parsed `eval`"),
-    }
+    crate::cli::eval_args(flags).agents
 }
 
 #[test]
