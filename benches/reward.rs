@@ -22,6 +22,8 @@
 //!
 //! Episodes are closed after scoring, so the registry (16,384 open episodes by default) never fills.
 
+mod common;
+
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -132,10 +134,7 @@ mod group {
 
     criterion_group! {
         name = benches;
-        config = Criterion::default()
-            .sample_size(20)
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(2));
+        config = common::criterion();
         targets = all
     }
 }

@@ -29,9 +29,10 @@
 //! need them are skipped so test mode stays quick; every other benchmark, the 30k exact base
 //! included, runs once.
 
+mod common;
+
 use std::hint::black_box;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use memgym::config::load_dataset;
@@ -218,10 +219,7 @@ mod group {
 
     criterion_group! {
         name = benches;
-        config = Criterion::default()
-            .sample_size(20)
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(2));
+        config = common::criterion();
         targets = search, vector, fork, search_edited
     }
 }

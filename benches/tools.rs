@@ -17,9 +17,10 @@
 //! the heaviest sample); merge of m0010 + m0011 with concatenate and with summarize; split (thematic)
 //! of the first conv-41 memory that splits into exactly two parts (found outside the timing).
 
+mod common;
+
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use memgym::config::load_dataset;
@@ -125,10 +126,7 @@ mod group {
 
     criterion_group! {
         name = benches;
-        config = Criterion::default()
-            .sample_size(20)
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(2));
+        config = common::criterion();
         targets = tools
     }
 }

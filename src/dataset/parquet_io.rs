@@ -92,7 +92,8 @@ pub(super) fn questions_schema() -> SchemaRef {
     ]))
 }
 
-fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+/// A non-null Utf8 column of `values`.
+pub(super) fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(values))
 }
 

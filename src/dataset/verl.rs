@@ -22,10 +22,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, ListArray, RecordBatch, StringArray, StructArray, UInt8Array};
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, ListArray, RecordBatch, StructArray, UInt8Array};
 use arrow_schema::{DataType, Field, Fields};
 
-use super::parquet_io::{atomic_write, encode};
+use super::parquet_io::{atomic_write, encode, strings};
 use super::{Dataset, DatasetError, Question, Split};
 use crate::tools::TOOL_NAMES;
 
@@ -63,10 +63,6 @@ pub fn select(ds: &Dataset, opts: VerlOptions) -> Vec<&Question> {
 
 fn utf8(name: &str) -> Arc<Field> {
     Arc::new(Field::new(name, DataType::Utf8, false))
-}
-
-fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
-    Arc::new(values.map(Some).collect::<StringArray>())
 }
 
 /// The record batch of `questions` (see the module doc for the schema).

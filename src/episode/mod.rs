@@ -755,7 +755,7 @@ impl Environment {
             new_chars: ep.memory.total_chars(),
             n_max: self.config.n_max.unwrap_or(base.len()).max(1),
         };
-        let llm_model = evaluator.needs_llm().then(|| self.llm.as_ref().map(|l| l.model().to_string())).flatten();
+        let llm_model = self.llm_model(evaluator);
         let info = reward::ScoringInfo {
             top_k: k,
             evaluator,
@@ -766,6 +766,11 @@ impl Environment {
         let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
         ep.scored = Some(b.clone());
         Ok((b, ep.state()))
+    }
+
+    /// The model that answers for `evaluator`: the server's LLM for an LLM evaluator, else none.
+    fn llm_model(&self, evaluator: Evaluator) -> Option<String> {
+        self.llm.as_ref().filter(|_| evaluator.needs_llm()).map(|l| l.model().to_string())
     }
 
     /// Scores retrieved memories with `evaluator` (the LLM ones through the server's LLM).
@@ -803,8 +808,7 @@ impl Environment {
         base: &Arc<BaseMemory>,
         target: &Target,
     ) -> Result<POld, EpisodeError> {
-        let model = evaluator.needs_llm().then(|| self.llm.as_ref().map(|l| l.model().to_string())).flatten();
-        let key = (conversation_id.to_string(), question_id.to_string(), evaluator, model);
+        let key = (conversation_id.to_string(), question_id.to_string(), evaluator, self.llm_model(evaluator));
         let cell = self.p_old.lock().entry(key).or_default().clone();
         let old =
             cell.get_or_try_init(|| async { Ok::<_, EpisodeError>(Arc::new(self.evaluate_base(evaluator, base, target).await?)) }).await?;

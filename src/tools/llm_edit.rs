@@ -37,12 +37,7 @@ pub fn edit_request(mem: &EpisodeMemory, call: &ToolCall, limits: &ToolLimits) -
         }
         ToolCall::Split(SplitArgs { id, criteria, max_parts, parts: None }) => {
             let original = mem.get(*id)?;
-            let mut speakers: Vec<&str> = mem.base().speakers().iter().map(String::as_str).collect();
-            if let Some(s) = original.speaker.as_deref() {
-                if !speakers.contains(&s) {
-                    speakers.push(s);
-                }
-            }
+            let speakers = super::split::known_speakers(mem, original);
             Some((split_request(&original.text, *criteria, *max_parts, limits.max_text_chars, &speakers), EditKind::Split))
         }
         ToolCall::Merge(_) | ToolCall::Split(_) | ToolCall::Search(_) | ToolCall::Manage(_) | ToolCall::Delete(_) | ToolCall::Sample(_) => {

@@ -8,20 +8,23 @@ use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord};
 use super::text::split_text;
 use super::{join_ids, require_room, OutputKind, Plan, Prepared, SplitArgs, ToolContext, ToolError, ToolOutput};
 
+/// The speakers a split by speaker may name: the conversation's, plus the memory's own speaker.
+pub(super) fn known_speakers<'m>(mem: &'m EpisodeMemory, original: &'m MemoryRecord) -> Vec<&'m str> {
+    let mut speakers: Vec<&str> = mem.base().speakers().iter().map(String::as_str).collect();
+    if let Some(s) = original.speaker.as_deref() {
+        if !speakers.contains(&s) {
+            speakers.push(s);
+        }
+    }
+    speakers
+}
+
 pub(super) fn prepare(mem: &EpisodeMemory, a: &SplitArgs, ctx: ToolContext<'_>) -> Result<Prepared, ToolError> {
     let original = mem.get(a.id).ok_or(ToolError::MemoryNotFound { field: "memory_id".into(), id: a.id })?;
     let texts = match &a.parts {
         Some(p) => p.clone(),
-        None => {
-            let mut speakers: Vec<&str> = mem.base().speakers().iter().map(String::as_str).collect();
-            if let Some(s) = original.speaker.as_deref() {
-                if !speakers.contains(&s) {
-                    speakers.push(s);
-                }
-            }
-            split_text(&original.text, a.criteria, a.max_parts, &speakers)
-                .map_err(|e| ToolError::FailedPrecondition { message: format!("cannot split {}: {e}", a.id) })?
-        }
+        None => split_text(&original.text, a.criteria, a.max_parts, &known_speakers(mem, original))
+            .map_err(|e| ToolError::FailedPrecondition { message: format!("cannot split {}: {e}", a.id) })?,
     };
     if texts.iter().any(|t| t.chars().count() > ctx.limits.max_text_chars) {
         return Err(ToolError::invalid("parts", format!("a part is over the limit of {} characters", ctx.limits.max_text_chars)));

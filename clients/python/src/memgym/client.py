@@ -93,6 +93,28 @@ def _arguments_json(arguments: Arguments) -> str:
     return json.dumps(dict(arguments), ensure_ascii=False)
 
 
+def _memories_request(
+    episode_id: str, page_size: int, page_token: str, memory_type: Union[None, int, str]
+) -> pb.ListMemoriesRequest:
+    """The ListMemories request both clients send."""
+    return pb.ListMemoriesRequest(
+        episode_id=episode_id, page_size=page_size, page_token=page_token, memory_type=_memory_type(memory_type)
+    )
+
+
+def _questions_request(
+    conversation_id: str, split: Union[None, int, str], category: int, page_size: int, page_token: str
+) -> pb.ListQuestionsRequest:
+    """The ListQuestions request both clients send."""
+    return pb.ListQuestionsRequest(
+        conversation_id=conversation_id,
+        split=_enum(split, SPLITS, "split"),
+        category=category,
+        page_size=page_size,
+        page_token=page_token,
+    )
+
+
 def _create_request(
     question_id: str = "",
     *,
@@ -229,9 +251,7 @@ class MemgymClient(_Base):
         self, episode_id: str, page_size: int = 0, page_token: str = "", memory_type: Union[None, int, str] = None
     ) -> pb.ListMemoriesResponse:
         """One page of the episode's current memories."""
-        req = pb.ListMemoriesRequest(
-            episode_id=episode_id, page_size=page_size, page_token=page_token, memory_type=_memory_type(memory_type)
-        )
+        req = _memories_request(episode_id, page_size, page_token, memory_type)
         return self._call("MemoryEnv/ListMemories", self.env.ListMemories, req, idempotent=True)
 
     def score_episode(self, episode_id: str) -> pb.ScoreEpisodeResponse:
@@ -260,13 +280,7 @@ class MemgymClient(_Base):
         page_token: str = "",
     ) -> pb.ListQuestionsResponse:
         """One page of LoCoMo questions (``split``: "train" | "test" | None)."""
-        req = pb.ListQuestionsRequest(
-            conversation_id=conversation_id,
-            split=_enum(split, SPLITS, "split"),
-            category=category,
-            page_size=page_size,
-            page_token=page_token,
-        )
+        req = _questions_request(conversation_id, split, category, page_size, page_token)
         return self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
 
 
@@ -333,9 +347,7 @@ class AsyncMemgymClient(_Base):
         self, episode_id: str, page_size: int = 0, page_token: str = "", memory_type: Union[None, int, str] = None
     ) -> pb.ListMemoriesResponse:
         """See ``MemgymClient.list_memories``."""
-        req = pb.ListMemoriesRequest(
-            episode_id=episode_id, page_size=page_size, page_token=page_token, memory_type=_memory_type(memory_type)
-        )
+        req = _memories_request(episode_id, page_size, page_token, memory_type)
         return await self._call("MemoryEnv/ListMemories", self.env.ListMemories, req, idempotent=True)
 
     async def score_episode(self, episode_id: str) -> pb.ScoreEpisodeResponse:
@@ -363,13 +375,7 @@ class AsyncMemgymClient(_Base):
         page_token: str = "",
     ) -> pb.ListQuestionsResponse:
         """See ``MemgymClient.list_questions``."""
-        req = pb.ListQuestionsRequest(
-            conversation_id=conversation_id,
-            split=_enum(split, SPLITS, "split"),
-            category=category,
-            page_size=page_size,
-            page_token=page_token,
-        )
+        req = _questions_request(conversation_id, split, category, page_size, page_token)
         return await self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
 
 
