@@ -6,14 +6,12 @@
 # (`memgym serve --addr 0.0.0.0:50051`); train/test parquet files from `memgym dataset verl`.
 #
 # Environment: MEMGYM_ADDRESS (127.0.0.1:50051), MODEL (Qwen/Qwen2.5-3B-Instruct), DATA_DIR (.),
-# N_GPUS (8), ROLLOUT (sglang|vllm, default vllm), VERL_LAYOUT (which verl config layout and reward
-# entry point):
-#   0.8 (default) verl >= 0.8 reward loop: reward.custom_reward_function.* = compute_score_async,
-#                 reward.reward_manager.name=naive (samples awaited concurrently);
-#   0.5           verl 0.5-0.7: top-level custom_reward_function.* = compute_score_batch with
-#                 reward_model.reward_manager=batch (one call per batch, scored on a thread pool).
-# Extra arguments are passed to verl as Hydra overrides. Every key set here exists in verl's own
-# _generated_ppo_trainer.yaml of that layout (0.5.0 / 0.9.1; tests/python/test_launch_script.py).
+# N_GPUS (8), ROLLOUT (sglang|vllm, default vllm). Extra arguments are passed to verl as Hydra overrides.
+#
+# Needs verl >= 0.7.1 (the oldest whose tool loop and reward loop carry the episode id from the tool to
+# the reward function). Its reward keys are reward.*: reward.custom_reward_function = compute_score_async,
+# awaited per sample by the reward loop's naive manager. Every key set here is a setting of verl 0.7.1's
+# and 0.9.1's own _generated_ppo_trainer.yaml (tests/python/test_launch_script.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 export MEMGYM_ADDRESS=${MEMGYM_ADDRESS:-127.0.0.1:50051}
@@ -22,14 +20,9 @@ DATA_DIR=${DATA_DIR:-.}
 N_GPUS=${N_GPUS:-8}
 ROLLOUT=${ROLLOUT:-vllm}
 if [ -n "${VERL_REWARD_KEY_PREFIX+set}" ]; then
-  echo "VERL_REWARD_KEY_PREFIX is gone: set VERL_LAYOUT=0.8 (verl >= 0.8) or VERL_LAYOUT=0.5 (verl 0.5-0.7)" >&2
+  echo "VERL_REWARD_KEY_PREFIX is gone: the script needs verl >= 0.7.1, whose reward keys are always reward.*" >&2
   exit 2
 fi
-case "${VERL_LAYOUT:-0.8}" in
-  0.8) RF=reward.custom_reward_function; MANAGER=reward.reward_manager.name=naive; SCORE=compute_score_async ;;
-  0.5) RF=custom_reward_function; MANAGER=reward_model.reward_manager=batch; SCORE=compute_score_batch ;;
-  *) echo "VERL_LAYOUT must be 0.8 (verl >= 0.8) or 0.5 (verl 0.5-0.7), not '$VERL_LAYOUT'" >&2; exit 2 ;;
-esac
 REWARD_FILE=$(python3 -c 'import memgym_verl.reward as r; print(r.__file__)')
 
 python3 -m verl.trainer.main_ppo \
@@ -57,9 +50,9 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.multi_turn.max_tool_response_length=1024 \
   actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=right \
   actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/memgym_tool_config.yaml" \
-  "$MANAGER" \
-  "$RF.path=$REWARD_FILE" \
-  "$RF.name=$SCORE" \
+  reward.reward_manager.name=naive \
+  reward.custom_reward_function.path="$REWARD_FILE" \
+  reward.custom_reward_function.name=compute_score_async \
   trainer.n_gpus_per_node="$N_GPUS" \
   trainer.nnodes=1 \
   trainer.project_name=memgym \

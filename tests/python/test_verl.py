@@ -181,7 +181,7 @@ def test_compute_score_scores_and_closes(tools, client):
         "content": "Caroline attended an LGBTQ support group on 7 May 2023.",
     }
     asyncio.run(call_tool_like_verl(tools, "manage_memory", json.dumps(update), agent))
-    # verl >= 0.8 merges the loop's extra_fields into the row's extra_info before compute_score.
+    # verl >= 0.7.1's reward loop merges the loop's extra_fields into the row's extra_info before compute_score.
     extra_info = {"index": 0, "question_id": "conv-26:q0", "tools_kwargs": agent.tools_kwargs, **agent.extra_fields}
     result = reward.compute_score("memgym/locomo", "<model output>", "7 May 2023", extra_info=extra_info)
     assert result["score"] == result["reward"] > 0.5
@@ -201,8 +201,8 @@ def test_compute_score_without_tool_calls_is_zero_with_the_same_keys(server_addr
     assert set(result) == {"score", "memgym_missing", *reward.BREAKDOWN_KEYS}
 
 
-def test_compute_score_fallback_id_without_agent_data(server_address, client, monkeypatch):
-    """verl 0.5's agent loop passes no agent_data: the episode is keyed by the row alone."""
+def test_compute_score_fallback_id_without_agent_data(server_address, client, monkeypatch, caplog):
+    """A custom loop passing create_kwargs but no agent_data: the episode is keyed by the row alone."""
     monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
     tool = MemgymTool(config={"type": "native", "address": server_address, "tool_name": "sample_memory"}, tool_schema=None)
     kwargs = {"create_kwargs": {"question_id": "conv-30:q0", "episode_id": "row-17"}}
@@ -213,12 +213,61 @@ def test_compute_score_fallback_id_without_agent_data(server_address, client, mo
             await tool.execute(instance_id, {"k": 1})
             await tool.release(instance_id)
 
-    asyncio.run(run())
+    with caplog.at_level("WARNING", logger="memgym_verl.tool"):
+        asyncio.run(run())
+    assert [r.getMessage() for r in caplog.records] == ["sample_memory: execute() got no agent_data; episodes are keyed by the row alone"]
     assert client.get_episode("row-17").state.steps_used == 2
     result = reward.compute_score("memgym/locomo", "", "", extra_info={"tools_kwargs": {"sample_memory": kwargs}})
     assert result["steps_used"] == 2.0 and result["score"] == 0.0
     with pytest.raises(MemgymError):
         client.get_episode("row-17")
+
+
+def test_a_call_naming_no_question_says_which_verl_is_needed(tools):
+    """Calls as verl 0.5.0's ToolAgentLoop._call_tool makes them: ``create()`` without create_kwargs,
+    ``execute`` without agent_data (on today's BaseTool API, where create returns ``(id, response)``)."""
+
+    async def call_like_verl_0_5(tool):
+        instance_id, _ = await tool.create()
+        try:
+            return await tool.execute(instance_id, {"query": "x"})
+        finally:
+            await tool.release(instance_id)
+
+    with pytest.raises(ValueError) as err:
+        asyncio.run(call_like_verl_0_5(tools["search_memory"]))
+    assert str(err.value).startswith(
+        "memgym_verl needs verl >= 0.7.1: this verl called create() without create_kwargs and execute() without agent_data"
+    )
+    assert "dataset verl" not in str(err.value)  # not the misleading "rebuild the dataset" error
+
+
+def test_a_verl_older_than_min_verl_is_refused_at_construction(server_address, monkeypatch):
+    import verl
+
+    config = {"type": "native", "address": server_address, "tool_name": "search_memory"}
+    monkeypatch.setattr(verl, "__version__", "0.7.0", raising=False)
+    with pytest.raises(RuntimeError, match=r"needs verl >= 0\.7\.1, found 0\.7\.0"):
+        MemgymTool(config=config, tool_schema=None)
+    for version in ("0.7.1", "0.9.1", "0.10.0.dev0", "unknown"):
+        monkeypatch.setattr(verl, "__version__", version)
+        assert MemgymTool(config=config, tool_schema=None).name == "search_memory"
+
+
+def test_importing_the_tool_under_verl_0_5_says_which_verl_is_needed(monkeypatch):
+    """verl 0.5.0's ``verl.tools.schemas`` has no ``ToolResponse``: the import error names the verl needed."""
+    import importlib.util
+
+    import verl
+    import verl.tools.schemas
+
+    import memgym_verl.tool
+
+    monkeypatch.delattr(verl.tools.schemas, "ToolResponse")
+    monkeypatch.setattr(verl, "__version__", "0.5.0", raising=False)
+    spec = importlib.util.spec_from_file_location("memgym_verl_tool_under_verl_0_5", memgym_verl.tool.__file__)
+    with pytest.raises(ImportError, match=r"needs verl >= 0\.7\.1, found 0\.5\.0: cannot import name 'ToolResponse'"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 def test_compute_score_server_down_raises(monkeypatch):
@@ -249,7 +298,7 @@ def test_example_tool_config_builds_the_six_tools(server_address, monkeypatch):
     assert {t.address for t in built} == {server_address}
 
 
-# -- compute_score_batch (verl 0.5-0.7 `batch` manager) and compute_score_async (verl >= 0.8 reward loop) --
+# -- compute_score_batch (custom loops, verl's legacy `batch` manager) and compute_score_async (verl >= 0.7.1 reward loop) --
 
 ANSWER_UPDATE = {"operation": "update", "memory_id": "m0000", "content": "Caroline attended an LGBTQ support group on 7 May 2023."}
 

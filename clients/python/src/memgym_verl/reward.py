@@ -1,21 +1,25 @@
 """verl reward functions for memgym: score the trajectory's episode, then close it.
 
 Why this exists: verl's ``ToolAgentLoop`` never tells a tool that a trajectory ended, and verl scores
-trajectories through a custom reward function (``custom_reward_function.path`` / ``.name``). That call
-is the end of the trajectory, so it is where the episode is scored (``ScoreEpisode``, idempotent) and
-freed (``CloseEpisode``). Three entry points, one per way verl calls it, sharing one core:
+trajectories through a custom reward function (``reward.custom_reward_function.path`` / ``.name``). That
+call is the end of the trajectory, so it is where the episode is scored (``ScoreEpisode``, idempotent)
+and freed (``CloseEpisode``). Three entry points sharing one core:
 
-- ``compute_score(data_source, solution_str, ground_truth, extra_info)`` — one sample, blocking. Works
-  with every verl reward manager; verl 0.5–0.7's ``naive`` manager calls it once per sample, serially.
-- ``compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos)`` — for verl 0.5–0.7's
-  ``batch`` manager (``reward_model.reward_manager=batch``): one call per batch, the samples scored
-  concurrently on a thread pool (``memgym_concurrency`` threads, default 64), results in input order.
-- ``async def compute_score_async(...)`` — for verl ≥ 0.8's reward loop, which awaits a coroutine
-  function per sample (samples run concurrently) on the per-loop ``AsyncMemgymClient``.
+- ``async def compute_score_async(...)`` — for verl ≥ 0.7.1's reward loop (the only reward path of its
+  trainer), which awaits a coroutine function per sample, samples concurrently, on the per-loop
+  ``AsyncMemgymClient``.
+- ``compute_score(data_source, solution_str, ground_truth, extra_info)`` — one sample, blocking (the
+  reward loop runs a plain function in its thread pool).
+- ``compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos)`` — one call per batch,
+  the samples scored concurrently on a thread pool (``memgym_concurrency`` threads, default 64), results
+  in input order. For custom loops and verl's legacy ``batch`` manager (``reward_model.reward_manager=
+  batch``, verl ≤ 0.7.0), which no supported verl uses: from 0.7.1 the trainer scores only through the
+  reward loop, whose registry has no ``batch`` manager, and the legacy managers pass the dataset's
+  ``extra_info`` alone, without the tool's ``memgym_episode_id``.
 
 The episode id comes from ``extra_info["memgym_episode_id"]`` (written by ``MemgymTool`` into
-``agent_data.extra_fields``, merged into ``extra_info`` by verl ≥ 0.8), else from the row's own
-``extra_info`` by the tool's fallback derivation (``memgym_verl.episode``). A trajectory that never
+``agent_data.extra_fields``, merged into ``extra_info`` by verl ≥ 0.7.1's reward loop), else from the
+row's own ``extra_info`` by the tool's fallback derivation (``memgym_verl.episode``). A trajectory that never
 called a tool has no episode: its memory is M₀ unchanged, whose reward is exactly 0, so it scores 0.0
 (``memgym_missing`` = 1 marks it).
 
@@ -155,7 +159,7 @@ async def compute_score_async(
     extra_info: Optional[Mapping[str, Any]] = None,
     **kwargs: Any,
 ) -> Dict[str, float]:
-    """``compute_score`` as a coroutine, for verl ≥ 0.8's reward loop (samples awaited concurrently).
+    """``compute_score`` as a coroutine, for verl ≥ 0.7.1's reward loop (samples awaited concurrently).
 
     Uses the ``AsyncMemgymClient`` of the running event loop (``memgym_verl.episode.async_client``).
     """
@@ -176,7 +180,7 @@ def compute_score_batch(
     extra_infos: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
     **kwargs: Any,
 ) -> List[Dict[str, float]]:
-    """``compute_score`` for a whole batch, for verl 0.5–0.7's ``batch`` reward manager.
+    """``compute_score`` for a whole batch: custom loops, verl's legacy ``batch`` manager (module doc).
 
     Scores every sample concurrently on a thread pool of at most ``memgym_concurrency`` threads (default
     64) sharing the process's ``MemgymClient``; returns one result per sample, in input order. The first
