@@ -6,9 +6,12 @@
 # (`memgym serve --addr 0.0.0.0:50051`); train/test parquet files from `memgym dataset verl`.
 #
 # Environment: MEMGYM_ADDRESS (127.0.0.1:50051), MODEL (Qwen/Qwen2.5-3B-Instruct), DATA_DIR (.),
-# N_GPUS (8), ROLLOUT (sglang|vllm, default vllm), VERL_REWARD_KEY_PREFIX ("reward." for verl >= 0.9,
-# "" for 0.5-0.8 where the key is the top-level custom_reward_function). Extra arguments are passed to
-# verl as Hydra overrides.
+# N_GPUS (8), ROLLOUT (sglang|vllm, default vllm). Extra arguments are passed to verl as Hydra overrides.
+#
+# Needs verl >= 0.7.1 (the oldest whose tool loop and reward loop carry the episode id from the tool to
+# the reward function). Its reward keys are reward.*: reward.custom_reward_function = compute_score_async,
+# awaited per sample by the reward loop's naive manager. Every key set here is a setting of verl 0.7.1's
+# and 0.9.1's own _generated_ppo_trainer.yaml (tests/python/test_launch_script.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 export MEMGYM_ADDRESS=${MEMGYM_ADDRESS:-127.0.0.1:50051}
@@ -16,7 +19,10 @@ MODEL=${MODEL:-Qwen/Qwen2.5-3B-Instruct}
 DATA_DIR=${DATA_DIR:-.}
 N_GPUS=${N_GPUS:-8}
 ROLLOUT=${ROLLOUT:-vllm}
-RK=${VERL_REWARD_KEY_PREFIX-reward.}
+if [ -n "${VERL_REWARD_KEY_PREFIX+set}" ]; then
+  echo "VERL_REWARD_KEY_PREFIX is gone: the script needs verl >= 0.7.1, whose reward keys are always reward.*" >&2
+  exit 2
+fi
 REWARD_FILE=$(python3 -c 'import memgym_verl.reward as r; print(r.__file__)')
 
 python3 -m verl.trainer.main_ppo \
@@ -44,8 +50,9 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.multi_turn.max_tool_response_length=1024 \
   actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=right \
   actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/memgym_tool_config.yaml" \
-  "${RK}custom_reward_function.path=$REWARD_FILE" \
-  "${RK}custom_reward_function.name=compute_score" \
+  reward.reward_manager.name=naive \
+  reward.custom_reward_function.path="$REWARD_FILE" \
+  reward.custom_reward_function.name=compute_score_async \
   trainer.n_gpus_per_node="$N_GPUS" \
   trainer.nnodes=1 \
   trainer.project_name=memgym \

@@ -6,7 +6,8 @@ else ``$CARGO_TARGET_DIR/debug/memgym``, else ``~/.cache/memgym/target/debug/mem
 gRPC health check says SERVING, and stops it (SIGTERM, then SIGKILL) at the end.
 
 verl: the real ``verl.tools.base_tool`` is used when it imports; otherwise (the usual case — verl pulls
-torch and ray) ``verl_stub/`` holds verbatim copies of verl 0.9.1's ``BaseTool`` and schemas.
+torch and ray) ``verl_stub/`` holds verbatim copies of verl 0.9.1's ``BaseTool`` and schemas. Released
+verl wheels (downloaded by run.sh, never installed) are read as text with ``verl_wheel_file``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
+from typing import Optional
 
 import grpc
 import pytest
@@ -54,6 +57,25 @@ def memgym_bin() -> Path:
     if os.environ.get("CARGO_TARGET_DIR"):
         return Path(os.environ["CARGO_TARGET_DIR"]) / "debug" / "memgym"
     return Path.home() / ".cache" / "memgym" / "target" / "debug" / "memgym"
+
+
+def verl_wheels_dir() -> Path:
+    return Path(os.environ.get("MEMGYM_VERL_WHEELS") or Path.home() / ".cache" / "memgym" / "verl-wheels")
+
+
+def verl_wheel_file(version: str, path: str) -> Optional[str]:
+    """The text of ``path`` in the verl ``version`` wheel (None if the wheel has no such file).
+
+    Wheels: ``$MEMGYM_VERL_WHEELS`` (default ``~/.cache/memgym/verl-wheels``; run.sh fills it with
+    ``pip download --no-deps``). Without the wheel the calling test is skipped.
+    """
+    wheels = sorted(verl_wheels_dir().glob(f"verl-{version}-*.whl"))
+    if not wheels:
+        pytest.skip(f"no verl {version} wheel in {verl_wheels_dir()} (tests/python/run.sh downloads it; or set MEMGYM_VERL_WHEELS)")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        if path not in wheel.namelist():
+            return None
+        return wheel.read(path).decode()
 
 
 def free_port() -> int:

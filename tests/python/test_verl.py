@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict
@@ -179,7 +181,7 @@ def test_compute_score_scores_and_closes(tools, client):
         "content": "Caroline attended an LGBTQ support group on 7 May 2023.",
     }
     asyncio.run(call_tool_like_verl(tools, "manage_memory", json.dumps(update), agent))
-    # verl >= 0.8 merges the loop's extra_fields into the row's extra_info before compute_score.
+    # verl >= 0.7.1's reward loop merges the loop's extra_fields into the row's extra_info before compute_score.
     extra_info = {"index": 0, "question_id": "conv-26:q0", "tools_kwargs": agent.tools_kwargs, **agent.extra_fields}
     result = reward.compute_score("memgym/locomo", "<model output>", "7 May 2023", extra_info=extra_info)
     assert result["score"] == result["reward"] > 0.5
@@ -199,8 +201,8 @@ def test_compute_score_without_tool_calls_is_zero_with_the_same_keys(server_addr
     assert set(result) == {"score", "memgym_missing", *reward.BREAKDOWN_KEYS}
 
 
-def test_compute_score_fallback_id_without_agent_data(server_address, client, monkeypatch):
-    """verl 0.5's agent loop passes no agent_data: the episode is keyed by the row alone."""
+def test_compute_score_fallback_id_without_agent_data(server_address, client, monkeypatch, caplog):
+    """A custom loop passing create_kwargs but no agent_data: the episode is keyed by the row alone."""
     monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
     tool = MemgymTool(config={"type": "native", "address": server_address, "tool_name": "sample_memory"}, tool_schema=None)
     kwargs = {"create_kwargs": {"question_id": "conv-30:q0", "episode_id": "row-17"}}
@@ -211,12 +213,61 @@ def test_compute_score_fallback_id_without_agent_data(server_address, client, mo
             await tool.execute(instance_id, {"k": 1})
             await tool.release(instance_id)
 
-    asyncio.run(run())
+    with caplog.at_level("WARNING", logger="memgym_verl.tool"):
+        asyncio.run(run())
+    assert [r.getMessage() for r in caplog.records] == ["sample_memory: execute() got no agent_data; episodes are keyed by the row alone"]
     assert client.get_episode("row-17").state.steps_used == 2
     result = reward.compute_score("memgym/locomo", "", "", extra_info={"tools_kwargs": {"sample_memory": kwargs}})
     assert result["steps_used"] == 2.0 and result["score"] == 0.0
     with pytest.raises(MemgymError):
         client.get_episode("row-17")
+
+
+def test_a_call_naming_no_question_says_which_verl_is_needed(tools):
+    """Calls as verl 0.5.0's ToolAgentLoop._call_tool makes them: ``create()`` without create_kwargs,
+    ``execute`` without agent_data (on today's BaseTool API, where create returns ``(id, response)``)."""
+
+    async def call_like_verl_0_5(tool):
+        instance_id, _ = await tool.create()
+        try:
+            return await tool.execute(instance_id, {"query": "x"})
+        finally:
+            await tool.release(instance_id)
+
+    with pytest.raises(ValueError) as err:
+        asyncio.run(call_like_verl_0_5(tools["search_memory"]))
+    assert str(err.value).startswith(
+        "memgym_verl needs verl >= 0.7.1: this verl called create() without create_kwargs and execute() without agent_data"
+    )
+    assert "dataset verl" not in str(err.value)  # not the misleading "rebuild the dataset" error
+
+
+def test_a_verl_older_than_min_verl_is_refused_at_construction(server_address, monkeypatch):
+    import verl
+
+    config = {"type": "native", "address": server_address, "tool_name": "search_memory"}
+    monkeypatch.setattr(verl, "__version__", "0.7.0", raising=False)
+    with pytest.raises(RuntimeError, match=r"needs verl >= 0\.7\.1, found 0\.7\.0"):
+        MemgymTool(config=config, tool_schema=None)
+    for version in ("0.7.1", "0.9.1", "0.10.0.dev0", "unknown"):
+        monkeypatch.setattr(verl, "__version__", version)
+        assert MemgymTool(config=config, tool_schema=None).name == "search_memory"
+
+
+def test_importing_the_tool_under_verl_0_5_says_which_verl_is_needed(monkeypatch):
+    """verl 0.5.0's ``verl.tools.schemas`` has no ``ToolResponse``: the import error names the verl needed."""
+    import importlib.util
+
+    import verl
+    import verl.tools.schemas
+
+    import memgym_verl.tool
+
+    monkeypatch.delattr(verl.tools.schemas, "ToolResponse")
+    monkeypatch.setattr(verl, "__version__", "0.5.0", raising=False)
+    spec = importlib.util.spec_from_file_location("memgym_verl_tool_under_verl_0_5", memgym_verl.tool.__file__)
+    with pytest.raises(ImportError, match=r"needs verl >= 0\.7\.1, found 0\.5\.0: cannot import name 'ToolResponse'"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 def test_compute_score_server_down_raises(monkeypatch):
@@ -245,3 +296,133 @@ def test_example_tool_config_builds_the_six_tools(server_address, monkeypatch):
         built.append(cls(config=omegaconf.OmegaConf.to_container(entry.config, resolve=True), tool_schema=None))
     assert [t.name for t in built] == TOOL_NAMES
     assert {t.address for t in built} == {server_address}
+
+
+# -- compute_score_batch (custom loops, verl's legacy `batch` manager) and compute_score_async (verl >= 0.7.1 reward loop) --
+
+ANSWER_UPDATE = {"operation": "update", "memory_id": "m0000", "content": "Caroline attended an LGBTQ support group on 7 May 2023."}
+
+
+@pytest.fixture
+def rollouts(tools, client, server_address, monkeypatch):
+    """``run_trajectories`` with ``$MEMGYM_ADDRESS`` set: samples without a tool call carry no address."""
+    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
+    return lambda n: run_trajectories(tools, client, n)
+
+
+def run_trajectories(tools, client, n: int):
+    """``n`` rollouts of conv-26 questions as verl's reward manager receives them, and each one's expected result.
+
+    Trajectory ``i`` makes ``i % 4`` tool calls (none when ``i % 4 == 0``: no episode, the zero result);
+    those of ``conv-26:q0`` with calls start with an update that writes the answer, so rewards differ by
+    sample and a reordering would show. The expectation is ``ScoreEpisode`` itself (idempotent) called
+    here first.
+    """
+    questions = [f"conv-26:q{i % 3}" for i in range(n)]
+    agents = [AgentData(request_id=uuid.uuid4().hex, tools_kwargs=row_tools_kwargs(q)) for q in questions]
+
+    async def trajectory(i: int, agent: AgentData):
+        for call in range(i % 4):
+            if call == 0 and questions[i] == "conv-26:q0":
+                await call_tool_like_verl(tools, "manage_memory", json.dumps(ANSWER_UPDATE), agent)
+            else:
+                await call_tool_like_verl(tools, "search_memory", json.dumps({"query": f"topic {i}"}), agent)
+
+    async def run():
+        await asyncio.gather(*(trajectory(i, a) for i, a in enumerate(agents)))
+
+    asyncio.run(run())
+    extra_infos, expected = [], []
+    for i, (question_id, agent) in enumerate(zip(questions, agents)):
+        extra_infos.append({"index": i, "question_id": question_id, "tools_kwargs": agent.tools_kwargs, **agent.extra_fields})
+        if i % 4 == 0:
+            assert EPISODE_ID_KEY not in agent.extra_fields
+            expected.append({"score": 0.0, "memgym_missing": 1.0, **{k: 0.0 for k in reward.BREAKDOWN_KEYS}})
+        else:
+            resp = client.score_episode(agent.extra_fields[EPISODE_ID_KEY])
+            breakdown = {k: float(getattr(resp, k)) for k in reward.BREAKDOWN_KEYS}
+            expected.append({"score": float(resp.reward), "memgym_missing": 0.0, **breakdown})
+    assert [e["steps_used"] for e in expected] == [float(i % 4) for i in range(n)]
+    assert len({e["score"] for e in expected}) > 1
+    return extra_infos, expected
+
+
+def assert_all_closed(client, extra_infos):
+    for info in extra_infos:
+        if EPISODE_ID_KEY in info:
+            with pytest.raises(MemgymError) as err:
+                client.get_episode(info[EPISODE_ID_KEY])
+            assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_compute_score_batch_scores_in_order_and_closes(rollouts, client):
+    extra_infos, expected = rollouts(24)
+    n = len(extra_infos)
+    results = reward.compute_score_batch(
+        data_sources=("memgym/locomo",) * n, solution_strs=["<out>"] * n, ground_truths=["x"] * n, extra_infos=extra_infos
+    )
+    assert results == expected
+    assert all(list(r) == list(results[0]) for r in results)  # same keys, same order: verl stacks them
+    assert_all_closed(client, extra_infos)
+    assert reward.compute_score_batch([], [], [], []) == []
+
+
+def test_compute_score_batch_bounds_its_threads(rollouts, monkeypatch):
+    extra_infos, expected = rollouts(12)
+    real = reward.sync_client
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def score_episode(self, episode_id):
+            with lock:
+                in_flight[0] += 1
+                peak[0] = max(peak[0], in_flight[0])
+            try:
+                time.sleep(0.05)  # long enough for the pool to overlap calls
+                return self.inner.score_episode(episode_id)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+        def close_episode(self, episode_id):
+            return self.inner.close_episode(episode_id)
+
+    monkeypatch.setattr(reward, "sync_client", lambda address: Counting(real(address)))
+    n = len(extra_infos)
+    results = reward.compute_score_batch(["memgym/locomo"] * n, [""] * n, [""] * n, extra_infos, memgym_concurrency=3)
+    assert results == expected
+    assert 2 <= peak[0] <= 3
+    with pytest.raises(ValueError, match="one data_source"):
+        reward.compute_score_batch(["memgym/locomo"], ["", ""], ["", ""], None)
+
+
+def test_compute_score_async_under_gather(rollouts, client):
+    extra_infos, expected = rollouts(24)
+
+    async def run():
+        return await asyncio.gather(
+            *(reward.compute_score_async("memgym/locomo", "<out>", "x", extra_info=info) for info in extra_infos)
+        )
+
+    assert asyncio.run(run()) == expected
+    assert_all_closed(client, extra_infos)
+
+
+def test_batch_and_async_raise_when_server_is_down():
+    from conftest import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    infos = [{"memgym_episode_id": f"x{i}", "memgym_address": address} for i in range(5)]
+    with pytest.raises(MemgymUnavailable) as err:
+        reward.compute_score_batch(["memgym/locomo"] * 5, [""] * 5, [""] * 5, infos)
+    assert address in str(err.value)
+
+    async def run():
+        return await asyncio.gather(*(reward.compute_score_async("memgym/locomo", "", "", extra_info=i) for i in infos))
+
+    with pytest.raises(MemgymUnavailable) as err:
+        asyncio.run(run())
+    assert address in str(err.value)

@@ -8,15 +8,16 @@ function after it — can compute on its own:
 - **base** = ``create_kwargs["episode_id"]`` if the dataset row sets one, else the LoCoMo
   ``question_id`` (``memgym dataset verl`` puts ``conversation_id`` and ``question_id`` in every tool's
   ``create_kwargs``).
-- **trajectory key** = ``agent_data.request_id`` (verl ≥ 0.8 passes ``agent_data`` to ``execute``; one
+- **trajectory key** = ``agent_data.request_id`` (verl ≥ 0.7 passes ``agent_data`` to ``execute``; one
   uuid per trajectory, so the ``rollout.n`` GRPO samples of one prompt get distinct episodes), or the
-  ``instance_id`` when verl's per-trajectory SGLang path created the tool with the request id.
+  ``instance_id`` when a caller created the tool with a trajectory id (``create(id, **create_kwargs)``).
 - **episode id** = ``"{base}-{sha1(base, key)[:16]}"``, or just ``base`` without a key.
 
-The tool records the id (and the server address) in ``agent_data.extra_fields``; verl merges those into
-``extra_info`` before ``compute_score`` (0.8+ reward loop), which is how the reward function finds it.
-Without ``agent_data`` (verl 0.5's agent loop) the fallback is ``base`` alone, so every sample of one
-prompt would share an episode: give each row a unique ``episode_id`` or use ``rollout.n=1`` there.
+The tool records the id (and the server address) in ``agent_data.extra_fields``; verl ≥ 0.7.1 hands
+those to its reward loop, which merges them into ``extra_info`` before ``compute_score``: that is how
+the reward function finds it. A caller that passes no ``agent_data`` and no trajectory id (a custom loop)
+gets ``base`` alone, which the reward function derives from the row too; every sample of one row then
+shares one episode, so such a loop needs one sample per row, each with its own ``episode_id``.
 
 Clients: one channel per process and address (``MemgymClient``) and one per (address, event loop) for
 asyncio (``AsyncMemgymClient``; a ``grpc.aio`` channel is bound to its loop).

@@ -2,7 +2,12 @@
 
 Why this exists: verl's ``ToolAgentLoop`` drives tools through ``BaseTool`` (create → execute → release
 around every call, ``calc_reward`` never called). This adapter maps that onto memgym's idempotent
-episodes (see ``memgym_verl.episode`` for the id derivation):
+episodes (see ``memgym_verl.episode`` for the id derivation). It needs verl >= 0.7.1 (``MIN_VERL``), the
+first release whose loop passes ``create_kwargs`` to ``create``, ``agent_data`` to ``execute`` *and*
+hands ``agent_data.extra_fields`` on to the reward function (0.7.0 drops them, so every sample would score
+0). Older verls are refused by name: at import when ``verl.tools.schemas`` has no ``ToolResponse`` (0.5),
+in the constructor by ``verl.__version__``, and in ``execute`` when a call names no question at all (a
+loop calling like 0.5's) instead of failing on a missing question id.
 
 - ``create`` only remembers the row's ``create_kwargs`` for this instance (no RPC);
 - ``execute`` derives the trajectory's episode id, calls ``CreateEpisode`` (idempotent: the first call
@@ -28,15 +33,16 @@ YAML (one entry per tool; ``tool_schema`` may be omitted — it is fetched from 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import Any, Dict, Optional, Tuple
 from uuid import uuid4
 
 import grpc
-from verl.tools.base_tool import BaseTool
-from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+import verl
 
 from memgym import MemgymError
+from memgym_verl import MIN_VERL
 from memgym_verl.episode import (
     ADDRESS_KEY,
     EPISODE_ID_KEY,
@@ -46,6 +52,13 @@ from memgym_verl.episode import (
     resolve_address,
     sync_client,
 )
+
+try:
+    from verl.tools.base_tool import BaseTool
+    from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+except ImportError as err:  # verl 0.5 has no ToolResponse
+    raise ImportError(f"memgym_verl needs verl >= {MIN_VERL}, found {getattr(verl, '__version__', '?')}: {err}") from err
+
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +71,28 @@ POLICY_ERRORS = frozenset(
         grpc.StatusCode.OUT_OF_RANGE,
     }
 )
+
+OLD_VERL_CALL = (
+    f"memgym_verl needs verl >= {MIN_VERL}: this verl called create() without create_kwargs and execute() "
+    "without agent_data, so MemgymTool cannot tell which question (or trajectory) the call is for"
+)
+
+
+def _release(version: str) -> Optional[Tuple[int, int, int]]:
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
+
+
+def check_verl_version(version: Optional[str]) -> None:
+    """Raises ``RuntimeError`` for a verl older than ``MIN_VERL``; an unknown or unparsable version passes."""
+    found = _release(str(version or ""))
+    if found is not None and found < _release(MIN_VERL):
+        raise RuntimeError(
+            f"memgym_verl needs verl >= {MIN_VERL}, found {version}: older ToolAgentLoops pass no "
+            "create_kwargs (0.5) or no agent_data (0.6) to the tool, or drop its extra_fields before the reward "
+            "function (0.7.0), so episodes cannot be kept per trajectory and scored"
+        )
+
 
 _schema_lock = threading.Lock()
 _schemas: Dict[str, Dict[str, Any]] = {}
@@ -82,6 +117,7 @@ class MemgymTool(BaseTool):
     """
 
     def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema] = None):
+        check_verl_version(getattr(verl, "__version__", None))
         config = dict(config or {})
         self.address = resolve_address(config)
         self.timeout = float(config.get("timeout", 30.0))
@@ -96,6 +132,7 @@ class MemgymTool(BaseTool):
             raise ValueError(f"tool_schema names {tool_schema.function.name!r} but config.tool_name is {self.tool_name!r}")
         # instance_id -> (create_kwargs, trajectory key or None)
         self._instances: Dict[str, Tuple[Dict[str, Any], Optional[str]]] = {}
+        self._warned_row_keyed = False
         super().__init__(config, tool_schema)
 
     def get_openai_tool_schema(self) -> OpenAIFunctionToolSchema:
@@ -104,8 +141,9 @@ class MemgymTool(BaseTool):
     async def create(self, instance_id: Optional[str] = None, **kwargs: Any) -> Tuple[str, ToolResponse]:
         """Remembers the row's create_kwargs for this instance; no RPC.
 
-        verl's agent loop calls ``create(create_kwargs={...})`` (no id: one instance per call); its older
-        SGLang path calls ``create(request_id, **create_kwargs)`` (the id is the trajectory's).
+        verl's agent loop calls ``create(create_kwargs={...})`` (no id: one instance per call); a caller that
+        passes ``create(trajectory_id, **create_kwargs)`` (verl < 0.7's SGLang rollout did) keys the
+        episode on that id.
         """
         create_kwargs = kwargs.get("create_kwargs")
         if not isinstance(create_kwargs, dict):
@@ -117,13 +155,24 @@ class MemgymTool(BaseTool):
         return instance_id, ToolResponse()
 
     def episode_id(self, instance_id: str, agent_data: Any = None) -> Tuple[str, Dict[str, Any]]:
-        """``(episode id, create_kwargs)`` for this call's trajectory."""
+        """``(episode id, create_kwargs)`` for this call's trajectory.
+
+        Raises ``ValueError`` (``OLD_VERL_CALL``) when neither ``create`` nor ``execute`` said which row
+        the call belongs to. Without ``agent_data`` or a trajectory id the episode is keyed by the row alone
+        (warned once): every sample of one prompt then shares one episode.
+        """
         create_kwargs, key = self._instances.get(instance_id, ({}, None))
-        request_id = getattr(agent_data, "request_id", None) if agent_data is not None else None
-        if not create_kwargs and agent_data is not None:
+        if agent_data is None:
+            if not create_kwargs:
+                raise ValueError(OLD_VERL_CALL)
+            if key is None and not self._warned_row_keyed:
+                self._warned_row_keyed = True
+                logger.warning("%s: execute() got no agent_data; episodes are keyed by the row alone", self.name)
+            return episode_id_for(create_kwargs, key), create_kwargs
+        if not create_kwargs:
             tools_kwargs = getattr(agent_data, "tools_kwargs", None) or {}
             create_kwargs = dict((tools_kwargs.get(self.name) or {}).get("create_kwargs") or {})
-        return episode_id_for(create_kwargs, request_id or key), create_kwargs
+        return episode_id_for(create_kwargs, getattr(agent_data, "request_id", None) or key), create_kwargs
 
     async def execute(self, instance_id: str, parameters: Any, **kwargs: Any) -> Tuple[ToolResponse, float, dict]:
         """Opens (idempotently) the trajectory's episode and runs the tool on it."""
