@@ -324,8 +324,27 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Drive an already running server at this address instead of starting one in-process.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spawn_server")]
     pub addr: Option<SocketAddr>,
+    /// Two-process mode: start `memgym serve` as a child process on a free loopback port (with this
+    /// command's environment flags) and report the server's own RSS and CPU time.
+    #[arg(long)]
+    pub spawn_server: bool,
+    /// At most this many RPCs in flight at once (a trainer's tool-call pool); default: every episode's
+    /// next call is in flight, so latency includes queueing behind the other episodes.
+    #[arg(long)]
+    pub in_flight: Option<usize>,
+    /// HTTP/2 connections the episodes are spread over (a trainer has one per worker process; one
+    /// connection is one task on each side, which caps what two cores can do through it).
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// Sustained load: keep `--episodes` episodes running (each finished one is replaced by a new one)
+    /// for this many seconds, sampling RSS every second.
+    #[arg(long)]
+    pub duration: Option<u64>,
+    /// Before the run, measure the embedder alone (batches of 32, no cache) for this many seconds; 0 skips.
+    #[arg(long, default_value_t = 2.0)]
+    pub embedder_baseline_secs: f64,
     /// Environment settings of the in-process server.
     #[command(flatten)]
     pub env: EnvArgs,
