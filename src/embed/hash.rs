@@ -73,6 +73,10 @@ impl Embedder for HashEmbedder {
     fn identity(&self) -> &EmbedderIdentity {
         &self.identity
     }
+    /// Feature hashing of a short text takes a few microseconds.
+    fn is_cheap(&self) -> bool {
+        true
+    }
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(texts.iter().map(|t| self.embed_one(t)).collect())
     }

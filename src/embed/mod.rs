@@ -89,6 +89,13 @@ pub trait Embedder: Send + Sync + 'static {
     fn identity(&self) -> &EmbedderIdentity;
     /// Embeds a batch; one vector of `identity().dim` per text, in order.
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// True when a request's texts cost a few microseconds to embed — about what decoding the request
+    /// costs. [`EmbedService`] then embeds them on the calling task: the cache's lock and the batcher's
+    /// two thread hops would cost more than the work (measured with `memgym bench`, README
+    /// "Performance"). Model embedders keep the default, `false`.
+    fn is_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// How [`EmbedService`] groups concurrent requests into batches.
@@ -202,10 +209,17 @@ impl EmbedService {
         run_batch(self.inner.embedder.as_ref(), texts)
     }
 
-    /// Embeds through the cache and the batcher.
+    /// Embeds through the cache and the batcher — or, for a cheap embedder and a request no larger than
+    /// a batch, right here (see [`Embedder::is_cheap`]).
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
+        }
+        if self.inner.embedder.is_cheap() && texts.len() <= self.inner.config.max_batch {
+            self.inner.embedded.fetch_add(texts.len() as u64, Ordering::Relaxed);
+            self.inner.batches.fetch_add(1, Ordering::Relaxed);
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            return run_batch(self.inner.embedder.as_ref(), &refs);
         }
         let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
         let mut missing: Vec<String> = Vec::new();
@@ -421,6 +435,26 @@ mod tests {
         s.embed(vec!["third".into()]).await.unwrap();
         s.embed(vec!["what did Caroline research?".into()]).await.unwrap();
         assert_eq!(rec.1.lock().len(), 4);
+    }
+
+    /// A cheap embedder answers on the calling task (no blocking pool: a current-thread runtime whose
+    /// blocking pool is never started would still work) with the same vectors, bypassing the cache.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_cheap_embedder_runs_inline_with_the_same_vectors() {
+        let s = EmbedService::new(Arc::new(HashEmbedder::default()), 1);
+        assert!(HashEmbedder::default().is_cheap());
+        let texts = vec!["Caroline went to a support group".to_string(), "Melanie paints".to_string()];
+        let inline = s.embed(texts.clone()).await.unwrap();
+        let again = s.embed(texts.clone()).await.unwrap();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        assert_eq!(inline, s.embed_blocking(&refs).unwrap());
+        assert_eq!(inline, again);
+        assert_eq!((s.stats().cache_hits, s.stats().batches), (0, 2));
+        // Larger than a batch: through the batcher, same vectors.
+        let many: Vec<String> = (0..40).map(|i| format!("text {i}")).collect();
+        let batched = s.embed(many.clone()).await.unwrap();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(batched, s.embed_blocking(&refs).unwrap());
     }
 
     #[tokio::test]
