@@ -763,11 +763,17 @@ fn report(
             ratio.unwrap_or(f64::NAN)
         );
     }
+    let embedded_per_s = embedding.as_ref().map(|e| e.embedded as f64 / wall);
     if let Some(e) = &embedding {
         let mean_batch = if e.batches == 0 { 0.0 } else { e.embedded as f64 / e.batches as f64 };
+        let busy =
+            baseline.as_ref().map_or_else(String::new, |b| format!(" = {:.2} of the embedder alone", e.embedded as f64 / wall / b.per_s));
         println!(
-            "embedding during the run: {} texts in {} batches (mean {mean_batch:.1}), {} cache hits",
-            e.embedded, e.batches, e.cache_hits
+            "embedding during the run: {} texts in {} batches (mean {mean_batch:.1}), {} cache hits; {:.0} texts/s{busy}",
+            e.embedded,
+            e.batches,
+            e.cache_hits,
+            e.embedded as f64 / wall
         );
     }
     let mean_reward = if t.scored == 0 { 0.0 } else { t.reward_sum / t.scored as f64 };
@@ -802,7 +808,7 @@ fn report(
             "cpu_us_per_call": cpu_per_call, "client_cpu_us_per_call": if cpu.spawned { client_per_call } else { None },
             "embedder": first.as_ref().map(|f| f.0.clone()), "index": index,
             "embedder_alone_per_s": baseline.as_ref().map(|b| b.per_s), "calls_per_s_over_embedder_alone": ratio,
-            "embedded_during_run": embedding.as_ref().map(|e| e.embedded), "embed_batches": embedding.as_ref().map(|e| e.batches),
+            "embedded_during_run": embedding.as_ref().map(|e| e.embedded), "embedded_per_s": embedded_per_s, "embed_batches": embedding.as_ref().map(|e| e.batches),
             "embed_cache_hits": embedding.as_ref().map(|e| e.cache_hits),
             "failures": t.failures.values().sum::<u64>(), "refused": t.refused.values().sum::<u64>(),
             "mean_reward": mean_reward,
