@@ -328,8 +328,8 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         Some(s) => s.finish().await,
         None => (0, Vec::new()),
     };
-    // Give the allocator a moment to return freed pages before the end reading.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Give the allocator time to return freed pages (the server's jemalloc decays them over ~1 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_end = probe.as_ref().and_then(Probe::rss_bytes);
     let embed_after = target.env().map(|e| e.embedder().stats());
     let first = first_episode_state(&channel, &questions).await;
