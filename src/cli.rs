@@ -162,7 +162,7 @@ pub struct EnvArgs {
     #[arg(long, env = "MEMGYM_SEARCH", default_value = "dense")]
     pub search: String,
     /// In auto mode, M₀ sizes up to this use the exact scan.
-    #[arg(long, env = "MEMGYM_FULL_SCAN_THRESHOLD", default_value_t = 10_000)]
+    #[arg(long, env = "MEMGYM_FULL_SCAN_THRESHOLD", default_value_t = crate::memory::IndexConfig::default().full_scan_threshold)]
     pub full_scan_threshold: usize,
     /// Open episodes at most (CreateEpisode beyond → RESOURCE_EXHAUSTED).
     #[arg(long, env = "MEMGYM_MAX_EPISODES", default_value_t = 16_384)]
