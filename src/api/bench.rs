@@ -274,11 +274,17 @@ impl Shared {
         *(if refused { &mut t.refused } else { &mut t.failures }).entry(key).or_default() += 1;
     }
 
-    async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        match &self.gate {
+    /// Runs one RPC under the in-flight cap and records its latency (the wait for a permit excluded: it
+    /// stands for the trainer's queue, not the server).
+    async fn timed<T>(&self, rpc: &'static str, tool: bool, call: impl std::future::Future<Output = T>) -> T {
+        let _permit = match &self.gate {
             Some(g) => g.clone().acquire_owned().await.ok(),
             None => None,
-        }
+        };
+        let t0 = Instant::now();
+        let r = call.await;
+        self.latency(rpc, t0.elapsed(), tool);
+        r
     }
 }
 
@@ -349,17 +355,18 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         timeline,
     };
     let embedding = embed_before.zip(embed_after).map(|(b, e)| EmbedDelta::between(&b, &e));
-    report(&a, &target_mode(&a), tally, wall, &rss, &cpu, baseline, embedding, first);
+    report(&a, target_mode(&a), tally, wall, &rss, &cpu, baseline, embedding, first);
     Ok(())
 }
 
-fn target_mode(a: &BenchArgs) -> String {
+/// The server mode: its JSON name and its description.
+fn target_mode(a: &BenchArgs) -> (&'static str, &'static str) {
     if a.addr.is_some() {
-        "external server (no RSS/CPU readings)".into()
+        ("external", "external server (no RSS/CPU readings)")
     } else if a.spawn_server {
-        "two processes over loopback (RSS/CPU: the server process alone)".into()
+        ("two-process", "two processes over loopback (RSS/CPU: the server process alone)")
     } else {
-        "in-process server over loopback (RSS/CPU: whole process, client included)".into()
+        ("in-process", "in-process server over loopback (RSS/CPU: whole process, client included)")
     }
 }
 
@@ -423,21 +430,14 @@ async fn episode(s: &Shared, channel: Channel, id: String, q: pb::QuestionRecord
     let mut c = MemoryEnvClient::new(channel);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     s.tally.lock().episodes += 1;
-    let created = {
-        let _p = s.permit().await;
-        let t0 = Instant::now();
-        let r = c
-            .create_episode(pb::CreateEpisodeRequest {
-                episode_id: id.clone(),
-                question_id: q.id.clone(),
-                seed: Some(seed),
-                max_steps: Some(s.calls.max(1)),
-                ..Default::default()
-            })
-            .await;
-        s.latency("create", t0.elapsed(), false);
-        r
+    let request = pb::CreateEpisodeRequest {
+        episode_id: id.clone(),
+        question_id: q.id.clone(),
+        seed: Some(seed),
+        max_steps: Some(s.calls.max(1)),
+        ..Default::default()
     };
+    let created = s.timed("create", false, c.create_episode(request)).await;
     let ok = match created {
         Ok(_) => true,
         Err(st) => {
@@ -459,25 +459,15 @@ async fn episode(s: &Shared, channel: Channel, id: String, q: pb::QuestionRecord
     if !ok {
         return;
     }
-    {
-        let _p = s.permit().await;
-        let t0 = Instant::now();
-        let r = c.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await;
-        s.latency("score", t0.elapsed(), false);
-        match r {
-            Ok(r) => {
-                let mut t = s.tally.lock();
-                t.reward_sum += r.into_inner().reward;
-                t.scored += 1;
-            }
-            Err(st) => s.count(false, format!("score {:?}", st.code())),
+    match s.timed("score", false, c.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() })).await {
+        Ok(r) => {
+            let mut t = s.tally.lock();
+            t.reward_sum += r.into_inner().reward;
+            t.scored += 1;
         }
+        Err(st) => s.count(false, format!("score {:?}", st.code())),
     }
-    let _p = s.permit().await;
-    let t0 = Instant::now();
-    let r = c.close_episode(pb::CloseEpisodeRequest { episode_id: id }).await;
-    s.latency("close", t0.elapsed(), false);
-    if let Err(st) = r {
+    if let Err(st) = s.timed("close", false, c.close_episode(pb::CloseEpisodeRequest { episode_id: id })).await {
         s.count(false, format!("close {:?}", st.code()));
     }
 }
@@ -520,19 +510,8 @@ async fn tool_calls(s: &Shared, c: &mut MemoryEnvClient<Channel>, id: &str, q: &
             }
             _ => ("search_memory", search_args(rng, &words)),
         };
-        let r = {
-            let _p = s.permit().await;
-            let t0 = Instant::now();
-            let r = c
-                .call_tool(pb::CallToolRequest {
-                    episode_id: id.to_string(),
-                    tool_name: tool.to_string(),
-                    arguments_json: args.to_string(),
-                })
-                .await;
-            s.latency(tool, t0.elapsed(), true);
-            r
-        };
+        let request = pb::CallToolRequest { episode_id: id.to_string(), tool_name: tool.to_string(), arguments_json: args.to_string() };
+        let r = s.timed(tool, true, c.call_tool(request)).await;
         match r {
             Ok(resp) => collect_ids(resp.into_inner(), &mut known, &mut merged),
             Err(st) => {
@@ -686,7 +665,7 @@ fn drift(timeline: &[(f64, u64)]) -> Option<f64> {
 #[allow(clippy::too_many_arguments)]
 fn report(
     a: &BenchArgs,
-    mode: &str,
+    mode: (&str, &str),
     t: Tally,
     wall: f64,
     rss: &Rss,
@@ -703,7 +682,7 @@ fn report(
         Some(d) => format!("{} episodes kept running for {d} s", a.episodes),
         None => format!("{} episodes", a.episodes),
     };
-    println!("memgym bench: {shape} x {} calls, groups of {}, RPCs in flight ≤ {in_flight}; {mode}", a.calls, a.group);
+    println!("memgym bench: {shape} x {} calls, groups of {}, RPCs in flight ≤ {in_flight}; {}", a.calls, a.group, mode.1);
     let index = if a.addr.is_some() {
         "set by the external server".to_string()
     } else {
@@ -793,7 +772,7 @@ fn report(
             })
             .collect();
         let j = json!({
-            "mode": if a.addr.is_some() { "external" } else if a.spawn_server { "two-process" } else { "in-process" },
+            "mode": mode.0,
             "episodes": a.episodes, "calls_per_episode": a.calls, "group": a.group, "in_flight": a.in_flight,
             "duration_s": a.duration, "wall_s": wall, "episodes_run": t.episodes,
             "episodes_per_s": eps, "tool_calls_per_s": cps,

@@ -216,10 +216,9 @@ impl EmbedService {
             return Ok(Vec::new());
         }
         if self.inner.embedder.is_cheap() && texts.len() <= self.inner.config.max_batch {
-            self.inner.embedded.fetch_add(texts.len() as u64, Ordering::Relaxed);
             self.inner.batches.fetch_add(1, Ordering::Relaxed);
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            return run_batch(self.inner.embedder.as_ref(), &refs);
+            return self.embed_blocking(&refs);
         }
         let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
         let mut missing: Vec<String> = Vec::new();
