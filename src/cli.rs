@@ -170,6 +170,13 @@ pub struct EnvArgs {
     /// Close episodes idle this many seconds.
     #[arg(long, env = "MEMGYM_IDLE_TTL_SECS", default_value_t = 600)]
     pub idle_ttl_secs: u64,
+    /// Remember the ids of closed and reaped episodes this many seconds: calls on them are
+    /// FAILED_PRECONDITION (ids are not reused) instead of NOT_FOUND or a fresh episode. 0 remembers none.
+    #[arg(long, env = "MEMGYM_FORGET_CLOSED_AFTER_SECS", default_value_t = 3_600)]
+    pub forget_closed_after_secs: u64,
+    /// Remember at most this many such ids (oldest forgotten first; about 300 bytes each). 0 remembers none.
+    #[arg(long, env = "MEMGYM_MAX_CLOSED_IDS", default_value_t = 100_000)]
+    pub max_closed_ids: usize,
     /// Default step budget of an episode.
     #[arg(long, env = "MEMGYM_DEFAULT_MAX_STEPS", default_value_t = 30)]
     pub default_max_steps: u32,
@@ -362,6 +369,18 @@ pub(crate) fn eval_args(flags: &[&str]) -> EvalArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serve_remembers_closed_ids_for_an_hour_and_at_most_100k() {
+        let serve = |flags: &[&str]| {
+            let Command::Serve(a) = Cli::try_parse_from(["memgym", "serve"].iter().chain(flags)).unwrap().command else {
+                panic!("`memgym serve` parses as Command::Serve")
+            };
+            (a.env.forget_closed_after_secs, a.env.max_closed_ids)
+        };
+        assert_eq!(serve(&[]), (3_600, 100_000));
+        assert_eq!(serve(&["--forget-closed-after-secs", "60", "--max-closed-ids", "0"]), (60, 0));
+    }
 
     #[test]
     fn eval_parses_agent_flags_and_the_retrieval_subcommand() {

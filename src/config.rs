@@ -59,6 +59,8 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
             default_max_steps: a.default_max_steps,
             max_steps_cap: a.max_steps_cap,
             idle_ttl: Duration::from_secs(a.idle_ttl_secs),
+            forget_closed_after: Duration::from_secs(a.forget_closed_after_secs),
+            max_closed_ids: a.max_closed_ids,
             max_custom_memories: a.max_memories,
             tools: ToolLimits { max_text_chars: a.max_text_chars, max_ids_per_call: a.max_ids_per_call, max_memories: a.max_memories },
         },

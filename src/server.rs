@@ -98,9 +98,12 @@ fn spawn_reaper(env: Arc<Environment>) -> JoinHandle<()> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let n = env.reap_idle();
-            if n > 0 {
-                tracing::info!(reaped = n, open = env.open_episodes(), "closed idle episodes");
+            let s = env.reap_idle();
+            if s.reaped > 0 {
+                tracing::info!(reaped = s.reaped, open = env.open_episodes(), remembered = s.remembered, "closed idle episodes");
+            }
+            if s.forgotten > 0 {
+                tracing::debug!(forgotten = s.forgotten, remembered = s.remembered, "forgot the ids of long-ended episodes");
             }
         }
     })

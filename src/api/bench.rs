@@ -373,7 +373,7 @@ fn target_mode(a: &BenchArgs) -> (&'static str, &'static str) {
 /// The embedder the server reports (ScoreEpisode names it) and |M₀| of a fresh episode, which is closed.
 async fn first_episode_state(channel: &Channel, questions: &[pb::QuestionRecord]) -> Option<(String, u32)> {
     let mut c = MemoryEnvClient::new(channel.clone());
-    let id = format!("bench-probe-{}", std::process::id());
+    let id = format!("bench-probe-{}", run_tag());
     let created = c
         .create_episode(pb::CreateEpisodeRequest { episode_id: id.clone(), question_id: questions[0].id.clone(), ..Default::default() })
         .await
@@ -384,6 +384,12 @@ async fn first_episode_state(channel: &Channel, questions: &[pb::QuestionRecord]
     Some((scored.ok()?.into_inner().embedder, created.initial_memory_count))
 }
 
+/// A tag that differs between bench runs (process id and start time), for episode ids.
+fn run_tag() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{}x{nanos:08x}", std::process::id())
+}
+
 /// Runs the episodes: a fixed set (default) or a sustained stream (`--duration`).
 async fn drive(a: &BenchArgs, questions: &[pb::QuestionRecord], shared: &Shared) -> anyhow::Result<()> {
     let group = a.group.max(1);
@@ -392,12 +398,15 @@ async fn drive(a: &BenchArgs, questions: &[pb::QuestionRecord], shared: &Shared)
     let group_questions: Vec<pb::QuestionRecord> = (0..groups).map(|_| questions[pick.random_range(0..questions.len())].clone()).collect();
     let deadline = a.duration.map(|d| Instant::now() + Duration::from_secs(d));
     let questions: Arc<[pb::QuestionRecord]> = questions.into();
+    // The server remembers the ids of closed episodes and refuses to reuse them: ids carry this run's tag,
+    // so a second bench against the same server opens new ones.
+    let run = run_tag();
     let mut tasks = Vec::with_capacity(a.episodes);
     for slot in 0..a.episodes {
         let shared = shared.clone();
         let questions = questions.clone();
         let first_q = group_questions[slot / group].clone();
-        let seed = a.seed;
+        let (seed, run) = (a.seed, run.clone());
         tasks.push(tokio::spawn(async move {
             let mut round = 0u64;
             loop {
@@ -411,7 +420,7 @@ async fn drive(a: &BenchArgs, questions: &[pb::QuestionRecord], shared: &Shared)
                 };
                 let ep_seed = seed.wrapping_add(slot as u64).wrapping_add(round.wrapping_mul(1_000_003));
                 let channel = shared.channels[slot % shared.channels.len()].clone();
-                episode(&shared, channel, format!("bench-{slot}-{round}-{seed}"), q, ep_seed).await;
+                episode(&shared, channel, format!("bench-{run}-{slot}-{round}-{seed}"), q, ep_seed).await;
                 round += 1;
                 if deadline.is_none_or(|d| Instant::now() >= d) {
                     break;

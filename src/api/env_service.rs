@@ -201,8 +201,9 @@ impl MemoryEnv for MemoryEnvService {
         let pb::CloseEpisodeRequest { episode_id: id } = request.into_inner();
         logged(
             async {
+                // None: already closed or reaped (a retried close), and the id is still remembered.
                 let state = self.env.close_episode(&episode_id(id)?).await?;
-                Ok(Response::new(pb::CloseEpisodeResponse { state: Some(state.into()) }))
+                Ok(Response::new(pb::CloseEpisodeResponse { state: state.map(Into::into) }))
             }
             .await,
         )

@@ -53,7 +53,7 @@ impl From<EpisodeError> for Status {
             EpisodeError::InvalidArgument { .. } => Code::InvalidArgument,
             EpisodeError::EpisodeNotFound { .. } | EpisodeError::DatasetNotFound { .. } => Code::NotFound,
             EpisodeError::AlreadyExists { .. } => Code::AlreadyExists,
-            EpisodeError::FailedPrecondition { .. } => Code::FailedPrecondition,
+            EpisodeError::FailedPrecondition { .. } | EpisodeError::EpisodeEnded { .. } => Code::FailedPrecondition,
             EpisodeError::ResourceExhausted { .. } => Code::ResourceExhausted,
         };
         Status::new(code, e.to_string())
@@ -74,6 +74,7 @@ pub fn log_status(s: &Status) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::episode::{Ending, Tombstone};
     use crate::memory::MemoryId;
 
     #[test]
@@ -84,6 +85,14 @@ mod tests {
             (EpisodeError::DatasetNotFound { what: "question", id: "q".into() }, Code::NotFound),
             (EpisodeError::AlreadyExists { message: "m".into() }, Code::AlreadyExists),
             (EpisodeError::FailedPrecondition { message: "m".into() }, Code::FailedPrecondition),
+            (
+                EpisodeError::EpisodeEnded {
+                    id: "e".into(),
+                    tombstone: Tombstone { ending: Ending::Closed, scored: true, steps_used: 5, at_ms: 0 },
+                    ago_secs: 1,
+                },
+                Code::FailedPrecondition,
+            ),
             (EpisodeError::ResourceExhausted { message: "m".into() }, Code::ResourceExhausted),
             (ToolError::MemoryNotFound { field: "memory_id".into(), id: MemoryId(3) }.into(), Code::NotFound),
             (ToolError::invalid("top_k", "bad").into(), Code::InvalidArgument),

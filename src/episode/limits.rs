@@ -16,6 +16,10 @@ pub struct Limits {
     pub max_steps_cap: u32,
     /// Episodes untouched this long are closed by the reaper.
     pub idle_ttl: Duration,
+    /// The ids of closed and reaped episodes are remembered (not reusable) this long.
+    pub forget_closed_after: Duration,
+    /// At most this many such ids are remembered (oldest forgotten first).
+    pub max_closed_ids: usize,
     /// Most initial memories a custom episode may bring.
     pub max_custom_memories: usize,
     /// Per-call caps of the tools.
@@ -29,6 +33,8 @@ impl Default for Limits {
             default_max_steps: 30,
             max_steps_cap: 1_000,
             idle_ttl: Duration::from_secs(600),
+            forget_closed_after: Duration::from_secs(3_600),
+            max_closed_ids: 100_000,
             max_custom_memories: 5_000,
             tools: ToolLimits::default(),
         }

@@ -1,90 +1,33 @@
 //! Episodes: their lifecycle (create → tool calls → score → close), the registry that holds them, the
-//! caps that protect the server, and the idle reaper.
+//! caps that protect the server, the idle reaper, and the remembered ids of ended episodes (ids are
+//! never reused while remembered: a call on one is FAILED_PRECONDITION saying how and when it ended).
 //!
 //! [`Environment`] is the domain service the gRPC layer calls. It owns the dataset, one shared read-only
 //! M₀ per conversation (built once at startup), the embedder, the registry and the `p_old` cache.
 //! Creating an episode is O(1) in |M₀|: it makes an [`EpisodeMemory`] view of the shared M₀.
 
+mod ended;
+mod error;
 mod limits;
 mod registry;
+mod score;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use ended::{Ending, Tombstone};
+pub use error::EpisodeError;
 pub use limits::{Clock, Limits, ManualClock, SystemClock};
 use parking_lot::Mutex;
-pub use registry::{Entry, Inserted, Registry};
+pub use registry::{Entry, Inserted, Lookup, Registry};
 
 use crate::dataset::Dataset;
 use crate::embed::{EmbedError, EmbedService};
-use crate::llm::{Llm, LlmError};
+use crate::llm::Llm;
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType};
-use crate::reward::{self, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
-use crate::tools::{self, ToolCall, ToolContext, ToolError, ToolOutput};
-
-/// Errors of the episode layer. `api::status` maps each variant to one gRPC code.
-#[derive(Debug, thiserror::Error)]
-pub enum EpisodeError {
-    /// A request field is malformed.
-    #[error("invalid argument {field}: {message}")]
-    InvalidArgument {
-        /// The field.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// No open episode has this id.
-    #[error("episode {id:?} not found (closed, reaped after idling, or never created)")]
-    EpisodeNotFound {
-        /// The id.
-        id: String,
-    },
-    /// A dataset item does not exist.
-    #[error("{what} {id:?} not found")]
-    DatasetNotFound {
-        /// "conversation" or "question".
-        what: &'static str,
-        /// The id.
-        id: String,
-    },
-    /// The episode id is live with a different definition.
-    #[error("{message}")]
-    AlreadyExists {
-        /// What differs.
-        message: String,
-    },
-    /// The episode's state forbids the call.
-    #[error("{message}")]
-    FailedPrecondition {
-        /// Why.
-        message: String,
-    },
-    /// A server cap is reached.
-    #[error("{message}")]
-    ResourceExhausted {
-        /// Which cap.
-        message: String,
-    },
-    /// The tool refused the call.
-    #[error(transparent)]
-    Tool(#[from] ToolError),
-    /// The embedder failed.
-    #[error(transparent)]
-    Embed(#[from] EmbedError),
-    /// The LLM endpoint failed while scoring.
-    #[error(transparent)]
-    Llm(#[from] LlmError),
-}
-
-impl EpisodeError {
-    fn invalid(field: &str, message: impl Into<String>) -> Self {
-        EpisodeError::InvalidArgument { field: field.to_string(), message: message.into() }
-    }
-    fn precondition(message: impl Into<String>) -> Self {
-        EpisodeError::FailedPrecondition { message: message.into() }
-    }
-}
+use crate::reward::{Evaluation, Evaluator, RewardBreakdown, Target};
+use crate::tools::{self, ToolCall, ToolContext, ToolOutput};
 
 /// Environment settings.
 #[derive(Debug, Clone)]
@@ -204,6 +147,9 @@ pub struct Episode {
     scored: Option<Arc<RewardBreakdown>>,
     trace: Vec<TraceEntry>,
     definition: String,
+    /// Set, under the episode's lock, when it is closed or reaped: a call that fetched the entry before
+    /// then and waited for the lock must not run on it.
+    ended: Option<Tombstone>,
 }
 
 /// A snapshot of an episode's state.
@@ -393,7 +339,7 @@ impl Environment {
         }
         let id_salt = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         Ok(Environment {
-            registry: Registry::new(config.limits.max_open_episodes),
+            registry: Registry::new(config.limits.max_open_episodes, config.limits.max_closed_ids, config.limits.forget_closed_after),
             config,
             dataset,
             bases,
@@ -458,10 +404,31 @@ impl Environment {
         format!("ep-{:016x}", z ^ (z >> 31))
     }
 
+    /// The open entry of `id`; EpisodeEnded for a remembered ended id, else EpisodeNotFound.
     fn entry(&self, id: &str) -> Result<Arc<Entry>, EpisodeError> {
-        let e = self.registry.get(id).ok_or_else(|| EpisodeError::EpisodeNotFound { id: id.to_string() })?;
-        e.touch(self.clock.now_ms());
-        Ok(e)
+        let now = self.clock.now_ms();
+        match self.registry.find(id, now) {
+            Lookup::Live(e) => {
+                e.touch(now);
+                Ok(e)
+            }
+            Lookup::Ended(t) => Err(self.ended(id, t)),
+            Lookup::Unknown => Err(EpisodeError::EpisodeNotFound { id: id.to_string() }),
+        }
+    }
+
+    /// The error for a call on the ended episode `id`.
+    fn ended(&self, id: &str, tombstone: Tombstone) -> EpisodeError {
+        let ago_secs = self.clock.now_ms().saturating_sub(tombstone.at_ms) / 1000;
+        EpisodeError::EpisodeEnded { id: id.to_string(), tombstone, ago_secs }
+    }
+
+    /// Refuses a locked episode that was closed or reaped while the caller waited for its lock.
+    fn check_open(&self, ep: &Episode) -> Result<(), EpisodeError> {
+        match ep.ended {
+            Some(t) => Err(self.ended(&ep.id, t)),
+            None => Ok(()),
+        }
     }
 
     /// Opens an episode, or returns the live one with the same id.
@@ -527,11 +494,16 @@ impl Environment {
             }
         };
         let definition = format!("{what} seed={seed} max_steps={max_steps} evaluator={}", evaluator.name());
-        // An idempotent repeat must not pay for embedding custom memories again.
+        // An idempotent repeat must not pay for embedding custom memories again, nor a remembered id.
         if let Some(id) = &req.episode_id {
-            if let Some(existing) = self.registry.get(id) {
-                existing.touch(self.clock.now_ms());
-                return self.existing(&existing, &definition).await;
+            let now = self.clock.now_ms();
+            match self.registry.find(id, now) {
+                Lookup::Live(existing) => {
+                    existing.touch(now);
+                    return self.existing(&existing, &definition).await;
+                }
+                Lookup::Ended(t) => return Err(self.ended(id, t)),
+                Lookup::Unknown => {}
             }
         }
         let base = match base {
@@ -556,10 +528,12 @@ impl Environment {
             scored: None,
             trace: Vec::new(),
             definition: definition.clone(),
+            ended: None,
         };
         match self.registry.insert_with(&id, self.clock.now_ms(), make) {
             Inserted::New(e) => Ok(Created { state: e.episode.lock().await.state(), created: true }),
             Inserted::Existing(e) => self.existing(&e, &definition).await,
+            Inserted::Ended(t) => Err(self.ended(&id, t)),
             Inserted::Full => Err(EpisodeError::ResourceExhausted {
                 message: format!("{} episodes are open, the server's cap; close finished episodes", self.config.limits.max_open_episodes),
             }),
@@ -568,6 +542,7 @@ impl Environment {
 
     async fn existing(&self, e: &Entry, definition: &str) -> Result<Created, EpisodeError> {
         let ep = e.episode.lock().await;
+        self.check_open(&ep)?;
         if ep.definition != definition {
             return Err(EpisodeError::AlreadyExists {
                 message: format!("episode {} is live as ({}), not ({definition})", ep.id, ep.definition),
@@ -638,6 +613,7 @@ impl Environment {
     pub async fn call_tool(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
         let entry = self.entry(episode_id)?;
         let mut ep = entry.episode.lock().await;
+        self.check_open(&ep)?;
         if ep.scored.is_some() {
             ep.rejected += 1;
             return Err(EpisodeError::precondition(format!("episode {episode_id} is scored; no further edits")));
@@ -694,6 +670,7 @@ impl Environment {
     pub async fn get_episode(&self, episode_id: &str, with_trace: bool) -> Result<(EpisodeState, Vec<TraceEntry>), EpisodeError> {
         let entry = self.entry(episode_id)?;
         let ep = entry.episode.lock().await;
+        self.check_open(&ep)?;
         Ok((ep.state(), if with_trace { ep.trace.clone() } else { Vec::new() }))
     }
 
@@ -707,6 +684,7 @@ impl Environment {
     ) -> Result<MemoryPage, EpisodeError> {
         let entry = self.entry(episode_id)?;
         let ep = entry.episode.lock().await;
+        self.check_open(&ep)?;
         let filter = Filter { memory_type, ..Filter::default() };
         let mut total = 0;
         let mut memories = Vec::with_capacity(page_size.min(ep.memory.len()));
@@ -723,109 +701,42 @@ impl Environment {
         Ok(MemoryPage { memories, next_offset: (end < total).then_some(end), total })
     }
 
-    /// Scores the episode (idempotent) and finalises it.
-    pub async fn score_episode(&self, episode_id: &str) -> Result<Arc<RewardBreakdown>, EpisodeError> {
-        self.score_with_state(episode_id).await.map(|(b, _)| b)
-    }
-
-    /// Scores the episode and returns its state after scoring.
-    pub async fn score_with_state(&self, episode_id: &str) -> Result<(Arc<RewardBreakdown>, EpisodeState), EpisodeError> {
-        let entry = self.entry(episode_id)?;
+    /// Closes the episode (after a call in flight on it) and remembers its id; returns its last state.
+    /// Idempotent: an episode already closed or reaped whose id is remembered gives `None`.
+    pub async fn close_episode(&self, episode_id: &str) -> Result<Option<EpisodeState>, EpisodeError> {
+        let entry = match self.registry.find(episode_id, self.clock.now_ms()) {
+            Lookup::Live(e) => e,
+            Lookup::Ended(_) => return Ok(None),
+            Lookup::Unknown => return Err(EpisodeError::EpisodeNotFound { id: episode_id.to_string() }),
+        };
         let mut ep = entry.episode.lock().await;
-        if let Some(b) = &ep.scored {
-            return Ok((b.clone(), ep.state()));
+        if ep.ended.is_some() {
+            return Ok(None); // closed or reaped while this call waited for the lock
         }
-        let k = self.config.top_k;
-        let evaluator = ep.evaluator;
-        let base = ep.memory.base().clone();
-        let old = match (&ep.conversation_id, &ep.question_id) {
-            (Some(cid), Some(qid)) => self.p_old_cached(cid, qid, evaluator, &base, &ep.target).await?,
-            _ => Arc::new(self.evaluate_base(evaluator, &base, &ep.target).await?),
-        };
-        let (query, old_eval) = (&old.0, old.1.clone());
-        let new_eval = {
-            let (hits, _) = ep.memory.search_text(query, &ep.target.question, k, &Filter::default(), None);
-            let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
-            self.evaluate(evaluator, &ep.target, &recs).await?
-        };
-        let sizes = SizeInput {
-            old_count: base.len(),
-            new_count: ep.memory.len(),
-            old_chars: base.total_chars(),
-            new_chars: ep.memory.total_chars(),
-            n_max: self.config.n_max.unwrap_or(base.len()).max(1),
-        };
-        let llm_model = self.llm_model(evaluator);
-        let info = reward::ScoringInfo {
-            top_k: k,
-            evaluator,
-            llm_model,
-            embedder: self.embed.identity().to_string(),
-            evidence_total: ep.target.evidence.len(),
-        };
-        let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
-        ep.scored = Some(b.clone());
-        Ok((b, ep.state()))
+        let t = Tombstone { ending: Ending::Closed, scored: ep.scored.is_some(), steps_used: ep.steps_used, at_ms: self.clock.now_ms() };
+        ep.ended = Some(t);
+        self.registry.close(episode_id, &entry, t);
+        Ok(Some(ep.state()))
     }
 
-    /// The model that answers for `evaluator`: the server's LLM for an LLM evaluator, else none.
-    fn llm_model(&self, evaluator: Evaluator) -> Option<String> {
-        self.llm.as_ref().filter(|_| evaluator.needs_llm()).map(|l| l.model().to_string())
+    /// Closes episodes idle for at least the TTL (remembering their ids) and forgets remembered ids past
+    /// their time.
+    pub fn reap_idle(&self) -> Swept {
+        let now = self.clock.now_ms();
+        let reaped = self.registry.reap_idle(now, self.config.limits.idle_ttl.as_millis() as u64);
+        Swept { reaped, forgotten: self.registry.forget_expired(now), remembered: self.registry.remembered() }
     }
+}
 
-    /// Scores retrieved memories with `evaluator` (the LLM ones through the server's LLM).
-    async fn evaluate(&self, evaluator: Evaluator, target: &Target, recs: &[&MemoryRecord]) -> Result<Evaluation, EpisodeError> {
-        if !evaluator.needs_llm() {
-            return Ok(reward::evaluate(target, recs));
-        }
-        let llm =
-            self.llm.as_ref().ok_or_else(|| EpisodeError::precondition(format!("evaluator {} needs an LLM endpoint", evaluator.name())))?;
-        Ok(crate::llm::evaluate::evaluate(llm, evaluator, target, recs).await?)
-    }
-
-    async fn evaluate_base(
-        &self,
-        evaluator: Evaluator,
-        base: &Arc<BaseMemory>,
-        target: &Target,
-    ) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
-        let q = self.embed.embed(vec![target.question.clone()]).await?.pop().unwrap_or_default();
-        let view = EpisodeMemory::new(base.clone());
-        let (hits, _) = view.search_text(&q, &target.question, self.config.top_k, &Filter::default(), None);
-        let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
-        let eval = self.evaluate(evaluator, target, &recs).await?;
-        Ok((q, eval))
-    }
-
-    /// p_old depends only on (conversation, question, evaluator, model): computed once per key, even when
-    /// a whole GRPO group scores at the same moment (the others wait for the first). A failure is not
-    /// kept: the next scoring tries again.
-    async fn p_old_cached(
-        &self,
-        conversation_id: &str,
-        question_id: &str,
-        evaluator: Evaluator,
-        base: &Arc<BaseMemory>,
-        target: &Target,
-    ) -> Result<POld, EpisodeError> {
-        let key = (conversation_id.to_string(), question_id.to_string(), evaluator, self.llm_model(evaluator));
-        let cell = self.p_old.lock().entry(key).or_default().clone();
-        let old =
-            cell.get_or_try_init(|| async { Ok::<_, EpisodeError>(Arc::new(self.evaluate_base(evaluator, base, target).await?)) }).await?;
-        Ok(old.clone())
-    }
-
-    /// Closes the episode at once; returns its last state.
-    pub async fn close_episode(&self, episode_id: &str) -> Result<EpisodeState, EpisodeError> {
-        let entry = self.registry.remove(episode_id).ok_or_else(|| EpisodeError::EpisodeNotFound { id: episode_id.to_string() })?;
-        let state = entry.episode.lock().await.state();
-        Ok(state)
-    }
-
-    /// Closes episodes idle for at least the TTL; returns how many.
-    pub fn reap_idle(&self) -> usize {
-        self.registry.reap_idle(self.clock.now_ms(), self.config.limits.idle_ttl.as_millis() as u64)
-    }
+/// What one pass of the reaper did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Idle episodes closed.
+    pub reaped: usize,
+    /// Remembered ids of ended episodes forgotten (past `--forget-closed-after-secs`).
+    pub forgotten: usize,
+    /// Ids still remembered.
+    pub remembered: usize,
 }
 
 /// The initial memory records of a conversation's dataset rows: ids `m0000…` by position, metadata kept.

@@ -1,8 +1,11 @@
 //! The registry of open episodes: sharded so concurrent episodes do not contend on one lock, capped,
-//! and swept by the idle reaper.
+//! and swept by the idle reaper; plus the ids of ended episodes ([`super::ended`]), so that no id is
+//! reused while remembered.
 //!
 //! Each entry holds its episode behind an async mutex (a tool call holds it across embedding, so calls
 //! on one episode run one at a time) and a last-used timestamp the reaper reads without locking.
+//! An episode leaves the open map and enters the remembered ids under its shard's lock (lock order:
+//! shard, then the remembered ids), so a create never sees an id that is neither open nor remembered.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -10,6 +13,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::ended::{Ending, Graveyard, Tombstone};
 use super::Episode;
 
 const SHARDS: usize = 64;
@@ -37,6 +41,18 @@ pub enum Inserted {
     Existing(Arc<Entry>),
     /// The cap is reached.
     Full,
+    /// The id belongs to an ended episode and is still remembered.
+    Ended(Tombstone),
+}
+
+/// What an id names.
+pub enum Lookup {
+    /// An open episode.
+    Live(Arc<Entry>),
+    /// An ended episode whose id is remembered.
+    Ended(Tombstone),
+    /// Nothing (never created, or forgotten).
+    Unknown,
 }
 
 /// Sharded map of episode id → entry.
@@ -45,6 +61,7 @@ pub struct Registry {
     shards: Vec<Mutex<HashMap<String, Arc<Entry>>>>,
     count: AtomicUsize,
     max: usize,
+    ended: Mutex<Graveyard>,
 }
 
 fn shard_of(id: &str) -> usize {
@@ -56,9 +73,20 @@ fn shard_of(id: &str) -> usize {
 }
 
 impl Registry {
-    /// An empty registry holding at most `max` episodes.
-    pub fn new(max: usize) -> Self {
-        Registry { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(), count: AtomicUsize::new(0), max }
+    /// An empty registry holding at most `max` episodes; it remembers the ids of at most `max_ended`
+    /// ended episodes, each for `forget_after`.
+    pub fn new(max: usize, max_ended: usize, forget_after: std::time::Duration) -> Self {
+        Registry {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            count: AtomicUsize::new(0),
+            max,
+            ended: Mutex::new(Graveyard::new(max_ended, forget_after)),
+        }
+    }
+
+    /// Remembered ids of ended episodes (including expired ones not yet swept).
+    pub fn remembered(&self) -> usize {
+        self.ended.lock().len()
     }
 
     /// Open episodes.
@@ -76,11 +104,26 @@ impl Registry {
         self.shards[shard_of(id)].lock().get(id).cloned()
     }
 
-    /// Inserts `make()` under `id` unless the id is taken or the cap is reached.
+    /// What `id` names at `now_ms`.
+    pub fn find(&self, id: &str, now_ms: u64) -> Lookup {
+        let shard = self.shards[shard_of(id)].lock();
+        if let Some(e) = shard.get(id) {
+            return Lookup::Live(e.clone());
+        }
+        match self.ended.lock().get(id, now_ms) {
+            Some(t) => Lookup::Ended(t),
+            None => Lookup::Unknown,
+        }
+    }
+
+    /// Inserts `make()` under `id` unless the id is taken, remembered, or the cap is reached.
     pub fn insert_with(&self, id: &str, now_ms: u64, make: impl FnOnce() -> Episode) -> Inserted {
         let mut shard = self.shards[shard_of(id)].lock();
         if let Some(e) = shard.get(id) {
             return Inserted::Existing(e.clone());
+        }
+        if let Some(t) = self.ended.lock().get(id, now_ms) {
+            return Inserted::Ended(t);
         }
         if self.count.fetch_add(1, Ordering::AcqRel) >= self.max {
             self.count.fetch_sub(1, Ordering::AcqRel);
@@ -91,31 +134,55 @@ impl Registry {
         Inserted::New(entry)
     }
 
-    /// Removes and returns the entry for `id`.
-    pub fn remove(&self, id: &str) -> Option<Arc<Entry>> {
-        let removed = self.shards[shard_of(id)].lock().remove(id);
-        if removed.is_some() {
+    /// Removes `entry` from under `id` (unless another entry stands there) and remembers `tombstone`.
+    /// The caller holds the episode's lock and has marked it ended.
+    pub fn close(&self, id: &str, entry: &Arc<Entry>, tombstone: Tombstone) {
+        let mut shard = self.shards[shard_of(id)].lock();
+        if shard.get(id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            shard.remove(id);
             self.count.fetch_sub(1, Ordering::AcqRel);
+            self.ended.lock().bury(id, tombstone);
         }
-        removed
     }
 
-    /// Removes every entry idle for at least `ttl_ms` and not in use right now; returns how many.
+    /// Removes every entry idle for at least `ttl_ms` and not in use right now, remembering their ids;
+    /// returns how many.
     pub fn reap_idle(&self, now_ms: u64, ttl_ms: u64) -> usize {
         let mut reaped = 0;
+        let mut buried = Vec::new();
         for shard in &self.shards {
             let mut map = shard.lock();
-            map.retain(|_, e| {
-                let idle = now_ms.saturating_sub(e.last_used_ms.load(Ordering::Relaxed)) >= ttl_ms;
-                // An episode whose lock is held is in use: keep it.
-                let keep = !idle || e.episode.try_lock().is_err();
-                if !keep {
-                    reaped += 1;
+            map.retain(|id, e| {
+                let idle_ms = now_ms.saturating_sub(e.last_used_ms.load(Ordering::Relaxed));
+                if idle_ms < ttl_ms {
+                    return true;
                 }
-                keep
+                // An episode whose lock is held is in use: keep it.
+                let Ok(mut ep) = e.episode.try_lock() else { return true };
+                let t = Tombstone {
+                    ending: Ending::Reaped { idle_secs: idle_ms / 1000 },
+                    scored: ep.scored.is_some(),
+                    steps_used: ep.steps_used,
+                    at_ms: now_ms,
+                };
+                ep.ended = Some(t);
+                buried.push((id.clone(), t));
+                false
             });
+            if !buried.is_empty() {
+                let mut ended = self.ended.lock();
+                reaped += buried.len();
+                for (id, t) in buried.drain(..) {
+                    ended.bury(&id, t);
+                }
+            }
         }
         self.count.fetch_sub(reaped, Ordering::AcqRel);
         reaped
+    }
+
+    /// Forgets the ids of episodes that ended at least the remembering time before `now_ms`; returns how many.
+    pub fn forget_expired(&self, now_ms: u64) -> usize {
+        self.ended.lock().sweep(now_ms)
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::embed::{Embedder, EmbedderIdentity, HashEmbedder};
+use crate::reward;
 use crate::tools::{json, ToolLimits};
 
 fn dataset() -> Arc<Dataset> {
@@ -200,12 +201,10 @@ async fn budget_scoring_and_closing() {
     let s1 = env.score_episode("b").await.unwrap();
     let s2 = env.score_episode("b").await.unwrap();
     assert_eq!(s1, s2, "scoring is idempotent");
-    assert_eq!(env.close_episode("b").await.unwrap().steps_used, 2);
-    assert!(matches!(env.close_episode("b").await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
-    assert!(matches!(
-        env.call_tool("b", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err(),
-        EpisodeError::EpisodeNotFound { .. }
-    ));
+    assert_eq!(env.close_episode("b").await.unwrap().unwrap().steps_used, 2);
+    assert_eq!(env.close_episode("b").await.unwrap(), None, "a repeated close is OK");
+    assert!(matches!(env.call_tool("b", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err(), EpisodeError::EpisodeEnded { .. }));
+    assert!(matches!(env.close_episode("never").await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
 
     env.create_episode(locomo("s", "conv-26:q2")).await.unwrap();
     env.score_episode("s").await.unwrap();
@@ -257,12 +256,84 @@ async fn the_reaper_closes_idle_episodes_only() {
     clock.advance(Duration::from_secs(400));
     env.call_tool("busy", call("search_memory", r#"{"query": "x"}"#)).await.unwrap();
     clock.advance(Duration::from_secs(300));
-    assert_eq!(env.reap_idle(), 1);
+    assert_eq!(env.reap_idle(), Swept { reaped: 1, forgotten: 0, remembered: 1 });
     assert!(env.get_episode("idle", false).await.is_err());
     assert!(env.get_episode("busy", false).await.is_ok());
     clock.advance(Duration::from_secs(601));
-    assert_eq!(env.reap_idle(), 1);
+    assert_eq!(env.reap_idle().reaped, 1);
     assert_eq!(env.open_episodes(), 0);
+}
+
+fn ended(e: EpisodeError) -> (Tombstone, String) {
+    let message = e.to_string();
+    let EpisodeError::EpisodeEnded { tombstone, .. } = e else { panic!("expected EpisodeEnded, got {message}") };
+    (tombstone, message)
+}
+
+#[tokio::test]
+async fn closed_ids_are_remembered_and_never_reused() {
+    let clock = Arc::new(ManualClock::default());
+    let (env, _) = env_with(EnvConfig::default(), clock.clone());
+    env.create_episode(locomo("c", "conv-26:q0")).await.unwrap();
+    for _ in 0..2 {
+        env.call_tool("c", call("sample_memory", r#"{"k": 1}"#)).await.unwrap();
+    }
+    // A call that fetched the entry before the close and waits for its lock must not run on it.
+    let stale = env.registry.get("c").unwrap();
+    assert_eq!(env.close_episode("c").await.unwrap().unwrap().steps_used, 2);
+    assert!(matches!(env.check_open(&*stale.episode.lock().await), Err(EpisodeError::EpisodeEnded { .. })));
+    clock.advance(Duration::from_secs(42));
+
+    let (t, m) = ended(env.create_episode(locomo("c", "conv-26:q0")).await.unwrap_err());
+    assert_eq!((t.ending, t.scored, t.steps_used), (Ending::Closed, false, 2));
+    assert_eq!(m, "episode \"c\" was closed at step 2 (42 s ago); episode ids are not reused: open a new id");
+    ended(env.call_tool("c", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err());
+    ended(env.get_episode("c", false).await.unwrap_err());
+    ended(env.list_memories("c", 0, 10, None).await.unwrap_err());
+    ended(env.score_episode("c").await.unwrap_err());
+    assert_eq!(env.close_episode("c").await.unwrap(), None);
+    assert!(matches!(env.get_episode("never", false).await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
+
+    env.create_episode(locomo("s", "conv-26:q0")).await.unwrap();
+    env.score_episode("s").await.unwrap();
+    env.close_episode("s").await.unwrap();
+    let (_, m) = ended(env.score_episode("s").await.unwrap_err());
+    assert!(m.contains("was scored and closed at step 0 (0 s ago)"), "{m}");
+}
+
+#[tokio::test]
+async fn reaped_ids_are_remembered_for_a_while_and_the_count_is_capped() {
+    let clock = Arc::new(ManualClock::default());
+    let mut config = EnvConfig::default();
+    config.limits.idle_ttl = Duration::from_secs(600);
+    config.limits.forget_closed_after = Duration::from_secs(3_600);
+    config.limits.max_closed_ids = 2;
+    let (env, _) = env_with(config, clock.clone());
+    env.create_episode(locomo("r", "conv-26:q0")).await.unwrap();
+    env.call_tool("r", call("sample_memory", r#"{"k": 1}"#)).await.unwrap();
+    clock.advance(Duration::from_secs(612));
+    assert_eq!(env.reap_idle(), Swept { reaped: 1, forgotten: 0, remembered: 1 });
+    clock.advance(Duration::from_secs(30));
+    let (t, m) = ended(env.create_episode(locomo("r", "conv-26:q0")).await.unwrap_err());
+    assert_eq!((t.ending, t.steps_used), (Ending::Reaped { idle_secs: 612 }, 1));
+    assert!(m.contains("\"r\" was reaped after 612 s idle at step 1 (30 s ago)"), "{m}");
+    ended(env.call_tool("r", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err());
+    assert_eq!(env.close_episode("r").await.unwrap(), None, "closing a reaped episode is OK");
+
+    // Forgotten after --forget-closed-after-secs: the id may then open a new episode.
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(env.reap_idle(), Swept { reaped: 0, forgotten: 1, remembered: 0 });
+    assert!(env.create_episode(locomo("r", "conv-26:q0")).await.unwrap().created);
+
+    // At most --max-closed-ids are remembered, the oldest forgotten first.
+    for id in ["a", "b", "c"] {
+        env.create_episode(locomo(id, "conv-26:q0")).await.unwrap();
+        env.close_episode(id).await.unwrap();
+    }
+    assert_eq!(env.registry.remembered(), 2);
+    assert!(matches!(env.get_episode("a", false).await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
+    ended(env.get_episode("b", false).await.unwrap_err());
+    ended(env.get_episode("c", false).await.unwrap_err());
 }
 
 #[tokio::test]

@@ -135,7 +135,7 @@ async fn a_whole_episode_with_all_six_tools() {
     assert_eq!(err.code(), Code::FailedPrecondition);
     app.env.close_episode(pb::CloseEpisodeRequest { episode_id: "ep-1".into() }).await.unwrap();
     let err = app.env.get_episode(pb::GetEpisodeRequest { episode_id: "ep-1".into(), include_trace: false }).await.unwrap_err();
-    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(err.code(), Code::FailedPrecondition, "a closed id is remembered: {}", err.message());
     app.server.stop().await.unwrap();
 }
 

@@ -4,6 +4,7 @@ mod bad_input;
 mod bench;
 mod binary;
 mod dataset;
+mod ended;
 mod episodes;
 mod helpers;
 mod llm;

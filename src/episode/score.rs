@@ -1,0 +1,104 @@
+//! Scoring an episode: `p_old` on the shared M₀ (cached per question, evaluator and model, computed once
+//! even when a whole GRPO group scores at once), `p_new` on the episode's memory, and the reward. Apart
+//! from the lifecycle in `mod.rs` because it is the one part that talks to the evaluators and the LLM.
+
+use std::sync::Arc;
+
+use super::{Environment, EpisodeError, EpisodeState, POld};
+use crate::memory::{BaseMemory, EpisodeMemory, Filter, MemoryRecord};
+use crate::reward::{self, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
+
+impl Environment {
+    /// Scores the episode (idempotent) and finalises it.
+    pub async fn score_episode(&self, episode_id: &str) -> Result<Arc<RewardBreakdown>, EpisodeError> {
+        self.score_with_state(episode_id).await.map(|(b, _)| b)
+    }
+
+    /// Scores the episode and returns its state after scoring.
+    pub async fn score_with_state(&self, episode_id: &str) -> Result<(Arc<RewardBreakdown>, EpisodeState), EpisodeError> {
+        let entry = self.entry(episode_id)?;
+        let mut ep = entry.episode.lock().await;
+        self.check_open(&ep)?;
+        if let Some(b) = &ep.scored {
+            return Ok((b.clone(), ep.state()));
+        }
+        let k = self.config.top_k;
+        let evaluator = ep.evaluator;
+        let base = ep.memory.base().clone();
+        let old = match (&ep.conversation_id, &ep.question_id) {
+            (Some(cid), Some(qid)) => self.p_old_cached(cid, qid, evaluator, &base, &ep.target).await?,
+            _ => Arc::new(self.evaluate_base(evaluator, &base, &ep.target).await?),
+        };
+        let (query, old_eval) = (&old.0, old.1.clone());
+        let new_eval = {
+            let (hits, _) = ep.memory.search_text(query, &ep.target.question, k, &Filter::default(), None);
+            let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
+            self.evaluate(evaluator, &ep.target, &recs).await?
+        };
+        let sizes = SizeInput {
+            old_count: base.len(),
+            new_count: ep.memory.len(),
+            old_chars: base.total_chars(),
+            new_chars: ep.memory.total_chars(),
+            n_max: self.config.n_max.unwrap_or(base.len()).max(1),
+        };
+        let llm_model = self.llm_model(evaluator);
+        let info = reward::ScoringInfo {
+            top_k: k,
+            evaluator,
+            llm_model,
+            embedder: self.embed.identity().to_string(),
+            evidence_total: ep.target.evidence.len(),
+        };
+        let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
+        ep.scored = Some(b.clone());
+        Ok((b, ep.state()))
+    }
+
+    /// The model that answers for `evaluator`: the server's LLM for an LLM evaluator, else none.
+    fn llm_model(&self, evaluator: Evaluator) -> Option<String> {
+        self.llm.as_ref().filter(|_| evaluator.needs_llm()).map(|l| l.model().to_string())
+    }
+
+    /// Scores retrieved memories with `evaluator` (the LLM ones through the server's LLM).
+    async fn evaluate(&self, evaluator: Evaluator, target: &Target, recs: &[&MemoryRecord]) -> Result<Evaluation, EpisodeError> {
+        if !evaluator.needs_llm() {
+            return Ok(reward::evaluate(target, recs));
+        }
+        let llm =
+            self.llm.as_ref().ok_or_else(|| EpisodeError::precondition(format!("evaluator {} needs an LLM endpoint", evaluator.name())))?;
+        Ok(crate::llm::evaluate::evaluate(llm, evaluator, target, recs).await?)
+    }
+
+    async fn evaluate_base(
+        &self,
+        evaluator: Evaluator,
+        base: &Arc<BaseMemory>,
+        target: &Target,
+    ) -> Result<(Vec<f32>, Evaluation), EpisodeError> {
+        let q = self.embed.embed(vec![target.question.clone()]).await?.pop().unwrap_or_default();
+        let view = EpisodeMemory::new(base.clone());
+        let (hits, _) = view.search_text(&q, &target.question, self.config.top_k, &Filter::default(), None);
+        let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
+        let eval = self.evaluate(evaluator, target, &recs).await?;
+        Ok((q, eval))
+    }
+
+    /// p_old depends only on (conversation, question, evaluator, model): computed once per key, even when
+    /// a whole GRPO group scores at the same moment (the others wait for the first). A failure is not
+    /// kept: the next scoring tries again.
+    async fn p_old_cached(
+        &self,
+        conversation_id: &str,
+        question_id: &str,
+        evaluator: Evaluator,
+        base: &Arc<BaseMemory>,
+        target: &Target,
+    ) -> Result<POld, EpisodeError> {
+        let key = (conversation_id.to_string(), question_id.to_string(), evaluator, self.llm_model(evaluator));
+        let cell = self.p_old.lock().entry(key).or_default().clone();
+        let old =
+            cell.get_or_try_init(|| async { Ok::<_, EpisodeError>(Arc::new(self.evaluate_base(evaluator, base, target).await?)) }).await?;
+        Ok(old.clone())
+    }
+}
