@@ -294,9 +294,13 @@ pub enum DatasetCommand {
         /// Output Parquet file.
         #[arg(long)]
         out: PathBuf,
-        /// Include category-5 (adversarial) questions (their episodes need include_adversarial).
+        /// Include category-5 (adversarial) questions (their rows' create_kwargs say include_adversarial: true).
         #[arg(long)]
         include_adversarial: bool,
+        /// The rows' agent_name: the verl agent loop that runs them (memgym_agent: the memgym_verl loop,
+        /// registered through verl's agent_loop_config_path; tool_agent: verl's own ToolAgentLoop).
+        #[arg(long, value_name = "NAME", default_value = crate::dataset::verl::DEFAULT_AGENT_NAME, value_parser = agent_name)]
+        agent_name: String,
         /// Parquet directory to read (default: the embedded copy).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -310,6 +314,14 @@ pub enum DatasetCommand {
         #[arg(long, conflicts_with = "data_dir")]
         locomo: Option<PathBuf>,
     },
+}
+
+/// An agent_name: non-empty, no whitespace (verl looks it up in its agent loop registry).
+fn agent_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(char::is_whitespace) {
+        return Err(format!("must be a non-empty name without spaces, got {:?}", s.chars().take(40).collect::<String>()));
+    }
+    Ok(s.to_string())
 }
 
 /// `memgym bench`.
@@ -369,6 +381,25 @@ pub(crate) fn eval_args(flags: &[&str]) -> EvalArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn verl_args(flags: &[&str]) -> (String, bool) {
+        let argv = ["memgym", "dataset", "verl", "--out", "x.parquet"].iter().chain(flags);
+        let Command::Dataset(DatasetCommand::Verl { agent_name, include_adversarial, .. }) = Cli::try_parse_from(argv).unwrap().command
+        else {
+            panic!("`memgym dataset verl` parses as DatasetCommand::Verl")
+        };
+        (agent_name, include_adversarial)
+    }
+
+    #[test]
+    fn dataset_verl_writes_memgym_agent_unless_agent_name_says_otherwise() {
+        assert_eq!(verl_args(&[]), ("memgym_agent".to_string(), false));
+        assert_eq!(verl_args(&["--agent-name", "tool_agent", "--include-adversarial"]), ("tool_agent".to_string(), true));
+        for bad in ["", "tool agent"] {
+            let argv = ["memgym", "dataset", "verl", "--out", "x.parquet", "--agent-name", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn serve_remembers_closed_ids_for_an_hour_and_at_most_100k() {

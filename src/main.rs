@@ -106,13 +106,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Dataset(DatasetCommand::Verl { split, out, include_adversarial, data_dir }) => {
+        Command::Dataset(DatasetCommand::Verl { split, out, include_adversarial, agent_name, data_dir }) => {
             let ds = config::load_dataset(data_dir.as_deref())?;
             let split = match split.as_str() {
                 "all" => None,
                 s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or all)"))?),
             };
-            let n = memgym::dataset::verl::write(&ds, memgym::dataset::verl::VerlOptions { split, include_adversarial }, &out)?;
+            let opts = memgym::dataset::verl::VerlOptions { split, include_adversarial, agent_name };
+            let n = memgym::dataset::verl::write(&ds, &opts, &out)?;
             println!("wrote {} ({n} rows)", out.display());
             Ok(())
         }

@@ -1,12 +1,15 @@
 //! `memgym dataset verl`: LoCoMo questions as verl's RL dataset (one row per question), so a verl user
 //! needs no preprocessing script of their own.
 //!
-//! verl's `RLHFDataset` reads `prompt` (chat messages), `data_source`, `agent_name` (`"tool_agent"`
-//! selects the multi-turn `ToolAgentLoop`), `reward_model.ground_truth`, and `extra_info` — which must
-//! be a **struct** (a dict in Python; MemUpdate wrote a JSON string and needed a patched loader) holding
-//! `index`, `need_tools_kwargs` and `tools_kwargs` = `{tool_name: {create_kwargs: {...}}}`. Every tool's
-//! `create_kwargs` carry the conversation and question ids, which is what the memgym verl adapter needs to
-//! open (idempotently) the episode for a trajectory.
+//! verl's `RLHFDataset` reads `prompt` (chat messages), `data_source`, `agent_name` (the agent loop that
+//! runs the row: by default [`DEFAULT_AGENT_NAME`], the memgym agent loop the Python package registers
+//! through verl's `agent_loop_config_path`; `--agent-name tool_agent` selects verl's own `ToolAgentLoop`),
+//! `reward_model.ground_truth`, and `extra_info` — which must be a **struct** (a dict in Python; MemUpdate
+//! wrote a JSON string and needed a patched loader) holding `index`, `need_tools_kwargs` and
+//! `tools_kwargs` = `{tool_name: {create_kwargs: {...}}}`. Every tool's `create_kwargs` carry the
+//! conversation and question ids and `include_adversarial` (true on category-5 rows, without which
+//! CreateEpisode refuses them), which is what the memgym verl adapter needs to open (idempotently) the
+//! episode for a trajectory. Parquet has one schema per file, so every row has all three keys.
 //!
 //! Columns:
 //!
@@ -14,10 +17,10 @@
 //! |---|---|
 //! | `prompt` | List<Struct{role: Utf8, content: Utf8}>: system + user |
 //! | `data_source` | Utf8: `"memgym/locomo"` |
-//! | `agent_name` | Utf8: `"tool_agent"` |
+//! | `agent_name` | Utf8: `"memgym_agent"` (`--agent-name`) |
 //! | `ability` | Utf8: `"memory-editing"` |
 //! | `reward_model` | Struct{style: Utf8 = "rule", ground_truth: Utf8 = the gold answer, or "" for category 5} |
-//! | `extra_info` | Struct{index: Int64, split, conversation_id, question_id, question: Utf8, category: UInt8, need_tools_kwargs: Boolean, tools_kwargs: Struct{<tool>: Struct{create_kwargs: Struct{conversation_id, question_id: Utf8}}}} |
+//! | `extra_info` | Struct{index: Int64, split, conversation_id, question_id, question: Utf8, category: UInt8, need_tools_kwargs: Boolean, tools_kwargs: Struct{<tool>: Struct{create_kwargs: Struct{conversation_id, question_id: Utf8, include_adversarial: Boolean = category 5}}}} |
 
 use std::path::Path;
 use std::sync::Arc;
@@ -31,6 +34,10 @@ use crate::tools::TOOL_NAMES;
 
 /// `data_source` of every row (the memgym reward function checks it).
 pub const DATA_SOURCE: &str = "memgym/locomo";
+
+/// `agent_name` of every row unless `--agent-name` says otherwise: the memgym agent loop of the Python
+/// package (`memgym_verl`), registered with verl through `agent_loop_config_path`.
+pub const DEFAULT_AGENT_NAME: &str = "memgym_agent";
 
 /// The system message: the task, the tools and the rules the server enforces.
 pub const SYSTEM_PROMPT: &str = "You are a memory editing agent. A memory database holds facts from a long conversation \
@@ -47,17 +54,26 @@ pub fn user_prompt(question: &str) -> String {
     format!("Target question: {question}\n\nUpdate the memory database so that this question can be answered correctly from it.")
 }
 
-/// Which questions to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which questions to write, and for which agent loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerlOptions {
     /// Only this split; `None` for all.
     pub split: Option<Split>,
-    /// Include category 5 (adversarial). Episodes on them need `include_adversarial` at CreateEpisode.
+    /// Include category 5 (adversarial). Their rows carry `include_adversarial: true` in `create_kwargs`.
     pub include_adversarial: bool,
+    /// `agent_name` of every row.
+    pub agent_name: String,
+}
+
+impl VerlOptions {
+    /// `split`, without category 5, for [`DEFAULT_AGENT_NAME`].
+    pub fn new(split: Option<Split>) -> Self {
+        VerlOptions { split, include_adversarial: false, agent_name: DEFAULT_AGENT_NAME.to_string() }
+    }
 }
 
 /// The questions a verl dataset holds, in dataset order.
-pub fn select(ds: &Dataset, opts: VerlOptions) -> Vec<&Question> {
+pub fn select<'a>(ds: &'a Dataset, opts: &VerlOptions) -> Vec<&'a Question> {
     ds.questions.iter().filter(|q| opts.split.is_none_or(|s| q.split == s) && (opts.include_adversarial || q.category != 5)).collect()
 }
 
@@ -65,8 +81,8 @@ fn utf8(name: &str) -> Arc<Field> {
     Arc::new(Field::new(name, DataType::Utf8, false))
 }
 
-/// The record batch of `questions` (see the module doc for the schema).
-pub fn batch(questions: &[&Question]) -> Result<RecordBatch, DatasetError> {
+/// The record batch of `questions` with `agent_name` on every row (see the module doc for the schema).
+pub fn batch(questions: &[&Question], agent_name: &str) -> Result<RecordBatch, DatasetError> {
     let err = |e: arrow_schema::ArrowError| DatasetError::Parquet { file: "verl".into(), message: e.to_string() };
     let n = questions.len();
 
@@ -92,10 +108,18 @@ pub fn batch(questions: &[&Question]) -> Result<RecordBatch, DatasetError> {
     )
     .map_err(err)?;
 
-    let create_fields = Fields::from(vec![utf8("conversation_id"), utf8("question_id")]);
+    let create_fields = Fields::from(vec![
+        utf8("conversation_id"),
+        utf8("question_id"),
+        Arc::new(Field::new("include_adversarial", DataType::Boolean, false)),
+    ]);
     let create = StructArray::try_new(
         create_fields.clone(),
-        vec![strings(questions.iter().map(|q| q.conversation_id.as_str())), strings(questions.iter().map(|q| q.id.as_str()))],
+        vec![
+            strings(questions.iter().map(|q| q.conversation_id.as_str())),
+            strings(questions.iter().map(|q| q.id.as_str())),
+            Arc::new(questions.iter().map(|q| Some(q.category == 5)).collect::<BooleanArray>()),
+        ],
         None,
     )
     .map_err(err)?;
@@ -135,7 +159,7 @@ pub fn batch(questions: &[&Question]) -> Result<RecordBatch, DatasetError> {
     RecordBatch::try_from_iter(vec![
         ("prompt", Arc::new(prompt) as ArrayRef),
         ("data_source", strings(questions.iter().map(|_| DATA_SOURCE))),
-        ("agent_name", strings(questions.iter().map(|_| "tool_agent"))),
+        ("agent_name", strings(questions.iter().map(|_| agent_name))),
         ("ability", strings(questions.iter().map(|_| "memory-editing"))),
         ("reward_model", Arc::new(reward_model)),
         ("extra_info", Arc::new(extra_info)),
@@ -144,9 +168,9 @@ pub fn batch(questions: &[&Question]) -> Result<RecordBatch, DatasetError> {
 }
 
 /// Writes the verl dataset of `ds` to `out` (atomically); returns the number of rows.
-pub fn write(ds: &Dataset, opts: VerlOptions, out: &Path) -> Result<usize, DatasetError> {
+pub fn write(ds: &Dataset, opts: &VerlOptions, out: &Path) -> Result<usize, DatasetError> {
     let questions = select(ds, opts);
-    let batch = batch(&questions)?;
+    let batch = batch(&questions, &opts.agent_name)?;
     let bytes = encode(&out.display().to_string(), &batch)?;
     atomic_write(out, &bytes)?;
     Ok(questions.len())
@@ -167,12 +191,12 @@ mod tests {
     #[test]
     fn rows_follow_verls_contract_with_extra_info_as_a_struct() {
         let ds = dataset();
-        let test = select(&ds, VerlOptions { split: Some(Split::Test), include_adversarial: false });
+        let test = select(&ds, &VerlOptions::new(Some(Split::Test)));
         assert_eq!(test.len(), 411);
-        assert_eq!(select(&ds, VerlOptions { split: Some(Split::Train), include_adversarial: false }).len(), 1_129);
-        assert_eq!(select(&ds, VerlOptions { split: None, include_adversarial: true }).len(), 1_986);
+        assert_eq!(select(&ds, &VerlOptions::new(Some(Split::Train))).len(), 1_129);
+        assert_eq!(select(&ds, &VerlOptions { include_adversarial: true, ..VerlOptions::new(None) }).len(), 1_986);
 
-        let b = batch(&test).unwrap();
+        let b = batch(&test, DEFAULT_AGENT_NAME).unwrap();
         assert_eq!(b.num_rows(), 411);
         let names: Vec<&str> = b.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["prompt", "data_source", "agent_name", "ability", "reward_model", "extra_info"]);
@@ -185,7 +209,7 @@ mod tests {
         assert_eq!((role.value(0), role.value(1)), ("system", "user"));
         assert_eq!(content.value(0), SYSTEM_PROMPT);
         assert_eq!(content.value(1), user_prompt(&test[0].question));
-        assert_eq!(b.column(2).as_string::<i32>().value(5), "tool_agent");
+        assert_eq!(b.column(2).as_string::<i32>().value(5), "memgym_agent");
 
         let reward = b.column(4).as_struct();
         assert_eq!(reward.column_by_name("ground_truth").unwrap().as_string::<i32>().value(0), test[0].answer.as_deref().unwrap());
@@ -200,6 +224,37 @@ mod tests {
             let create = tools.column_by_name(name).unwrap().as_struct().column_by_name("create_kwargs").unwrap().as_struct().clone();
             assert_eq!(create.column_by_name("conversation_id").unwrap().as_string::<i32>().value(3), test[3].conversation_id);
             assert_eq!(create.column_by_name("question_id").unwrap().as_string::<i32>().value(3), test[3].id);
+            let adversarial = create.column_by_name("include_adversarial").unwrap().as_boolean().clone();
+            assert_eq!((adversarial.null_count(), adversarial.true_count()), (0, 0), "no category 5 without the flag");
+        }
+    }
+
+    /// `memgym dataset verl --include-adversarial`: every tool's create_kwargs of a category-5 row say
+    /// `include_adversarial: true` (CreateEpisode refuses the row otherwise), the others `false`.
+    #[test]
+    fn category_5_rows_ask_for_include_adversarial_in_every_tool() {
+        let ds = dataset();
+        let all = select(&ds, &VerlOptions { include_adversarial: true, ..VerlOptions::new(Some(Split::Test)) });
+        let b = batch(&all, DEFAULT_AGENT_NAME).unwrap();
+        let tools = b.column(5).as_struct().column_by_name("tools_kwargs").unwrap().as_struct().clone();
+        let expected: Vec<bool> = all.iter().map(|q| q.category == 5).collect();
+        assert_eq!(expected.iter().filter(|x| **x).count(), 135, "546 - 411 category-5 test questions");
+        for name in TOOL_NAMES {
+            let create = tools.column_by_name(name).unwrap().as_struct().column_by_name("create_kwargs").unwrap().as_struct().clone();
+            let flag = create.column_by_name("include_adversarial").unwrap().as_boolean().clone();
+            let got: Vec<bool> = (0..flag.len()).map(|i| flag.value(i)).collect();
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn agent_name_is_memgym_agent_unless_chosen() {
+        let ds = dataset();
+        let qs = select(&ds, &VerlOptions::new(Some(Split::Test)));
+        for (name, expected) in [(DEFAULT_AGENT_NAME, "memgym_agent"), ("tool_agent", "tool_agent")] {
+            let b = batch(&qs[..3], name).unwrap();
+            let col = b.column_by_name("agent_name").unwrap().as_string::<i32>().clone();
+            assert!(col.iter().all(|v| v == Some(expected)), "{col:?}");
         }
     }
 
@@ -208,11 +263,24 @@ mod tests {
         let ds = dataset();
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("test.parquet");
-        let n = write(&ds, VerlOptions { split: Some(Split::Test), include_adversarial: true }, &out).unwrap();
+        let opts = VerlOptions { include_adversarial: true, agent_name: "tool_agent".into(), ..VerlOptions::new(Some(Split::Test)) };
+        let n = write(&ds, &opts, &out).unwrap();
         assert_eq!(n, 546);
         let file = std::fs::File::open(&out).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
-        let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, 546);
+        let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 546);
+        // One schema for every row, the Boolean included; the flag and the agent name survive the file.
+        let b = &batches[0];
+        assert_eq!(b.column_by_name("agent_name").unwrap().as_string::<i32>().value(0), "tool_agent");
+        let tools = b.column_by_name("extra_info").unwrap().as_struct().column_by_name("tools_kwargs").unwrap().as_struct().clone();
+        let create = tools.column_by_name("merge_memory").unwrap().as_struct().column_by_name("create_kwargs").unwrap().as_struct().clone();
+        let flags = batches.iter().map(|b| {
+            let t = b.column_by_name("extra_info").unwrap().as_struct().column_by_name("tools_kwargs").unwrap().as_struct().clone();
+            let c = t.column_by_name("search_memory").unwrap().as_struct().column_by_name("create_kwargs").unwrap().as_struct().clone();
+            c.column_by_name("include_adversarial").unwrap().as_boolean().true_count()
+        });
+        assert_eq!(flags.sum::<usize>(), 135);
+        assert_eq!(create.column_by_name("include_adversarial").unwrap().data_type(), &DataType::Boolean);
     }
 }

@@ -62,3 +62,56 @@ async fn conversations_and_questions() {
     }
     app.server.stop().await.unwrap();
 }
+
+/// A `memgym dataset verl --include-adversarial` file read back: each row's create_kwargs open its episode
+/// on the real server, category-5 rows included (their `include_adversarial: true` is what lets them).
+#[tokio::test]
+async fn verl_rows_with_include_adversarial_open_their_episodes() {
+    use arrow_array::cast::AsArray;
+    use memgym::dataset::verl::{self, VerlOptions};
+
+    let ds = memgym::config::load_dataset(None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("test.parquet");
+    let opts = VerlOptions { include_adversarial: true, ..VerlOptions::new(Some(memgym::dataset::Split::Test)) };
+    verl::write(&ds, &opts, &out).unwrap();
+    let file = std::fs::File::open(&out).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let mut rows = Vec::new(); // (conversation_id, question_id, include_adversarial, category)
+    for b in reader {
+        let b = b.unwrap();
+        let extra = b.column_by_name("extra_info").unwrap().as_struct().clone();
+        let category = extra.column_by_name("category").unwrap().as_primitive::<arrow_array::types::UInt8Type>().clone();
+        let tools = extra.column_by_name("tools_kwargs").unwrap().as_struct().clone();
+        let create =
+            tools.column_by_name("delete_memory").unwrap().as_struct().column_by_name("create_kwargs").unwrap().as_struct().clone();
+        let (c, q) = (
+            create.column_by_name("conversation_id").unwrap().as_string::<i32>(),
+            create.column_by_name("question_id").unwrap().as_string::<i32>(),
+        );
+        let adv = create.column_by_name("include_adversarial").unwrap().as_boolean();
+        for i in 0..b.num_rows() {
+            rows.push((c.value(i).to_string(), q.value(i).to_string(), adv.value(i), category.value(i)));
+        }
+    }
+    let adversarial = rows.iter().find(|r| r.3 == 5).unwrap().clone();
+    let ordinary = rows.iter().find(|r| r.3 != 5).unwrap().clone();
+    assert!(adversarial.2 && !ordinary.2);
+
+    let mut app = spawn_app(&[]).await;
+    for (i, (conversation_id, question_id, include_adversarial, _)) in [adversarial.clone(), ordinary].into_iter().enumerate() {
+        let req = pb::CreateEpisodeRequest {
+            episode_id: format!("verl-row-{i}"),
+            conversation_id,
+            question_id,
+            include_adversarial,
+            ..Default::default()
+        };
+        assert!(app.env.create_episode(req).await.unwrap().into_inner().created);
+    }
+    // Without the flag (the rows before this fix) the server refuses the category-5 row.
+    let (conversation_id, question_id, ..) = adversarial;
+    let req = pb::CreateEpisodeRequest { episode_id: "verl-row-x".into(), conversation_id, question_id, ..Default::default() };
+    assert_eq!(app.env.create_episode(req).await.unwrap_err().code(), Code::FailedPrecondition);
+    app.server.stop().await.unwrap();
+}
