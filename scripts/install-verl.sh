@@ -34,7 +34,7 @@ install_family() {  # FAMILY PIP-REQUIREMENTS...
 
 mkdir -p "$ROOT" "$WHEELS/src"
 install_family 0.7 "verl==0.7.1" "numpy<2" "pyarrow==19.0.1" "datasets<4"
-install_family 0.9 "verl==0.9.1"
+install_family 0.9 "verl==0.9.1" "TransferQueue>=0.1.10" pyzmq msgspec  # the verl-core extra: the v1 trainer
 
 for v in 0.7.1 0.8.0 0.9.0 0.9.1; do
   if [[ ! -d $WHEELS/src/$v/verl ]]; then
