@@ -19,4 +19,4 @@ must_fail NotFound tool "$E" delete_memory '{"memory_id": "m9999"}'
 must_fail AlreadyExists call "{\"episode_id\":\"$E\",\"question_id\":\"conv-26:q1\"}" memgym.v1.MemoryEnv/CreateEpisode
 call "{\"episode_id\":\"$E\"}" memgym.v1.MemoryEnv/GetEpisode | expect '"rejectedCalls": 3'
 call "{\"episode_id\":\"$E\"}" memgym.v1.MemoryEnv/CloseEpisode >/dev/null
-must_fail NotFound call "{\"episode_id\":\"$E\"}" memgym.v1.MemoryEnv/GetEpisode
+must_fail FailedPrecondition call "{\"episode_id\":\"$E\"}" memgym.v1.MemoryEnv/GetEpisode   # ended ids are remembered, never reused

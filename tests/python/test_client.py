@@ -81,8 +81,8 @@ def test_full_episode_round_trip(client):
     closed = client.close_episode("py-round-trip")
     assert closed.state.scored
     with pytest.raises(MemgymError) as err:
-        client.get_episode("py-round-trip")
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+        client.get_episode("py-round-trip")  # the server remembers ended ids: a clear error, not "unknown"
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION and "closed" in err.value.details
 
 
 def test_errors_carry_code_and_message(client):
@@ -131,9 +131,10 @@ def test_async_client_round_trip(server_address):
             score = await c.score_episode("py-async")
             assert score.reward == 0.0  # sampling changes nothing: a no-op episode scores exactly 0
             await c.close_episode("py-async")
+            await c.close_episode("py-async")  # closing again (a retried close) succeeds
             with pytest.raises(MemgymError) as err:
-                await c.close_episode("py-async")
-            assert err.value.code == grpc.StatusCode.NOT_FOUND
+                await c.create_episode("conv-26:q0", episode_id="py-async", seed=1)  # ids are not reused
+            assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION and "closed" in err.value.details
         down = AsyncMemgymClient(f"127.0.0.1:{free_port()}", timeout=2.0, retries=1, backoff=0.01)
         with pytest.raises(MemgymUnavailable) as err:
             await down.get_episode("x")

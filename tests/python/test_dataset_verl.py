@@ -6,7 +6,7 @@ import subprocess
 import pyarrow.parquet as pq
 
 from conftest import memgym_bin
-from memgym_verl.episode import create_kwargs_from_extra_info, create_request_kwargs
+from memgym_verl.episode import create_request_kwargs, row_create_kwargs
 
 
 def test_rows_are_verl_rows_and_open_episodes(tmp_path, client):
@@ -17,14 +17,15 @@ def test_rows_are_verl_rows_and_open_episodes(tmp_path, client):
     rows = pq.read_table(out).to_pylist()
     assert len(rows) == 411
     row = rows[0]
-    assert row["agent_name"] == "tool_agent" and row["data_source"] == "memgym/locomo"
+    assert row["agent_name"] == "memgym_agent" and row["data_source"] == "memgym/locomo"
     assert [m["role"] for m in row["prompt"]] == ["system", "user"]
     extra = row["extra_info"]
     assert isinstance(extra, dict) and extra["index"] == 0 and extra["need_tools_kwargs"] is True
     assert set(extra["tools_kwargs"]) == {"search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"}
     assert row["reward_model"]["ground_truth"] == "7 May 2023"
 
-    question_id, kwargs = create_request_kwargs(create_kwargs_from_extra_info(extra))
+    question_id, kwargs = create_request_kwargs(row_create_kwargs(extra["tools_kwargs"]))
+    assert kwargs == {"conversation_id": "conv-26", "include_adversarial": False}
     assert question_id == extra["question_id"] == "conv-26:q0"
     created = client.create_episode(question_id=question_id, episode_id="verl-row-0", **kwargs)
     assert created is not None

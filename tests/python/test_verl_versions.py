@@ -18,7 +18,7 @@ from typing import Dict, List
 import pytest
 
 from conftest import verl_wheel_file
-from memgym_verl.tool import MIN_VERL, check_verl_version
+from memgym_verl import MIN_VERL, check_verl_version
 
 TOOL_LOOP = "verl/experimental/agent_loop/tool_agent_loop.py"
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"

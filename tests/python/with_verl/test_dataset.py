@@ -5,10 +5,12 @@ user messages *plus the six tool schemas*, which verl renders into the system tu
 Qwen2.5 tokenizer through verl's own length filter, and every row's ``tools_kwargs`` must open an episode
 — category 5 included. A row over the limit would be dropped by ``filter_overlong_prompts`` (or, without
 it, cut from the left by the agent loop, losing the system prompt), so the test fails if any row plus the
-schemas exceeds the limit a launch script sets, for both scripts.
+schemas exceeds the limit a launch script sets (both scripts share their data settings; checked here).
 """
 
 from __future__ import annotations
+
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -20,52 +22,72 @@ from memgym_verl.agent_loop import AGENT_NAME
 from memgym_verl.episode import create_request_kwargs, new_episode_id, row_create_kwargs
 
 SCRIPTS = ["run_grpo_memgym.sh", "run_dapo_memgym.sh"]
+TOOLS = {"search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"}
 
 
-def dataset_config(script: str, tmp_path, server_address: str, qwen_path: str):
-    overrides = launch_overrides(script, tmp_path, {"MEMGYM_ADDRESS": server_address, "MODEL": qwen_path})
-    keep = [o for o in overrides if o.startswith(("data.", "actor_rollout_ref.rollout.multi_turn."))]
-    keep = [o for o in keep if not o.startswith(("data.train_files", "data.val_files"))]
-    return compose(keep)
+@pytest.fixture(scope="module")
+def data_configs(tmp_path_factory, server_address, qwen_path):
+    """Each launch script's ``data.*`` and multi-turn settings, composed onto verl's config."""
+    configs = {}
+    for script in SCRIPTS:
+        overrides = launch_overrides(script, tmp_path_factory.mktemp(script), {"MEMGYM_ADDRESS": server_address, "MODEL": qwen_path})
+        keep = [o for o in overrides if o.startswith(("data.", "actor_rollout_ref.rollout.multi_turn."))]
+        configs[script] = compose([o for o in keep if not o.startswith(("data.train_files", "data.val_files"))])
+    return configs
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_every_row_fits_the_scripts_prompt_limit(script, tmp_path, server_address, qwen_path, tokenizer, verl_dataset, monkeypatch):
+@pytest.fixture(scope="module")
+def dataset(data_configs, server_address, tokenizer, verl_dataset):
+    """verl's ``RLHFDataset`` over every row, with the scripts' tool config and length filter."""
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
-    config = dataset_config(script, tmp_path, server_address, qwen_path)
-    assert config.data.filter_overlong_prompts is True
-    limit = int(config.data.max_prompt_length)
-    rows = pq.read_table(verl_dataset).num_rows
+    before = os.environ.get("MEMGYM_ADDRESS")
+    os.environ["MEMGYM_ADDRESS"] = server_address  # the tool config's address: the schemas come from ListTools
+    try:
+        return RLHFDataset(data_files=[str(verl_dataset)], tokenizer=tokenizer, config=data_configs[SCRIPTS[0]].data, processor=None)
+    finally:
+        if before is None:
+            del os.environ["MEMGYM_ADDRESS"]
+        else:
+            os.environ["MEMGYM_ADDRESS"] = before
 
-    dataset = RLHFDataset(data_files=[str(verl_dataset)], tokenizer=tokenizer, config=config.data, processor=None)
+
+def test_every_row_fits_the_scripts_prompt_limit(data_configs, dataset, tokenizer, verl_dataset, server_address, monkeypatch):
+    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
+    limits = {s: (int(c.data.max_prompt_length), c.data.filter_overlong_prompts) for s, c in data_configs.items()}
+    assert len(set(limits.values())) == 1 and list(limits.values())[0][1] is True, limits
+    limit = limits[SCRIPTS[0]][0]
+    rows = pq.read_table(verl_dataset).to_pylist()
+
     assert dataset.tool_schemas is not None and len(dataset.tool_schemas) == 6  # verl measured with the schemas
-    assert len(dataset) == rows, f"verl's length filter dropped {rows - len(dataset)} of {rows} rows over {limit} tokens"
+    assert len(dataset) == len(rows), f"verl's length filter dropped {len(rows) - len(dataset)} of {len(rows)} rows over {limit} tokens"
 
     # The same measure by hand, for the margin: the longest row, schemas included, and the limit.
-    longest = max(
-        len(tokenizer.apply_chat_template(list(r["prompt"]), tools=dataset.tool_schemas, add_generation_prompt=True, tokenize=True))
-        for r in pq.read_table(verl_dataset).to_pylist()
-    )
-    assert longest <= limit - 256, f"the longest prompt is {longest} tokens; {script} allows {limit}: keep a margin"
+    def tokens(row) -> int:
+        text = tokenizer.apply_chat_template(list(row["prompt"]), tools=dataset.tool_schemas, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer.encode(text, add_special_tokens=False))
 
+    lengths = [tokens(r) for r in rows]
+    longest = max(lengths)
+    assert 1000 < longest <= limit - 256, f"the longest prompt is {longest} tokens; the scripts allow {limit}: keep a margin"
 
-def test_every_row_opens_an_episode(server_address, verl_dataset, qwen_path, tokenizer, tmp_path, monkeypatch):
+    # verl's filter is live and counts the schemas: one token less than the longest row drops exactly the longest.
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
-    config = dataset_config(SCRIPTS[0], tmp_path, server_address, qwen_path)
-    dataset = RLHFDataset(data_files=[str(verl_dataset)], tokenizer=tokenizer, config=config.data, processor=None)
+    tight = data_configs[SCRIPTS[0]].data.copy()
+    tight.max_prompt_length = longest - 1
+    dropped = len(rows) - len(RLHFDataset(data_files=[dataset.original_data_files[0]], tokenizer=tokenizer, config=tight, processor=None))
+    assert dropped == lengths.count(longest)
+
+
+def test_every_row_opens_an_episode(dataset, server_address):
     client = MemgymClient(server_address)
     categories = set()
     for i in range(len(dataset)):
         item = dataset[i]
-        assert item["agent_name"] == AGENT_NAME
+        assert item["agent_name"] == AGENT_NAME and set(item["tools_kwargs"]) == TOOLS
         create_kwargs = row_create_kwargs(item["tools_kwargs"])
-        assert set(item["tools_kwargs"]) == {
-            "search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"
-        }
+        assert create_kwargs["include_adversarial"] == (item["extra_info"]["category"] == 5)
         episode_id = new_episode_id(create_kwargs)
         question_id, kwargs = create_request_kwargs(create_kwargs)
         created = client.create_episode(question_id, episode_id=episode_id, **kwargs)

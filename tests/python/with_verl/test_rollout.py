@@ -130,18 +130,50 @@ def _has_reward_block() -> bool:
     return "reward" in cfg and "reward_manager" in cfg.reward
 
 
-def make_worker(config, llm):
-    """An ``AgentLoopWorker`` of the release under test, talking to ``llm`` (no Ray, no GPU)."""
+class LocalRewardWorker:
+    """verl's own ``RewardLoopWorker`` (the configured reward manager and reward function), called in-process
+    the way the agent-loop worker calls its Ray handle: ``await handle.compute_score.remote(data)``.
+
+    Build it inside the running event loop (the manager keeps the loop it was built on). ``calls`` counts
+    the samples verl asked it to score.
+    """
+
+    def __init__(self, config):
+        from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+        self.worker = RewardLoopWorker(config, None)
+        self.calls = 0
+        outer = self
+
+        class _Remote:
+            def remote(self, data):
+                outer.calls += 1
+                return outer.worker.compute_score(data)
+
+        self.compute_score = _Remote()
+
+
+def make_worker(config, llm, reward_workers=None):
+    """An ``AgentLoopWorker`` of the release under test, talking to ``llm`` (no Ray, no GPU).
+
+    ``reward_workers``: the reward-loop handles, as the trainer passes them when no reward model needs the
+    GPUs (the usual case); None as on the reward-model path.
+    """
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     params = inspect.signature(AgentLoopWorker.__init__).parameters
     if "llm_client" in params:  # 0.8.0 and later
-        return AgentLoopWorker(config, llm_client=llm, reward_loop_worker_handles=None)
+        return AgentLoopWorker(config, llm_client=llm, reward_loop_worker_handles=reward_workers)
 
     class Worker(AgentLoopWorker):  # 0.7.1: "for recipe to change", a subclass may bring its server manager
         server_manager = llm
 
-    return Worker(config, servers=[], load_balancer_handle=None, reward_loop_worker_handles=None)
+    return Worker(config, servers=[], load_balancer_handle=None, reward_loop_worker_handles=reward_workers)
+
+
+def question_of(episode_id: str) -> str:
+    """The question id in a trajectory's episode id (``{question_id}-{16 hex digits}``)."""
+    return episode_id.rsplit("-", 1)[0]
 
 
 def rows_of(verl_dataset, count: int) -> Tuple[Any, Dict[str, str]]:
@@ -202,12 +234,15 @@ def test_64_trajectories_get_their_episode_reward(manager, tmp_path, server_addr
     batch = build_batch(rows, tmp_path / "rows.parquet", tokenizer, config, n=8)
     assert set(batch.non_tensor_batch["agent_name"]) == {AGENT_NAME}
     chunks = batch.chunk(2)  # as AgentLoopManager splits a batch over its workers
+    reward_workers = []
 
     async def rollout():
-        workers = [make_worker(config, llm), make_worker(config, llm)]
+        reward_workers.append(LocalRewardWorker(config))  # verl's reward loop with the configured manager
+        workers = [make_worker(config, llm, reward_workers), make_worker(config, llm, reward_workers)]
         return await asyncio.gather(*(w.generate_sequences(c) for w, c in zip(workers, chunks)))
 
     outputs = asyncio.run(rollout())
+    assert reward_workers[0].calls == 0, "memgym_agent set every reward: verl did not ask the reward manager"
     assert all(set(o.non_tensor_batch["memgym_steps_used"]) == {0.0} for o in outputs[1:]), "the second worker calls no tool"
     output = DataProto.concat(outputs)  # verl's own concatenation: fails on differing keys
     assert len(output) == 64
@@ -221,10 +256,9 @@ def test_64_trajectories_get_their_episode_reward(manager, tmp_path, server_addr
     responses = tokenizer.batch_decode(output.batch["responses"], skip_special_tokens=False)
     plans_seen = defaultdict(int)
     for i, (episode_id, response) in enumerate(zip(episode_ids, responses)):
-        create_kwargs = output.non_tensor_batch["tools_kwargs"][i]["search_memory"]["create_kwargs"]
         calls = [(c["name"], c["arguments"]) for c in map(json.loads, TOOL_CALL.findall(response))]
         plans_seen[len(calls)] += 1
-        expected = replay(client, create_kwargs["question_id"], calls, f"{manager}-{i}")
+        expected = replay(client, question_of(episode_id), calls, f"{manager}-{i}")
         got = output.non_tensor_batch["memgym_reward"][i]
         assert got == expected.reward, (i, calls)
         assert output.non_tensor_batch["memgym_p_old"][i] == expected.p_old
@@ -237,6 +271,28 @@ def test_64_trajectories_get_their_episode_reward(manager, tmp_path, server_addr
     assert plans_seen[0] >= 36 and plans_seen[2] >= 4  # 32 + 4 without tools; two-call plans ran
     rewards = output.non_tensor_batch["memgym_reward"]
     assert (rewards > 0).any() and (rewards < 0).any(), "the plans move the reward both ways"
+
+
+def test_steps_that_repeat_request_ids_never_share_an_episode(tmp_path, server_address, qwen_path, tokenizer, verl_dataset, monkeypatch):
+    """Two rollout steps of the same prompts; with full_determinism, verl 0.9.1 repeats the request ids."""
+    import verl
+
+    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
+    extra = ["actor_rollout_ref.rollout.full_determinism=True"] if "full_determinism" in compose([]).actor_rollout_ref.rollout else []
+    config = rollout_config(tmp_path, qwen_path, server_address, "naive", extra)
+    rows, answers = rows_of(verl_dataset, 2)
+    seen_ids, episodes = [], []
+    for step in range(2):
+        llm = ScriptedLLM(tokenizer, answers, lambda q, k: "create")
+        batch = build_batch(rows, tmp_path / f"rows{step}.parquet", tokenizer, config, n=2)
+        batch.non_tensor_batch["priority"] = np.arange(len(batch), dtype=np.int64)  # as AgentLoopManager sets it
+        output = asyncio.run(make_worker(config, llm).generate_sequences(batch))
+        seen_ids.append(sorted(llm.plans))
+        episodes += list(output.non_tensor_batch["memgym_episode_id"])
+        assert list(output.non_tensor_batch["memgym_steps_used"]) == [1.0] * 4  # each step's edit on a fresh episode
+    if release(verl.__version__) >= (0, 9, 1):
+        assert seen_ids[0] == seen_ids[1] and all(r.startswith("det-") for r in seen_ids[0])
+    assert len(set(episodes)) == 8
 
 
 def test_tool_text_fits_max_tool_response_length(tmp_path, server_address, qwen_path, tokenizer, verl_dataset, monkeypatch):

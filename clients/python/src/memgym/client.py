@@ -260,7 +260,7 @@ class MemgymClient(_Base):
         return self._call("MemoryEnv/ScoreEpisode", self.env.ScoreEpisode, req, idempotent=True)
 
     def close_episode(self, episode_id: str) -> pb.CloseEpisodeResponse:
-        """Frees the episode. A second close is ``NOT_FOUND``."""
+        """Frees the episode. Closing an ended episode again is OK (``state`` unset); its id is not reused."""
         req = pb.CloseEpisodeRequest(episode_id=episode_id)
         return self._call("MemoryEnv/CloseEpisode", self.env.CloseEpisode, req, idempotent=True)
 

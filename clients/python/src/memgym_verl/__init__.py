@@ -1,22 +1,42 @@
-"""memgym as a verl environment: the ``MemgymTool`` adapter and the reward functions.
+"""memgym as a verl environment: the tool adapter, the agent loop and the scoring core.
 
-Why this package exists: verl's multi-turn rollout (``ToolAgentLoop``) calls tools through ``BaseTool``
-subclasses and scores trajectories with a custom reward function. This package plugs memgym into both:
+Why this package exists: verl's multi-turn rollout calls tools through ``BaseTool`` subclasses and lets an
+agent loop set each trajectory's reward. This package plugs memgym into both (examples/verl/README.md):
 
 - ``memgym_verl.tool.MemgymTool`` — one class, configured per tool in verl's tool_config YAML; its schema
-  comes from the server's ``ListTools``. Needs verl ≥ 0.7.1 (``MIN_VERL``). Imports verl
-  (``verl.tools.base_tool``) — only this module does.
-- ``memgym_verl.reward`` — scores the trajectory's episode with ``ScoreEpisode``, returns
-  ``{"score": reward, **breakdown}`` and closes the episode; one core, three entry points:
-  ``compute_score_async`` (verl ≥ 0.7.1's reward loop awaits it per sample), ``compute_score`` (one
-  sample, blocking) and ``compute_score_batch`` (one call per batch, for custom loops and verl's legacy
-  ``batch`` manager, which no supported verl uses). Needs no verl.
-- ``memgym_verl.episode`` — the single derivation of an episode id from a trajectory, shared by both.
+  comes from the server's ``ListTools``; one episode per trajectory. Imports verl.
+- ``memgym_verl.agent_loop.MemgymAgentLoop`` — agent loop ``memgym_agent``: verl's ``ToolAgentLoop`` that
+  scores and closes the trajectory's episode when it ends and sets its reward, whatever the reward manager.
+  Imports verl.
+- ``memgym_verl.reward`` — the scoring core (``ScoreEpisode`` + ``CloseEpisode`` → the ``memgym_*``
+  breakdown) and reward functions for custom loops. Needs no verl.
+- ``memgym_verl.episode`` — the episode id of a trajectory, the row's create arguments, the clients.
+- ``MIN_VERL`` / ``check_verl_version`` here: the oldest supported verl (needs no verl).
 
-The modules are imported lazily so that ``import memgym_verl.reward`` works without verl installed.
+The submodules are not imported here, so ``import memgym_verl.reward`` works without verl installed.
 """
 
-__all__ = ["MIN_VERL", "episode", "reward", "tool"]
+import re
+from typing import Optional, Tuple
 
-#: The oldest verl whose ToolAgentLoop and reward loop carry a trajectory's episode from tool to reward.
+__all__ = ["MIN_VERL", "agent_loop", "check_verl_version", "episode", "reward", "tool"]
+
+#: The oldest verl whose ToolAgentLoop passes the tool create_kwargs and agent_data and returns the
+#: trajectory's extra_fields in its output.
 MIN_VERL = "0.7.1"
+
+
+def _release(version: str) -> Optional[Tuple[int, int, int]]:
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
+
+
+def check_verl_version(version: Optional[str]) -> None:
+    """Raises ``RuntimeError`` for a verl older than ``MIN_VERL``; an unknown or unparsable version passes."""
+    found = _release(str(version or ""))
+    if found is not None and found < _release(MIN_VERL):
+        raise RuntimeError(
+            f"memgym_verl needs verl >= {MIN_VERL}, found {version}: older ToolAgentLoops pass no "
+            "create_kwargs (0.5) or no agent_data (0.6) to the tool, or drop its extra_fields from the "
+            "trajectory's output (0.7.0), so episodes cannot be kept per trajectory and scored"
+        )

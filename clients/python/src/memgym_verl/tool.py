@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import weakref
 from typing import Any, Dict, Optional, Tuple
@@ -52,7 +51,7 @@ import grpc
 import verl
 
 from memgym import MemgymError
-from memgym_verl import MIN_VERL
+from memgym_verl import MIN_VERL, check_verl_version
 from memgym_verl.episode import (
     ADDRESS_KEY,
     EPISODE_ID_KEY,
@@ -87,22 +86,6 @@ OLD_VERL_CALL = (
     f"memgym_verl needs verl >= {MIN_VERL}: this verl called execute() without agent_data, so MemgymTool "
     "cannot keep the trajectory's episode"
 )
-
-
-def _release(version: str) -> Optional[Tuple[int, int, int]]:
-    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
-    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
-
-
-def check_verl_version(version: Optional[str]) -> None:
-    """Raises ``RuntimeError`` for a verl older than ``MIN_VERL``; an unknown or unparsable version passes."""
-    found = _release(str(version or ""))
-    if found is not None and found < _release(MIN_VERL):
-        raise RuntimeError(
-            f"memgym_verl needs verl >= {MIN_VERL}, found {version}: older ToolAgentLoops pass no "
-            "create_kwargs (0.5) or no agent_data (0.6) to the tool, or drop its extra_fields from the "
-            "trajectory's output (0.7.0), so episodes cannot be kept per trajectory and scored"
-        )
 
 
 def fit_text(text: str, max_chars: Optional[int]) -> str:
