@@ -86,12 +86,23 @@ def verl_dataset(tmp_path_factory) -> Path:
     return out
 
 
+_launched: Dict[tuple, List[str]] = {}
+
+
 def launch_overrides(script: str, tmp_path: Path, env: Optional[Dict[str, str]] = None) -> List[str]:
     """Runs ``examples/verl/<script>`` with a shim ``python3`` first on PATH and returns the trainer's overrides.
 
     ``python3 -m verl.trainer.main_ppo ARGS`` writes ARGS (NUL-separated) and exits 0; any other ``python3``
-    call runs this interpreter (where memgym-client and verl are installed).
+    call runs this interpreter (where memgym-client and verl are installed). The result is kept per script
+    and environment for the session (the script imports verl twice: seconds each).
     """
+    key = (script, tuple(sorted((env or {}).items())))
+    if key not in _launched:
+        _launched[key] = _run_launch_script(script, tmp_path, env)
+    return list(_launched[key])
+
+
+def _run_launch_script(script: str, tmp_path: Path, env: Optional[Dict[str, str]]) -> List[str]:
     shim_dir = tmp_path / "bin"
     shim_dir.mkdir(exist_ok=True)
     argv = tmp_path / "argv"

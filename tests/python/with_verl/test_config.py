@@ -70,8 +70,8 @@ def worker_configs(cfg):
 
 
 @pytest.mark.parametrize("script", ["run_grpo_memgym.sh", "run_dapo_memgym.sh"])
-def test_the_launch_script_passes_verls_validation(script, tmp_path, verl_version):
-    overrides = launch_overrides(script, tmp_path)
+def test_the_launch_script_passes_verls_validation(script, tmp_path, verl_version, qwen_path):
+    overrides = launch_overrides(script, tmp_path, {"MODEL": qwen_path})
     cfg = main_ppo_validation(overrides)
     worker_configs(cfg)
 
@@ -95,8 +95,8 @@ def test_the_launch_script_passes_verls_validation(script, tmp_path, verl_versio
         assert cfg.reward.reward_manager.name == "naive" and OverlongPenalty(cfg).enabled is False
 
 
-def test_verl_refuses_a_script_without_micro_batch_sizes(tmp_path):
+def test_verl_refuses_a_script_without_micro_batch_sizes(tmp_path, qwen_path):
     """The check is real: the old script's mistake (no micro-batch sizes, no dynamic batching) is refused."""
-    overrides = [o for o in launch_overrides("run_grpo_memgym.sh", tmp_path) if "micro_batch_size" not in o]
+    overrides = [o for o in launch_overrides("run_grpo_memgym.sh", tmp_path, {"MODEL": qwen_path}) if "micro_batch_size" not in o]
     with pytest.raises(Exception, match="micro_batch_size"):
         main_ppo_validation(overrides)

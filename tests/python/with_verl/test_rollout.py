@@ -14,6 +14,8 @@ manager configured:
 - each trajectory has its own episode, closed at the end;
 - the reward reaching each sample (``rm_scores``) equals ``ScoreEpisode``'s for a replay of its tool
   calls on a fresh episode, and the ``memgym_*`` breakdown is there for every sample;
+- tool texts fit ``max_tool_response_length`` (20-hit searches keep whole hits and say how many more);
+- two steps whose request ids repeat (``full_determinism``, verl 0.9.1) never share an episode;
 - a trajectory whose episode is reaped mid-way fails the rollout with an error naming the cause.
 """
 
@@ -200,7 +202,7 @@ def build_batch(rows, path, tokenizer, config, n: int):
 
 
 def rollout_config(tmp_path, qwen_path, address: str, manager: str, extra: List[str] = ()):
-    overrides = launch_overrides("run_grpo_memgym.sh", tmp_path, {"MEMGYM_ADDRESS": address, "MODEL": qwen_path})
+    overrides = launch_overrides("run_grpo_memgym.sh", tmp_path, {"MODEL": qwen_path})
     keep = [o for o in overrides if o.startswith(("data.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."))]
     keep = [o for o in keep if not o.startswith(("data.train_files", "data.val_files"))]
     return compose(keep + reward_manager_overrides(manager) + list(extra))
@@ -254,6 +256,12 @@ def test_64_trajectories_get_their_episode_reward(manager, tmp_path, server_addr
 
     client = MemgymClient(server_address)
     responses = tokenizer.batch_decode(output.batch["responses"], skip_special_tokens=False)
+    limit = config.actor_rollout_ref.rollout.multi_turn.max_tool_response_length
+    tool_texts = [t for r in responses for t in TOOL_RESPONSE.findall(r)]
+    assert tool_texts and all(len(t) <= limit for t in tool_texts) and not any("(truncated)" in r for r in responses)
+    fitted = [t.split("\n") for t in tool_texts if t.endswith("more lines)")]
+    assert fitted, "the 20-hit searches were fitted to max_tool_response_length"
+    assert all(all(MEMORY_IDS.match(line) for line in lines[:-1]) for lines in fitted)  # whole hits, best first
     plans_seen = defaultdict(int)
     for i, (episode_id, response) in enumerate(zip(episode_ids, responses)):
         calls = [(c["name"], c["arguments"]) for c in map(json.loads, TOOL_CALL.findall(response))]
@@ -281,36 +289,24 @@ def test_steps_that_repeat_request_ids_never_share_an_episode(tmp_path, server_a
     extra = ["actor_rollout_ref.rollout.full_determinism=True"] if "full_determinism" in compose([]).actor_rollout_ref.rollout else []
     config = rollout_config(tmp_path, qwen_path, server_address, "naive", extra)
     rows, answers = rows_of(verl_dataset, 2)
+    llm = ScriptedLLM(tokenizer, answers, lambda q, k: "create")
     seen_ids, episodes = [], []
-    for step in range(2):
-        llm = ScriptedLLM(tokenizer, answers, lambda q, k: "create")
-        batch = build_batch(rows, tmp_path / f"rows{step}.parquet", tokenizer, config, n=2)
-        batch.non_tensor_batch["priority"] = np.arange(len(batch), dtype=np.int64)  # as AgentLoopManager sets it
-        output = asyncio.run(make_worker(config, llm).generate_sequences(batch))
-        seen_ids.append(sorted(llm.plans))
-        episodes += list(output.non_tensor_batch["memgym_episode_id"])
-        assert list(output.non_tensor_batch["memgym_steps_used"]) == [1.0] * 4  # each step's edit on a fresh episode
+
+    async def two_steps():
+        worker = make_worker(config, llm)
+        for step in range(2):
+            llm.plans.clear()
+            batch = build_batch(rows, tmp_path / f"rows{step}.parquet", tokenizer, config, n=2)
+            batch.non_tensor_batch["priority"] = np.arange(len(batch), dtype=np.int64)  # as AgentLoopManager sets it
+            output = await worker.generate_sequences(batch)
+            seen_ids.append(sorted(llm.plans))
+            episodes.extend(output.non_tensor_batch["memgym_episode_id"])
+            assert list(output.non_tensor_batch["memgym_steps_used"]) == [1.0] * 4  # each step edits a fresh episode
+
+    asyncio.run(two_steps())
     if release(verl.__version__) >= (0, 9, 1):
         assert seen_ids[0] == seen_ids[1] and all(r.startswith("det-") for r in seen_ids[0])
     assert len(set(episodes)) == 8
-
-
-def test_tool_text_fits_max_tool_response_length(tmp_path, server_address, qwen_path, tokenizer, verl_dataset, monkeypatch):
-    monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
-    limit = 200
-    config = rollout_config(
-        tmp_path, qwen_path, server_address, "naive", [f"actor_rollout_ref.rollout.multi_turn.max_tool_response_length={limit}"]
-    )
-    rows, answers = rows_of(verl_dataset, 1)
-    llm = ScriptedLLM(tokenizer, answers, lambda q, k: "long")
-    batch = build_batch(rows, tmp_path / "rows.parquet", tokenizer, config, n=1)
-    output = asyncio.run(make_worker(config, llm).generate_sequences(batch))
-    response = tokenizer.decode(output.batch["responses"][0], skip_special_tokens=False)
-    texts = TOOL_RESPONSE.findall(response)
-    assert texts and all(len(t) <= limit for t in texts)
-    assert "truncated" not in response  # verl's own cut never fired
-    first = texts[0].split("\n")
-    assert first[-1].startswith("(+") and all(MEMORY_IDS.match(line) for line in first[:-1]), first
 
 
 def test_a_reaped_episode_fails_the_rollout_naming_the_cause(tmp_path, qwen_path, tokenizer, verl_dataset, monkeypatch):
