@@ -52,12 +52,14 @@ echo "== pytest tests/python without verl (server: $MEMGYM_BIN)"
 VERSIONS=${MEMGYM_VERL_VERSIONS:-0.7.1 0.8.0 0.9.0 0.9.1}
 [ "$VERSIONS" = none ] && exit 0
 echo "== verl and its dependencies (scripts/install-verl.sh), the Qwen2.5 tokenizer (scripts/install-qwen.sh)"
-eval "$("$ROOT/scripts/install-verl.sh")"
+env=$("$ROOT/scripts/install-verl.sh")
+eval "$env"
 for family in 0.7 0.9; do
   "$MEMGYM_VERL_ROOT/venv-$family/bin/pip" uninstall --quiet --yes memgym-client >/dev/null 2>&1 || true
   "$MEMGYM_VERL_ROOT/venv-$family/bin/pip" install --quiet "$ROOT/clients/python"
 done
-eval "$("$ROOT/scripts/install-qwen.sh" "$MEMGYM_VERL_ROOT/venv-0.9/bin/python")"
+env=$("$ROOT/scripts/install-qwen.sh" "$MEMGYM_VERL_ROOT/venv-0.9/bin/python")
+eval "$env"
 export MEMGYM_QWEN_TOKENIZER HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_DEDUP_LOGS=0
 for v in $VERSIONS; do
   case $v in 0.7.*|0.8.*) family=0.7 ;; *) family=0.9 ;; esac
