@@ -284,6 +284,7 @@ def test_64_trajectories_get_their_episode_reward(manager, tmp_path, server_addr
 def test_steps_that_repeat_request_ids_never_share_an_episode(tmp_path, server_address, qwen_path, tokenizer, verl_dataset, monkeypatch):
     """Two rollout steps of the same prompts; with full_determinism, verl 0.9.1 repeats the request ids."""
     import verl
+    from verl.trainer.ppo.reward import extract_reward
 
     monkeypatch.setenv("MEMGYM_ADDRESS", server_address)
     extra = ["actor_rollout_ref.rollout.full_determinism=True"] if "full_determinism" in compose([]).actor_rollout_ref.rollout else []
@@ -302,6 +303,10 @@ def test_steps_that_repeat_request_ids_never_share_an_episode(tmp_path, server_a
             seen_ids.append(sorted(llm.plans))
             episodes.extend(output.non_tensor_batch["memgym_episode_id"])
             assert list(output.non_tensor_batch["memgym_steps_used"]) == [1.0] * 4  # each step edits a fresh episode
+            # No reward-loop handles here, as on the reward-model path: the rewards are in rm_scores all the same,
+            # so the trainer does not call the reward manager for them.
+            reward_tensor, _ = extract_reward(output)
+            assert reward_tensor.sum(-1).tolist() == pytest.approx(list(output.non_tensor_batch["memgym_reward"]), abs=1e-6)
 
     asyncio.run(two_steps())
     if release(verl.__version__) >= (0, 9, 1):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, Mapping, Optional
 
-from memgym import MemgymError
+from memgym import MemgymError, MemgymUnavailable
 from memgym_verl.episode import (
     ADDRESS_KEY,
     EPISODE_ID_KEY,
@@ -129,6 +129,8 @@ class MemgymAgentLoop(ToolAgentLoop):
         extra_fields[ADDRESS_KEY] = address
         try:
             result = await score_and_close_async(address, episode_id)
+        except MemgymUnavailable:
+            raise  # names the address already
         except MemgymError as err:
             raise MemgymError(
                 err.code,

@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import uuid
-from typing import Any, Dict, Mapping, MutableMapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from memgym import AsyncMemgymClient, MemgymClient
 from memgym.client import DEFAULT_ADDRESS
@@ -66,16 +66,6 @@ def episode_base(create_kwargs: Mapping[str, Any]) -> str:
 def new_episode_id(create_kwargs: Mapping[str, Any]) -> str:
     """A fresh, never-reused episode id for one trajectory of the row ``create_kwargs``."""
     return f"{episode_base(create_kwargs)}-{uuid.uuid4().hex[:16]}"
-
-
-def trajectory_episode_id(extra_fields: MutableMapping[str, Any], create_kwargs: Mapping[str, Any]) -> Tuple[str, bool]:
-    """``(episode id, created)``: the trajectory's id from ``extra_fields``, made and stored on first use."""
-    episode_id = extra_fields.get(EPISODE_ID_KEY)
-    if episode_id:
-        return str(episode_id), False
-    episode_id = new_episode_id(create_kwargs)
-    extra_fields[EPISODE_ID_KEY] = episode_id
-    return episode_id, True
 
 
 def row_create_kwargs(tools_kwargs: Optional[Mapping[str, Any]], tool_name: Optional[str] = None) -> Dict[str, Any]:
