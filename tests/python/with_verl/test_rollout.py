@@ -5,8 +5,9 @@ the tool registry reading examples/verl/memgym_tool_config.yaml, ``ToolAgentLoop
 hermes parser, the worker's padding and post-processing, ``DataProto.concat`` across workers,
 ``extract_reward``), with only the LLM replaced: ``ScriptedLLM`` answers each ``generate`` with the next
 scripted assistant turn as token ids of the real Qwen2.5 tokenizer. The config is the launch script's own
-overrides. What must hold, in every supported release and with the ``naive`` and the ``dapo`` reward
-manager configured:
+overrides. What must hold, in every supported release and with the ``naive``, ``dapo`` or ``gdpo`` reward
+manager configured (verl's own reward-loop worker is handed to the agent-loop workers, as the trainer does),
+and without reward-loop handles (the reward-model path):
 
 - 64 trajectories in 8 groups of 8: in the first four groups every trajectory follows another plan (no
   tool call, search, create, delete, merge, split, update, a long search); the last four call no tool at
@@ -119,17 +120,8 @@ class ScriptedLLM:
 
 
 def reward_manager_overrides(name: str) -> List[str]:
-    """The reward-manager setting in the layout of the release under test."""
-    import verl
-
-    if release(verl.__version__) >= (0, 8, 0) or _has_reward_block():
-        return [f"reward.reward_manager.name={name}"]
-    return [f"reward_model.reward_manager={name}"]
-
-
-def _has_reward_block() -> bool:
-    cfg = compose([])
-    return "reward" in cfg and "reward_manager" in cfg.reward
+    """The reward manager: ``reward.reward_manager.name`` in every supported release (0.7.1 to 0.9.1)."""
+    return [f"reward.reward_manager.name={name}"]
 
 
 class LocalRewardWorker:
@@ -222,7 +214,7 @@ def replay(client: MemgymClient, question_id: str, calls: List[Tuple[str, Dict[s
     return scored
 
 
-@pytest.mark.parametrize("manager", ["naive", "dapo"])
+@pytest.mark.parametrize("manager", ["naive", "dapo", "gdpo"])
 def test_64_trajectories_get_their_episode_reward(manager, tmp_path, server_address, qwen_path, tokenizer, verl_dataset, monkeypatch):
     from verl.protocol import DataProto
     from verl.trainer.ppo.reward import extract_reward
