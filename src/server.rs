@@ -10,7 +10,10 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
+use tonic::server::NamedService;
 use tonic::transport::Server;
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
 
 use crate::api::pb::dataset_server::DatasetServer;
 use crate::api::pb::memory_env_server::MemoryEnvServer;
@@ -37,7 +40,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
 ) -> anyhow::Result<()> {
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let (mut health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MemoryEnvServer<MemoryEnvService>>().await;
     health_reporter.set_serving::<DatasetServer<DatasetService>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -76,17 +79,48 @@ pub async fn serve(
         () = shutdown => {}
     }
     tracing::info!("shutting down: health NOT_SERVING, draining in-flight calls");
-    health_reporter.set_not_serving::<MemoryEnvServer<MemoryEnvService>>().await;
-    health_reporter.set_not_serving::<DatasetServer<DatasetService>>().await;
+    for name in HEALTH_NAMES {
+        health_reporter.set_service_status(name, ServingStatus::NotServing).await;
+    }
     let _ = stop_tx.send(());
     reaper.abort();
-    match tokio::time::timeout(drain, &mut server).await {
+    let drained = async {
+        // A health Watch is a stream that never ends by itself: it would hold its connection (and so the
+        // drain) open until the deadline. Watchers have been sent NOT_SERVING; ending their streams now,
+        // and again for any Watch that slipped in before the connection's GOAWAY, lets the drain finish as
+        // soon as the unary calls do (grpc-health: on shutdown, everything NOT_SERVING, watches ended).
+        let mut tick = tokio::time::interval(WATCH_SWEEP);
+        loop {
+            tokio::select! {
+                r = &mut server => return r,
+                _ = tick.tick() => end_health_watches(&mut health_reporter).await,
+            }
+        }
+    };
+    match tokio::time::timeout(drain, drained).await {
         Ok(r) => Ok(r??),
         Err(_) => {
             tracing::warn!(?drain, "drain deadline passed with connections still open; stopping");
             server.abort();
             Ok(())
         }
+    }
+}
+
+/// Every name the health service reports: the whole server ("") and each memgym service.
+const HEALTH_NAMES: [&str; 3] =
+    ["", <MemoryEnvServer<MemoryEnvService> as NamedService>::NAME, <DatasetServer<DatasetService> as NamedService>::NAME];
+
+/// How often the drain ends health Watch streams opened since the last sweep.
+const WATCH_SWEEP: Duration = Duration::from_millis(200);
+
+/// Ends every open health Watch stream (dropping a status's sender ends its streams, after they have seen
+/// the last status) and registers the names again as NOT_SERVING, so a late Check still answers
+/// NOT_SERVING rather than NOT_FOUND.
+async fn end_health_watches(reporter: &mut HealthReporter) {
+    for name in HEALTH_NAMES {
+        reporter.clear_service_status(name).await;
+        reporter.set_service_status(name, ServingStatus::NotServing).await;
     }
 }
 

@@ -7,11 +7,17 @@ use std::time::{Duration, Instant};
 
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
 
-#[tokio::test]
-async fn serve_answers_and_exits_cleanly_on_sigterm() {
+use crate::fake_llm::{Canned, FakeLlm};
+
+/// Starts the binary with `flags` and returns it with the address it logged.
+fn start_binary(flags: &[&str]) -> (std::process::Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_memgym"))
         .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(flags)
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())
         .spawn()
@@ -27,21 +33,81 @@ async fn serve_answers_and_exits_cleanly_on_sigterm() {
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server logs its address");
-    let mut c = MemoryEnvClient::connect(format!("http://{addr}")).await.unwrap();
-    let r =
-        c.create_episode(pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), ..Default::default() }).await.unwrap().into_inner();
-    assert_eq!(r.initial_memory_count, 184);
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
+    (child, addr)
+}
+
+/// Waits for the process to exit (successfully) and returns how long that took.
+async fn wait_exit(child: &mut std::process::Child, limit: Duration) -> Duration {
     let start = Instant::now();
     loop {
         if let Some(s) = child.try_wait().unwrap() {
             assert!(s.success(), "exit status {s}");
-            break;
+            return start.elapsed();
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "the server did not stop after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(start.elapsed() < limit, "the server did not stop after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+fn sigterm(child: &std::process::Child) {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn serve_answers_and_exits_cleanly_on_sigterm() {
+    let (mut child, addr) = start_binary(&[]);
+    let mut c = MemoryEnvClient::connect(format!("http://{addr}")).await.unwrap();
+    let r =
+        c.create_episode(pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), ..Default::default() }).await.unwrap().into_inner();
+    assert_eq!(r.initial_memory_count, 184);
+    sigterm(&child);
+    wait_exit(&mut child, Duration::from_secs(20)).await;
+}
+
+/// On SIGTERM every health name turns NOT_SERVING, open Watch streams see it and end, the in-flight call
+/// finishes, and the process exits as soon as it has: long before the drain deadline (60 s here).
+#[tokio::test]
+async fn sigterm_ends_health_watches_and_exits_once_in_flight_calls_finish() {
+    let llm = FakeLlm::start(|_| Canned::answer("bees").after(Duration::from_millis(1500))).await;
+    let (mut child, addr) =
+        start_binary(&["--llm-base-url", llm.url.as_str(), "--llm-model", "m", "--evaluator", "llm-f1", "--drain-secs", "60"]);
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut env = MemoryEnvClient::new(channel.clone());
+    let mut health = HealthClient::new(channel.clone());
+    let mut watches = Vec::new();
+    for service in ["", "memgym.v1.MemoryEnv", "memgym.v1.Dataset"] {
+        let mut w = health.watch(HealthCheckRequest { service: service.into() }).await.unwrap().into_inner();
+        assert_eq!(w.message().await.unwrap().unwrap().status(), ServingStatus::Serving, "{service:?}");
+        watches.push((service, w));
+    }
+    env.create_episode(pb::CreateEpisodeRequest { episode_id: "slow".into(), question_id: "conv-26:q0".into(), ..Default::default() })
+        .await
+        .unwrap();
+    // ScoreEpisode asks the (slow) LLM twice: about 3 s in flight.
+    let mut scorer = env.clone();
+    let score = tokio::spawn(async move { scorer.score_episode(pb::ScoreEpisodeRequest { episode_id: "slow".into() }).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    sigterm(&child);
+    for (service, mut w) in watches {
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut last = None;
+            while let Ok(Some(m)) = w.message().await {
+                last = Some(m.status());
+            }
+            last
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the watch on {service:?} did not end"));
+        assert_eq!(seen, Some(ServingStatus::NotServing), "{service:?}");
+    }
+    let r = score.await.unwrap().expect("the in-flight call finishes during the drain").into_inner();
+    assert_eq!(r.answer_old, "bees");
+    let finished = sent.elapsed();
+    wait_exit(&mut child, Duration::from_secs(30)).await;
+    let exited = sent.elapsed();
+    assert!(exited < finished + Duration::from_secs(3), "exited {exited:?} after SIGTERM, the call finished after {finished:?}");
 }
 
 #[test]
