@@ -19,6 +19,7 @@ pub mod eval;
 pub mod llm;
 pub mod memory;
 pub mod openai_compat;
+pub mod quote;
 pub mod reward;
 pub mod server;
 pub mod telemetry;

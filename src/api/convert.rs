@@ -357,7 +357,7 @@ pub fn page_offset(token: &str) -> Result<usize, Status> {
     if token.is_empty() {
         return Ok(0);
     }
-    token.parse::<usize>().map_err(|_| bad("page_token", format!("{token:?} is not a token this server issued")))
+    token.parse::<usize>().map_err(|_| bad("page_token", format!("{} is not a token this server issued", crate::quote::quoted(token))))
 }
 
 /// Page size with a default and a cap.

@@ -55,7 +55,7 @@ impl DatasetApi for DatasetService {
         }
         let conv = conversation_id.trim();
         if !conv.is_empty() && ds.conversation(conv).is_none() {
-            return Err(Status::not_found(format!("conversation {conv:?} not found")));
+            return Err(Status::not_found(format!("conversation_id {} not found", crate::quote::quoted(conv))));
         }
         let size = page_size(size, 100, 1000)?;
         let offset = page_offset(&page_token)?;

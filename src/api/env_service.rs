@@ -12,6 +12,7 @@ use super::pb;
 use super::pb::memory_env_server::MemoryEnv;
 use super::status::log_status;
 use crate::episode::{CreateRequest, Environment};
+use crate::quote::name;
 use crate::tools::{json, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, ToolCall, ToolError, ToolLimits};
 use pb::call_tool_response::Result as R;
 
@@ -60,7 +61,7 @@ fn expect<T>(r: R, pick: impl FnOnce(R) -> Option<T>) -> Result<Response<T>, Sta
 impl MemoryEnv for MemoryEnvService {
     async fn create_episode(&self, request: Request<pb::CreateEpisodeRequest>) -> Result<Response<pb::CreateEpisodeResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("create_episode", episode_id = %req.episode_id, question_id = %req.question_id);
+        let span = tracing::info_span!("create_episode", episode_id = %name(&req.episode_id), question_id = %name(&req.question_id));
         logged(
             async {
                 let req = CreateRequest::try_from(req)?;
@@ -82,49 +83,49 @@ impl MemoryEnv for MemoryEnvService {
 
     async fn search(&self, request: Request<pb::SearchRequest>) -> Result<Response<pb::SearchResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %req.episode_id, tool = "search_memory");
+        let span = tracing::info_span!("tool", episode_id = %name(&req.episode_id), tool = "search_memory");
         let out = self.typed(req, |raw: RawSearch, l| raw.validate(l).map(ToolCall::Search)).instrument(span).await;
         expect(logged(out)?, |r| if let R::Search(x) = r { Some(x) } else { None })
     }
 
     async fn manage(&self, request: Request<pb::ManageRequest>) -> Result<Response<pb::ManageResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %req.episode_id, tool = "manage_memory");
+        let span = tracing::info_span!("tool", episode_id = %name(&req.episode_id), tool = "manage_memory");
         let out = self.typed(req, |raw: RawManage, l| raw.validate(l).map(ToolCall::Manage)).instrument(span).await;
         expect(logged(out)?, |r| if let R::Manage(x) = r { Some(x) } else { None })
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %req.episode_id, tool = "delete_memory");
+        let span = tracing::info_span!("tool", episode_id = %name(&req.episode_id), tool = "delete_memory");
         let out = self.typed(req, |raw: RawDelete, l| raw.validate(l).map(ToolCall::Delete)).instrument(span).await;
         expect(logged(out)?, |r| if let R::Delete(x) = r { Some(x) } else { None })
     }
 
     async fn sample(&self, request: Request<pb::SampleRequest>) -> Result<Response<pb::SampleResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %req.episode_id, tool = "sample_memory");
+        let span = tracing::info_span!("tool", episode_id = %name(&req.episode_id), tool = "sample_memory");
         let out = self.typed(req, |raw: RawSample, _l| raw.validate().map(ToolCall::Sample)).instrument(span).await;
         expect(logged(out)?, |r| if let R::Sample(x) = r { Some(x) } else { None })
     }
 
     async fn merge(&self, request: Request<pb::MergeRequest>) -> Result<Response<pb::MergeResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %req.episode_id, tool = "merge_memory");
+        let span = tracing::info_span!("tool", episode_id = %name(&req.episode_id), tool = "merge_memory");
         let out = self.typed(req, |raw: RawMerge, l| raw.validate(l).map(ToolCall::Merge)).instrument(span).await;
         expect(logged(out)?, |r| if let R::Merge(x) = r { Some(x) } else { None })
     }
 
     async fn split(&self, request: Request<pb::SplitRequest>) -> Result<Response<pb::SplitResponse>, Status> {
         let req = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %req.episode_id, tool = "split_memory");
+        let span = tracing::info_span!("tool", episode_id = %name(&req.episode_id), tool = "split_memory");
         let out = self.typed(req, |raw: RawSplit, l| raw.validate(l).map(ToolCall::Split)).instrument(span).await;
         expect(logged(out)?, |r| if let R::Split(x) = r { Some(x) } else { None })
     }
 
     async fn call_tool(&self, request: Request<pb::CallToolRequest>) -> Result<Response<pb::CallToolResponse>, Status> {
         let pb::CallToolRequest { episode_id: id, tool_name, arguments_json } = request.into_inner();
-        let span = tracing::info_span!("tool", episode_id = %id, tool = %tool_name);
+        let span = tracing::info_span!("tool", episode_id = %name(&id), tool = %name(&tool_name));
         logged(
             async {
                 let id = episode_id(id)?;
@@ -182,7 +183,7 @@ impl MemoryEnv for MemoryEnvService {
 
     async fn score_episode(&self, request: Request<pb::ScoreEpisodeRequest>) -> Result<Response<pb::ScoreEpisodeResponse>, Status> {
         let pb::ScoreEpisodeRequest { episode_id: id } = request.into_inner();
-        let span = tracing::info_span!("score_episode", episode_id = %id);
+        let span = tracing::info_span!("score_episode", episode_id = %name(&id));
         logged(
             async {
                 let id = episode_id(id)?;

@@ -7,17 +7,7 @@ use crate::tools::ToolError;
 
 use super::ended::Tombstone;
 
-/// Characters of an episode id an error message quotes.
-const ID_SHOWN: usize = 64;
-
-/// `id` quoted, cut to its first [`ID_SHOWN`] characters (with "..." when cut): an unknown id may be
-/// anything up to the request size limit.
-pub fn id_prefix(id: &str) -> String {
-    match id.char_indices().nth(ID_SHOWN) {
-        Some((cut, _)) => format!("{:?}...", &id[..cut]),
-        None => format!("{id:?}"),
-    }
-}
+use crate::quote::quoted;
 
 /// Errors of the episode layer. `api::status` maps each variant to one gRPC code.
 #[derive(Debug, thiserror::Error)]
@@ -31,13 +21,13 @@ pub enum EpisodeError {
         message: String,
     },
     /// No open episode has this id, and no remembered ended one.
-    #[error("episode {} not found (never created, or it ended long enough ago to be forgotten)", id_prefix(.id))]
+    #[error("episode {} not found (never created, or it ended long enough ago to be forgotten)", quoted(.id))]
     EpisodeNotFound {
         /// The id.
         id: String,
     },
     /// The episode ended (closed or reaped) and its id is still remembered: ids are not reused.
-    #[error("episode {} was {tombstone} ({ago_secs} s ago); episode ids are not reused: open a new id", id_prefix(.id))]
+    #[error("episode {} was {tombstone} ({ago_secs} s ago); episode ids are not reused: open a new id", quoted(.id))]
     EpisodeEnded {
         /// The id.
         id: String,
@@ -47,7 +37,7 @@ pub enum EpisodeError {
         ago_secs: u64,
     },
     /// A dataset item does not exist.
-    #[error("{what} {id:?} not found")]
+    #[error("{what}_id {} not found", quoted(.id))]
     DatasetNotFound {
         /// "conversation" or "question".
         what: &'static str,
@@ -101,7 +91,7 @@ mod tests {
     fn messages_quote_at_most_a_prefix_of_the_id() {
         let long = "x".repeat(10_000);
         let m = EpisodeError::EpisodeNotFound { id: long }.to_string();
-        assert!(m.len() < 200 && m.contains(&format!("\"{}\"...", "x".repeat(ID_SHOWN))), "{m}");
+        assert!(m.len() < 200 && m.contains(&format!("\"{}\"...", "x".repeat(crate::quote::SHOWN_CHARS))), "{m}");
         let t = Tombstone { ending: Ending::Reaped { idle_secs: 600 }, scored: false, steps_used: 3, at_ms: 0 };
         let m = EpisodeError::EpisodeEnded { id: "ep-1".into(), tombstone: t, ago_secs: 42 }.to_string();
         assert_eq!(m, "episode \"ep-1\" was reaped after 600 s idle at step 3 (42 s ago); episode ids are not reused: open a new id");

@@ -545,7 +545,12 @@ impl Environment {
         self.check_open(&ep)?;
         if ep.definition != definition {
             return Err(EpisodeError::AlreadyExists {
-                message: format!("episode {} is live as ({}), not ({definition})", ep.id, ep.definition),
+                message: format!(
+                    "episode {} is live as ({}), not ({})",
+                    ep.id,
+                    crate::quote::cut(&ep.definition),
+                    crate::quote::cut(definition)
+                ),
             });
         }
         Ok(Created { state: ep.state(), created: false })

@@ -19,7 +19,7 @@ impl fmt::Display for MemoryId {
 
 /// The reason a string is not a memory id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a memory id: {0:?} (expected 'm' followed by digits, like m0042)")]
+#[error("not a memory id: {} (expected 'm' followed by digits, like m0042)", crate::quote::quoted(.0))]
 pub struct BadMemoryId(pub String);
 
 impl FromStr for MemoryId {
@@ -65,7 +65,7 @@ impl FromStr for MemoryType {
             "episodic" => Ok(MemoryType::Episodic),
             "semantic" => Ok(MemoryType::Semantic),
             "procedural" => Ok(MemoryType::Procedural),
-            _ => Err(format!("unknown memory type {s:?} (expected episodic, semantic or procedural)")),
+            _ => Err(format!("unknown memory type {} (expected episodic, semantic or procedural)", crate::quote::quoted(s))),
         }
     }
 }

@@ -158,7 +158,7 @@ impl RawSearch {
         let threshold = match self.threshold {
             None => None,
             Some(t) if t.is_finite() && (0.0..=1.0).contains(&t) => Some(t as f32),
-            Some(t) => return Err(ToolError::invalid("threshold", format!("must be a number between 0 and 1, got {t}"))),
+            Some(t) => return Err(ToolError::invalid("threshold", format!("must be a number between 0 and 1, got {t:?}"))),
         };
         let speaker = label("speaker", self.speaker)?.map(|s| s.to_lowercase());
         let session = match self.session {

@@ -1,13 +1,20 @@
 //! The tools as an LLM sees them: OpenAI function schemas (verl-compatible: each property has only
 //! `type`, `description` and `enum`) and the parser for the JSON arguments an LLM emits.
 //!
-//! Parsing is strict: the arguments must be a JSON object, every value must have the schema's type
-//! (integers may be written `5` or `5.0`), unknown argument names are refused, and `null` means unset.
-//! Every error names the argument. The parsed values go through the same validation as the typed RPCs.
+//! Parsing is strict where a call would be ambiguous and lenient where LLM output is merely untidy
+//! (README "Tool arguments"): the arguments must be one JSON object with distinct keys (`""` is `{}`),
+//! every value must have the schema's type (integers may be written `5` or `5.0`), enum values ignore
+//! case and surrounding spaces, unknown argument names are refused, and `null` means unset. Every error
+//! names the argument and quotes at most a prefix of a bad value ([`crate::quote`]). The parsed values
+//! go through the same validation as the typed RPCs.
 
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Map, Value};
 
 use crate::memory::MemoryType;
+use crate::quote::{name, quoted};
 
 use super::args::{ManageOpKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, ToolLimits};
 use super::text::{MergeStrategy, SplitCriteria};
@@ -109,18 +116,9 @@ pub fn tool_schemas() -> Vec<Value> {
 pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) -> Result<ToolCall, ToolError> {
     let name = tool_name.trim();
     if !TOOL_NAMES.contains(&name) {
-        return Err(ToolError::invalid("tool_name", format!("unknown tool {tool_name:?} (expected one of {})", TOOL_NAMES.join(", "))));
+        return Err(ToolError::invalid("tool_name", format!("unknown tool {} (expected one of {})", quoted(tool_name), TOOL_NAMES.join(", "))));
     }
-    let raw = arguments_json.trim();
-    let value: Value = if raw.is_empty() {
-        Value::Object(Map::new())
-    } else {
-        serde_json::from_str(raw).map_err(|e| ToolError::invalid("arguments_json", format!("not valid JSON: {e}")))?
-    };
-    let Value::Object(obj) = value else {
-        return Err(ToolError::invalid("arguments_json", "must be a JSON object"));
-    };
-    let mut a = Args { obj, used: Vec::new() };
+    let mut a = Args { obj: top_level_object(arguments_json)?, used: Vec::new() };
     let call = match name {
         "search_memory" => ToolCall::Search(
             RawSearch {
@@ -191,6 +189,82 @@ pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) ->
     Ok(call)
 }
 
+/// The arguments object: `""` (or only whitespace) is `{}`; anything else must be one JSON object
+/// whose keys are distinct (serde_json's `Map` would silently keep the last of a repeated key).
+fn top_level_object(arguments_json: &str) -> Result<Map<String, Value>, ToolError> {
+    let raw = arguments_json.trim();
+    if raw.is_empty() {
+        return Ok(Map::new());
+    }
+    let Members(members) = serde_json::from_str(raw)
+        .map_err(|e| ToolError::invalid("arguments_json", format!("not valid JSON: {}", crate::quote::cut(&e.to_string()))))?;
+    let members = members.ok_or_else(|| ToolError::invalid("arguments_json", "must be a JSON object"))?;
+    let mut obj = Map::new();
+    for (k, v) in members {
+        if obj.contains_key(&k) {
+            return Err(ToolError::invalid(&name(&k), "is given more than once (duplicate JSON key)"));
+        }
+        obj.insert(k, v);
+    }
+    Ok(obj)
+}
+
+/// The members of a top-level JSON object in order, repeated keys kept; `None` for any other JSON value.
+struct Members(Option<Vec<(String, Value)>>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MembersVisitor)
+    }
+}
+
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Members;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+        let mut out = Vec::new();
+        while let Some(entry) = map.next_entry::<String, Value>()? {
+            out.push(entry);
+        }
+        Ok(Members(Some(out)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Members, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Members(None))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Members, E> {
+        Ok(Members(None))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Members, E> {
+        Ok(Members(None))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Members, E> {
+        Ok(Members(None))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Members, E> {
+        Ok(Members(None))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Members, E> {
+        Ok(Members(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<Members, E> {
+        Ok(Members(None))
+    }
+}
+
 struct Args {
     obj: Map<String, Value>,
     used: Vec<&'static str>,
@@ -256,7 +330,7 @@ impl Args {
         let t = s.trim().to_ascii_lowercase();
         options.iter().find(|(n, _)| *n == t).map(|(_, v)| Some(*v)).ok_or_else(|| {
             let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-            ToolError::invalid(key, format!("must be one of {}, got {s:?}", names.join(", ")))
+            ToolError::invalid(key, format!("must be one of {}, got {}", names.join(", "), quoted(&s)))
         })
     }
 
@@ -266,7 +340,7 @@ impl Args {
 
     fn refuse_unknown(&self) -> Result<(), ToolError> {
         match self.obj.keys().find(|k| !self.used.contains(&k.as_str())) {
-            Some(k) => Err(ToolError::invalid(k, format!("unknown argument (expected one of {})", self.used.join(", ")))),
+            Some(k) => Err(ToolError::invalid(&name(k), format!("unknown argument (expected one of {})", self.used.join(", ")))),
             None => Ok(()),
         }
     }
@@ -372,6 +446,33 @@ mod tests {
     }
 
     #[test]
+    fn long_values_are_quoted_as_a_prefix() {
+        let long = "z".repeat(20_000);
+        let cases = [
+            (long.clone(), "{}".to_string(), "tool_name"),
+            ("delete_memory".into(), json!({ "memory_id": long }).to_string(), "memory_id"),
+            ("delete_memory".into(), json!({ "memory_ids": ["m1", long] }).to_string(), "memory_ids"),
+            ("manage_memory".into(), json!({ "operation": long, "content": "x" }).to_string(), "operation"),
+            ("search_memory".into(), json!({ "query": "x", "memory_type": long }).to_string(), "memory_type"),
+            ("sample_memory".into(), json!({ "strategy": long }).to_string(), "strategy"),
+            ("merge_memory".into(), json!({ "memory_ids": ["m1", "m2"], "strategy": long }).to_string(), "strategy"),
+            ("split_memory".into(), json!({ "memory_id": "m1", "split_criteria": long }).to_string(), "split_criteria"),
+            ("split_memory".into(), json!({ "memory_id": long, "split_criteria": "speaker" }).to_string(), "memory_id"),
+            ("search_memory".into(), format!(r#"{{"query": "x", "{long}": 1}}"#), "\""),
+            ("search_memory".into(), format!(r#"{{"query": "x", "{long}": 1, "{long}": 2}}"#), "\""),
+            ("search_memory".into(), format!(r#"{{"query": "{long}"#), "arguments_json"),
+        ];
+        for (tool, args, field) in cases {
+            let e = parse(&tool, &args).expect_err(field);
+            let m = e.to_string();
+            assert!(m.len() < 400 && m.contains(field), "{field}: {m}");
+            if field != "arguments_json" {
+                assert!(m.contains("(20000 characters)"), "{field}: {m}");
+            }
+        }
+    }
+
+    #[test]
     fn errors_name_the_argument() {
         let cases = [
             ("search_memory", "{", "arguments_json"),
@@ -406,6 +507,11 @@ mod tests {
             ("split_memory", r#"{"memory_id": "m1", "split_criteria": "speaker", "max_parts": 6}"#, "max_parts"),
             ("split_memory", r#"{"memory_id": "m1", "split_criteria": "speaker", "parts": ["only one"]}"#, "parts"),
             ("wipe_memory", r#"{}"#, "tool_name"),
+            ("search_memory", r#"{"query": "a", "query": "b"}"#, "query"),
+            ("search_memory", r#"{"query": "a", "top_k": 3, "top_k": null}"#, "top_k"),
+            ("search_memory", r#"{"query": "a"} {}"#, "arguments_json"),
+            ("search_memory", "null", "arguments_json"),
+            ("search_memory", "\"query\"", "arguments_json"),
         ];
         for (tool, args, field) in cases {
             let got = field_of(parse(tool, args).expect_err(args));
