@@ -47,6 +47,21 @@ fn opt(s: String) -> Option<String> {
     (!s.trim().is_empty()).then_some(s)
 }
 
+/// A typed tool request: its episode id, and its arguments or the refusal of one (an unknown enum
+/// value), which the caller counts against the episode like any other refused call.
+#[derive(Debug)]
+pub struct Typed<Raw> {
+    /// The episode id (not empty).
+    pub episode_id: String,
+    /// The unvalidated arguments, or why they could not even be read.
+    pub raw: Result<Raw, ToolError>,
+}
+
+/// Checks the episode id, then reads the arguments.
+fn typed<Raw>(id: String, raw: impl FnOnce() -> Result<Raw, ToolError>) -> Result<Typed<Raw>, Status> {
+    Ok(Typed { episode_id: episode_id(id)?, raw: raw() })
+}
+
 /// The episode id of a tool request: required.
 pub fn episode_id(id: String) -> Result<String, Status> {
     if id.trim().is_empty() {
@@ -187,97 +202,107 @@ impl TryFrom<pb::CreateEpisodeRequest> for CreateRequest {
     }
 }
 
-impl TryFrom<pb::SearchRequest> for (String, RawSearch) {
+impl TryFrom<pb::SearchRequest> for Typed<RawSearch> {
     type Error = Status;
     fn try_from(r: pb::SearchRequest) -> Result<Self, Self::Error> {
         let pb::SearchRequest { episode_id: id, query, top_k, threshold, memory_type, speaker, session } = r;
-        let raw = RawSearch {
-            query: Some(query),
-            top_k: top_k.map(i64::from),
-            threshold: threshold.map(f64::from),
-            memory_type: memory_type_in("memory_type", memory_type)?,
-            speaker: opt(speaker),
-            session: session.map(i64::from),
-        };
-        Ok((episode_id(id)?, raw))
+        typed(id, move || {
+            let raw = RawSearch {
+                query: Some(query),
+                top_k: top_k.map(i64::from),
+                threshold: threshold.map(f64::from),
+                memory_type: memory_type_in("memory_type", memory_type)?,
+                speaker: opt(speaker),
+                session: session.map(i64::from),
+            };
+            Ok(raw)
+        })
     }
 }
 
-impl TryFrom<pb::ManageRequest> for (String, RawManage) {
+impl TryFrom<pb::ManageRequest> for Typed<RawManage> {
     type Error = Status;
     fn try_from(r: pb::ManageRequest) -> Result<Self, Self::Error> {
         let pb::ManageRequest { episode_id: id, operation, content, memory_id, memory_type, speaker, source } = r;
-        let operation = match pb::ManageOperation::try_from(operation).map_err(|_| bad_enum("operation", operation))? {
-            pb::ManageOperation::Unspecified => None,
-            pb::ManageOperation::Create => Some(ManageOpKind::Create),
-            pb::ManageOperation::Update => Some(ManageOpKind::Update),
-        };
-        let raw = RawManage {
-            operation,
-            content: Some(content),
-            memory_id: opt(memory_id),
-            memory_type: memory_type_in("memory_type", memory_type)?,
-            speaker: opt(speaker),
-            source: opt(source),
-        };
-        Ok((episode_id(id)?, raw))
+        typed(id, move || {
+            let operation = match pb::ManageOperation::try_from(operation).map_err(|_| bad_enum("operation", operation))? {
+                pb::ManageOperation::Unspecified => None,
+                pb::ManageOperation::Create => Some(ManageOpKind::Create),
+                pb::ManageOperation::Update => Some(ManageOpKind::Update),
+            };
+            let raw = RawManage {
+                operation,
+                content: Some(content),
+                memory_id: opt(memory_id),
+                memory_type: memory_type_in("memory_type", memory_type)?,
+                speaker: opt(speaker),
+                source: opt(source),
+            };
+            Ok(raw)
+        })
     }
 }
 
-impl TryFrom<pb::DeleteRequest> for (String, RawDelete) {
+impl TryFrom<pb::DeleteRequest> for Typed<RawDelete> {
     type Error = Status;
     fn try_from(r: pb::DeleteRequest) -> Result<Self, Self::Error> {
         let pb::DeleteRequest { episode_id: id, memory_ids, reason } = r;
-        Ok((episode_id(id)?, RawDelete { memory_id: None, memory_ids: Some(memory_ids), reason: opt(reason) }))
+        typed(id, move || Ok(RawDelete { memory_id: None, memory_ids: Some(memory_ids), reason: opt(reason) }))
     }
 }
 
-impl TryFrom<pb::SampleRequest> for (String, RawSample) {
+impl TryFrom<pb::SampleRequest> for Typed<RawSample> {
     type Error = Status;
     fn try_from(r: pb::SampleRequest) -> Result<Self, Self::Error> {
         let pb::SampleRequest { episode_id: id, k, strategy, memory_type } = r;
-        let strategy = match pb::SampleStrategy::try_from(strategy).map_err(|_| bad_enum("strategy", strategy))? {
-            pb::SampleStrategy::Unspecified => None,
-            pb::SampleStrategy::Random => Some(SampleStrategy::Random),
-            pb::SampleStrategy::Diverse => Some(SampleStrategy::Diverse),
-            pb::SampleStrategy::Recent => Some(SampleStrategy::Recent),
-        };
-        let raw = RawSample { k: k.map(i64::from), strategy, memory_type: memory_type_in("memory_type", memory_type)? };
-        Ok((episode_id(id)?, raw))
+        typed(id, move || {
+            let strategy = match pb::SampleStrategy::try_from(strategy).map_err(|_| bad_enum("strategy", strategy))? {
+                pb::SampleStrategy::Unspecified => None,
+                pb::SampleStrategy::Random => Some(SampleStrategy::Random),
+                pb::SampleStrategy::Diverse => Some(SampleStrategy::Diverse),
+                pb::SampleStrategy::Recent => Some(SampleStrategy::Recent),
+            };
+            let raw = RawSample { k: k.map(i64::from), strategy, memory_type: memory_type_in("memory_type", memory_type)? };
+            Ok(raw)
+        })
     }
 }
 
-impl TryFrom<pb::MergeRequest> for (String, RawMerge) {
+impl TryFrom<pb::MergeRequest> for Typed<RawMerge> {
     type Error = Status;
     fn try_from(r: pb::MergeRequest) -> Result<Self, Self::Error> {
         let pb::MergeRequest { episode_id: id, memory_ids, strategy, content } = r;
-        let strategy = match pb::MergeStrategy::try_from(strategy).map_err(|_| bad_enum("strategy", strategy))? {
-            pb::MergeStrategy::Unspecified => None,
-            pb::MergeStrategy::Summarize => Some(MergeStrategy::Summarize),
-            pb::MergeStrategy::Concatenate => Some(MergeStrategy::Concatenate),
-            pb::MergeStrategy::ExtractCommon => Some(MergeStrategy::ExtractCommon),
-        };
-        Ok((episode_id(id)?, RawMerge { memory_ids: Some(memory_ids), strategy, content }))
+        typed(id, move || {
+            let strategy = match pb::MergeStrategy::try_from(strategy).map_err(|_| bad_enum("strategy", strategy))? {
+                pb::MergeStrategy::Unspecified => None,
+                pb::MergeStrategy::Summarize => Some(MergeStrategy::Summarize),
+                pb::MergeStrategy::Concatenate => Some(MergeStrategy::Concatenate),
+                pb::MergeStrategy::ExtractCommon => Some(MergeStrategy::ExtractCommon),
+            };
+            Ok(RawMerge { memory_ids: Some(memory_ids), strategy, content })
+        })
     }
 }
 
-impl TryFrom<pb::SplitRequest> for (String, RawSplit) {
+impl TryFrom<pb::SplitRequest> for Typed<RawSplit> {
     type Error = Status;
     fn try_from(r: pb::SplitRequest) -> Result<Self, Self::Error> {
         let pb::SplitRequest { episode_id: id, memory_id, split_criteria, max_parts, parts } = r;
-        let criteria = match pb::SplitCriteria::try_from(split_criteria).map_err(|_| bad_enum("split_criteria", split_criteria))? {
-            pb::SplitCriteria::Unspecified => None,
-            pb::SplitCriteria::Temporal => Some(SplitCriteria::Temporal),
-            pb::SplitCriteria::Thematic => Some(SplitCriteria::Thematic),
-            pb::SplitCriteria::Speaker => Some(SplitCriteria::Speaker),
-        };
-        let raw = RawSplit {
-            memory_id: opt(memory_id),
-            split_criteria: criteria,
-            max_parts: max_parts.map(i64::from),
-            parts: (!parts.is_empty()).then_some(parts),
-        };
-        Ok((episode_id(id)?, raw))
+        typed(id, move || {
+            let criteria = match pb::SplitCriteria::try_from(split_criteria).map_err(|_| bad_enum("split_criteria", split_criteria))? {
+                pb::SplitCriteria::Unspecified => None,
+                pb::SplitCriteria::Temporal => Some(SplitCriteria::Temporal),
+                pb::SplitCriteria::Thematic => Some(SplitCriteria::Thematic),
+                pb::SplitCriteria::Speaker => Some(SplitCriteria::Speaker),
+            };
+            let raw = RawSplit {
+                memory_id: opt(memory_id),
+                split_criteria: criteria,
+                max_parts: max_parts.map(i64::from),
+                parts: (!parts.is_empty()).then_some(parts),
+            };
+            Ok(raw)
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::convert::{self, episode_id, page_offset, page_size, tool_result};
+use super::convert::{self, episode_id, page_offset, page_size, tool_result, Typed};
 use super::pb;
 use super::pb::memory_env_server::MemoryEnv;
 use super::status::log_status;
@@ -31,10 +31,10 @@ impl MemoryEnvService {
     /// Converts a typed request, validates it and runs it.
     async fn typed<Q, Raw>(&self, req: Q, validate: impl FnOnce(Raw, &ToolLimits) -> Result<ToolCall, ToolError>) -> Result<R, Status>
     where
-        Q: TryInto<(String, Raw), Error = Status>,
+        Q: TryInto<Typed<Raw>, Error = Status>,
     {
-        let (id, raw) = req.try_into()?;
-        let call = validate(raw, &self.env.config().limits.tools);
+        let Typed { episode_id: id, raw } = req.try_into()?;
+        let call = raw.and_then(|raw| validate(raw, &self.env.config().limits.tools));
         Ok(self.run(&id, call).await?.1)
     }
 

@@ -284,3 +284,185 @@ async fn adversarial_questions_need_the_flag() {
     assert!(ok.episode_id.starts_with("ep-"));
     app.server.stop().await.unwrap();
 }
+
+/// A CallTool with any tool name and raw arguments.
+fn call_tool(episode_id: String, name: String, args: String) -> Call {
+    rpc!(call_tool, pb::CallToolRequest { episode_id, tool_name: name, arguments_json: args })
+}
+
+/// Issue 12: a refused value is quoted as a short prefix (a 20 KB value used to come back whole and
+/// overflow grpcio's 16 KiB trailer limit). Every row: the code, a message under 1 KiB that names the
+/// field, and the memory and step count unchanged.
+#[tokio::test]
+async fn long_values_come_back_as_a_short_prefix() {
+    let mut app = spawn_app(&[]).await;
+    app.open("long", "conv-26:q0").await;
+    let z = "z".repeat(20_000);
+    let mb5 = "9".repeat(5 * 1024 * 1024);
+    let ep = || "long".to_string();
+    let json = |v: serde_json::Value| v.to_string();
+    let rows: Vec<(&str, Call, Code, &str)> = vec![
+        ("CallTool memory_id", call_tool(ep(), "delete_memory".into(), json(json!({"memory_id": z}))), Code::InvalidArgument, "memory_id"),
+        (
+            "CallTool memory_ids",
+            call_tool(ep(), "delete_memory".into(), json(json!({"memory_ids": [z]}))),
+            Code::InvalidArgument,
+            "memory_ids",
+        ),
+        ("CallTool tool_name", call_tool(ep(), z.clone(), "{}".into()), Code::InvalidArgument, "tool_name"),
+        (
+            "CallTool argument name",
+            call_tool(ep(), "sample_memory".into(), format!(r#"{{"{z}": 1}}"#)),
+            Code::InvalidArgument,
+            "unknown argument",
+        ),
+        (
+            "CallTool memory_type",
+            call_tool(ep(), "search_memory".into(), json(json!({"query": "x", "memory_type": z}))),
+            Code::InvalidArgument,
+            "memory_type",
+        ),
+        (
+            "CallTool operation",
+            call_tool(ep(), "manage_memory".into(), json(json!({"operation": z, "content": "x"}))),
+            Code::InvalidArgument,
+            "operation",
+        ),
+        ("CallTool strategy", call_tool(ep(), "sample_memory".into(), json(json!({"strategy": z}))), Code::InvalidArgument, "strategy"),
+        (
+            "CallTool split_criteria",
+            call_tool(ep(), "split_memory".into(), json(json!({"memory_id": "m0001", "split_criteria": z}))),
+            Code::InvalidArgument,
+            "split_criteria",
+        ),
+        ("CallTool episode_id", call_tool(z.clone(), "sample_memory".into(), "{}".into()), Code::NotFound, "episode"),
+        (
+            "CallTool duplicate key",
+            call_tool(ep(), "search_memory".into(), r#"{"query": "a", "query": "b"}"#.into()),
+            Code::InvalidArgument,
+            "query",
+        ),
+        (
+            "CallTool JSON error",
+            call_tool(ep(), "search_memory".into(), format!(r#"{{"query": "{z}"#)),
+            Code::InvalidArgument,
+            "arguments_json",
+        ),
+        (
+            "Split.memory_id (typed)",
+            rpc!(split, pb::SplitRequest { episode_id: ep(), memory_id: z.clone(), split_criteria: 1, ..Default::default() }),
+            Code::InvalidArgument,
+            "memory_id",
+        ),
+        (
+            "Manage.memory_id (typed)",
+            rpc!(
+                manage,
+                pb::ManageRequest { episode_id: ep(), operation: 2, content: "x".into(), memory_id: z.clone(), ..Default::default() }
+            ),
+            Code::InvalidArgument,
+            "memory_id",
+        ),
+        (
+            "GetEpisode.episode_id",
+            rpc!(get_episode, pb::GetEpisodeRequest { episode_id: z.clone(), include_trace: false }),
+            Code::NotFound,
+            "episode",
+        ),
+        (
+            "CreateEpisode.question_id",
+            rpc!(create_episode, pb::CreateEpisodeRequest { question_id: z.clone(), ..Default::default() }),
+            Code::NotFound,
+            "question_id",
+        ),
+        (
+            "CreateEpisode.conversation_id",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest { question_id: "conv-26:q0".into(), conversation_id: z.clone(), ..Default::default() }
+            ),
+            Code::NotFound,
+            "conversation_id",
+        ),
+        (
+            "CreateEpisode.episode_id 5 MB",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest { episode_id: mb5.clone(), question_id: "conv-26:q0".into(), ..Default::default() }
+            ),
+            Code::InvalidArgument,
+            "episode_id",
+        ),
+        (
+            "ListMemories.page_token 5 MB",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: ep(), page_token: mb5.clone(), ..Default::default() }),
+            Code::InvalidArgument,
+            "page_token",
+        ),
+    ];
+    let before = app.all_memories("long").await;
+    for (name, call, code, field) in rows {
+        let (a, r) = call(app).await;
+        app = a;
+        let err = r.expect_err(name);
+        let m = err.message();
+        assert_eq!(err.code(), code, "{name}: {}", &m[..m.len().min(300)]);
+        assert!(m.len() < 1024 && m.contains(field), "{name}: {} bytes: {}", m.len(), &m[..m.len().min(300)]);
+        assert!(!m.contains(&"z".repeat(65)) && !m.contains(&"9".repeat(65)), "{name}: {m}");
+        assert_eq!(app.all_memories("long").await, before, "{name} changed the memory");
+        assert_eq!(app.state("long").await.steps_used, 0, "{name} used a step");
+    }
+    // The Dataset service follows the same rule.
+    let e = app.data.list_questions(pb::ListQuestionsRequest { page_token: mb5, ..Default::default() }).await.unwrap_err();
+    assert!(e.code() == Code::InvalidArgument && e.message().len() < 1024 && e.message().contains("page_token"), "{}", e.message());
+    let e = app.data.list_questions(pb::ListQuestionsRequest { conversation_id: z, ..Default::default() }).await.unwrap_err();
+    assert!(e.code() == Code::NotFound && e.message().len() < 1024 && e.message().contains("conversation_id"), "{}", e.message());
+    app.server.stop().await.unwrap();
+}
+
+/// Issue 12 point 6: an unknown enum value is a refused call on both paths, so both count it.
+#[tokio::test]
+async fn unknown_enum_values_are_counted_on_both_paths() {
+    let mut app = spawn_app(&[]).await;
+    app.open("enums", "conv-26:q0").await;
+    let ep = || "enums".to_string();
+    let typed: Vec<(&str, Call)> = vec![
+        ("memory_type", rpc!(search, pb::SearchRequest { episode_id: ep(), query: "x".into(), memory_type: 99, ..Default::default() })),
+        ("operation", rpc!(manage, pb::ManageRequest { episode_id: ep(), operation: 99, content: "x".into(), ..Default::default() })),
+        ("strategy", rpc!(sample, pb::SampleRequest { episode_id: ep(), strategy: 99, ..Default::default() })),
+        (
+            "strategy",
+            rpc!(
+                merge,
+                pb::MergeRequest { episode_id: ep(), memory_ids: vec!["m0001".into(), "m0002".into()], strategy: 99, ..Default::default() }
+            ),
+        ),
+        (
+            "split_criteria",
+            rpc!(split, pb::SplitRequest { episode_id: ep(), memory_id: "m0001".into(), split_criteria: 99, ..Default::default() }),
+        ),
+        ("memory_type", rpc!(sample, pb::SampleRequest { episode_id: ep(), memory_type: 99, ..Default::default() })),
+    ];
+    let n = typed.len() as u32;
+    for (field, call) in typed {
+        let (a, r) = call(app).await;
+        app = a;
+        let e = r.expect_err(field);
+        assert!(e.code() == Code::InvalidArgument && e.message().contains(field) && e.message().contains("99"), "{}", e.message());
+        eprintln!("DEBUG {field} {} {}", e.message(), app.state("enums").await.rejected_calls);
+    }
+    assert_eq!(app.state("enums").await.rejected_calls, n);
+    for (tool, args) in [
+        ("search_memory", json!({"query": "x", "memory_type": "99"})),
+        ("manage_memory", json!({"operation": "99", "content": "x"})),
+        ("sample_memory", json!({"strategy": "99"})),
+        ("merge_memory", json!({"memory_ids": ["m0001", "m0002"], "strategy": "99"})),
+        ("split_memory", json!({"memory_id": "m0001", "split_criteria": "99"})),
+        ("sample_memory", json!({"memory_type": "99"})),
+    ] {
+        assert_eq!(app.tool("enums", tool, args).await.unwrap_err().code(), Code::InvalidArgument);
+    }
+    let st = app.state("enums").await;
+    assert_eq!((st.rejected_calls, st.steps_used), (2 * n, 0));
+    app.server.stop().await.unwrap();
+}
