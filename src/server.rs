@@ -15,6 +15,7 @@ use tonic::transport::Server;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
+use crate::api::deadline::DeadlineLayer;
 use crate::api::pb::dataset_server::DatasetServer;
 use crate::api::pb::memory_env_server::MemoryEnvServer;
 use crate::api::{DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
@@ -62,6 +63,7 @@ pub async fn serve(
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
+        .layer(DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod convert;
 mod dataset_service;
+pub mod deadline;
 mod env_service;
 pub mod status;
 

@@ -215,3 +215,50 @@ async fn llm_edit_writes_merge_text_through_call_tool() {
     );
     assert!(last_user(&llm.seen()[0]).contains("1. Ann keeps bees in her garden.\n2. Ann's favourite colour is green."));
 }
+
+/// A gRPC client over a bare HTTP/2 connection that sends `grpc-timeout` and leaves the deadline to the
+/// server, so the status seen is the server's. (tonic's own client enforces the header itself and answers
+/// CANCELLED "Timeout expired" when it fires, which would hide the server's answer.)
+#[derive(Clone)]
+struct BareH2(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for BareH2 {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, hyper::Error>> + Send>>;
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
+    }
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        Box::pin(self.0.send_request(req))
+    }
+}
+
+async fn bare_client(addr: std::net::SocketAddr) -> memgym::api::pb::memory_env_client::MemoryEnvClient<BareH2> {
+    let io = hyper_util::rt::TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
+    let (send, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io).await.unwrap();
+    tokio::spawn(conn);
+    let origin: http::Uri = format!("http://{addr}").parse().unwrap();
+    memgym::api::pb::memory_env_client::MemoryEnvClient::with_origin(BareH2(send), origin)
+}
+
+/// A deadline that passes while the server is still working (here: waiting for a slow LLM) is
+/// DEADLINE_EXCEEDED. tonic's server-side timeout layer answers CANCELLED "Timeout expired": before
+/// `api::deadline` every one of these calls came back CANCELLED.
+#[tokio::test]
+async fn a_deadline_passing_inside_the_server_is_deadline_exceeded_never_cancelled() {
+    let llm = FakeLlm::start(|_| Canned::answer("bees").after(Duration::from_secs(5))).await;
+    let mut app = app_with(&llm, &["--evaluator", "llm-f1"]).await;
+    app.env.create_episode(custom("late", pb::Evaluator::Unspecified)).await.unwrap();
+    let mut bare = bare_client(app.server.addr).await;
+    let start = std::time::Instant::now();
+    for ms in (1..=40).chain([60, 80, 100]) {
+        let mut req = tonic::Request::new(pb::ScoreEpisodeRequest { episode_id: "late".into() });
+        req.metadata_mut().insert("grpc-timeout", format!("{ms}m").parse().unwrap());
+        let e = bare.score_episode(req).await.expect_err("the LLM is slower than the deadline");
+        assert_eq!(e.code(), Code::DeadlineExceeded, "timeout {ms} ms: {e:?}");
+    }
+    assert!(start.elapsed() < Duration::from_secs(20));
+    // The abandoned calls did not score the episode: it still takes edits.
+    app.tool("late", "delete_memory", serde_json::json!({"memory_id": "m0001"})).await.unwrap();
+}
