@@ -413,3 +413,7 @@ fn evaluator_in(v: i32) -> Result<Option<Evaluator>, Status> {
         Err(_) => Err(bad("evaluator", format!("unknown value {v}"))),
     }
 }
+
+#[cfg(test)]
+#[path = "convert_fuzz.rs"]
+mod fuzz;
