@@ -180,7 +180,8 @@ pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) ->
                     &[("temporal", SplitCriteria::Temporal), ("thematic", SplitCriteria::Thematic), ("speaker", SplitCriteria::Speaker)],
                 )?,
                 max_parts: a.int("max_parts")?,
-                parts: a.strings("parts")?,
+                // `[]` is unset, as on the typed path (proto3 cannot send an empty list apart from none).
+                parts: a.strings("parts")?.filter(|p| !p.is_empty()),
             }
             .validate(limits)?,
         ),
@@ -441,6 +442,12 @@ mod tests {
         let ToolCall::Search(a) = c else { panic!() };
         assert_eq!((a.top_k, a.filter.memory_type), (3, Some(MemoryType::Episodic)));
         assert!(matches!(parse("sample_memory", "").unwrap(), ToolCall::Sample(_)));
+        let c = parse("split_memory", r#"{"memory_id": " M42 ", "split_criteria": " Speaker", "parts": [], "max_parts": 4.0}"#).unwrap();
+        let ToolCall::Split(a) = c else { panic!() };
+        assert_eq!((a.id.0, a.criteria, a.max_parts, a.parts), (42, SplitCriteria::Speaker, 4, None));
+        let c = parse("manage_memory", r#"{"operation": "CREATE", "content": " x ", "speaker": "", "memory_id": null}"#).unwrap();
+        let ToolCall::Manage(a) = c else { panic!() };
+        assert_eq!((a.op, a.content.as_str(), a.speaker), (ManageOp::Create, "x", None));
         let c = parse("delete_memory", r#"{"memory_ids": ["m0001", "m0002"], "reason": "dup"}"#).unwrap();
         assert_eq!(c.arguments_json(), r#"{"memory_ids":["m0001","m0002"],"reason":"dup"}"#);
     }
