@@ -6,6 +6,7 @@
 //! M₀ per conversation (built once at startup), the embedder, the registry and the `p_old` cache.
 //! Creating an episode is O(1) in |M₀|: it makes an [`EpisodeMemory`] view of the shared M₀.
 
+mod custom;
 mod ended;
 mod error;
 mod limits;
@@ -478,7 +479,7 @@ impl Environment {
                 (Some(base), Target::from(q), Some(q.conversation_id.clone()), Some(q.id.clone()), q.id.clone())
             }
             EpisodeSource::Custom { memories, question, answer, evidence } => {
-                self.check_custom(memories, question, answer)?;
+                custom::check(&self.config.limits, memories, question, answer, evidence)?;
                 let target = Target {
                     question: question.trim().to_string(),
                     answer: Some(answer.trim().to_string()),
@@ -554,30 +555,6 @@ impl Environment {
             });
         }
         Ok(Created { state: ep.state(), created: false })
-    }
-
-    fn check_custom(&self, memories: &[NewMemory], question: &str, answer: &str) -> Result<(), EpisodeError> {
-        let max = self.config.limits.max_custom_memories;
-        if memories.is_empty() || memories.len() > max {
-            return Err(EpisodeError::invalid("custom.memories", format!("must hold 1 to {max} memories, got {}", memories.len())));
-        }
-        let max_chars = self.config.limits.tools.max_text_chars;
-        for (i, m) in memories.iter().enumerate() {
-            let n = m.text.trim().chars().count();
-            if n == 0 || n > max_chars {
-                return Err(EpisodeError::invalid(
-                    &format!("custom.memories[{i}].text"),
-                    format!("must be 1 to {max_chars} characters, got {n}"),
-                ));
-            }
-        }
-        for (field, v) in [("custom.question", question), ("custom.answer", answer)] {
-            let n = v.trim().chars().count();
-            if n == 0 || n > max_chars {
-                return Err(EpisodeError::invalid(field, format!("must be 1 to {max_chars} characters (not only whitespace), got {n}")));
-            }
-        }
-        Ok(())
     }
 
     async fn custom_base(&self, key: &str, memories: &[NewMemory]) -> Result<BaseMemory, EpisodeError> {

@@ -19,6 +19,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::llm::{ChatMessage, ChatRequest};
+use crate::memory::charset;
 use crate::tools::{MergeStrategy, SplitCriteria};
 
 /// Reply length cap of edit requests.
@@ -200,9 +201,11 @@ fn request(system: String, user: String) -> ChatRequest {
     ChatRequest { messages: vec![ChatMessage::system(system), ChatMessage::user(user)], max_tokens: EDIT_MAX_TOKENS, temperature: 0.0 }
 }
 
-/// `s` with every whitespace run (newlines included) replaced by one space, trimmed.
+/// `s` with every whitespace run (newlines included) replaced by one space, trimmed, and without the
+/// characters memory refuses (control characters, bidi overrides): a reply holding them is the model's
+/// doing, not the client's, so they are dropped rather than failing the call (`memory::charset`).
 fn collapse(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    charset::strip(s).split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The cleaned text of a free-text reply: fence, preamble line, label and quotes removed, whitespace

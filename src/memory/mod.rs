@@ -2,6 +2,7 @@
 //! the exact/HNSW search behind them.
 
 mod base;
+pub mod charset;
 mod episode;
 pub mod lexical;
 mod record;

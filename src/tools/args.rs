@@ -4,7 +4,7 @@
 //! `validate`, so both paths accept and refuse exactly the same calls. Errors name the argument with
 //! its OpenAI schema name (`top_k`, `memory_ids`, ...).
 
-use crate::memory::{Filter, MemoryId, MemoryType};
+use crate::memory::{charset, Filter, MemoryId, MemoryType};
 
 use super::text::{MergeStrategy, SplitCriteria};
 use super::ToolError;
@@ -83,13 +83,19 @@ fn checked_text(field: &str, v: &str, max: usize) -> Result<String, ToolError> {
     if n > max {
         return Err(ToolError::invalid(field, format!("is {n} characters long, over the limit of {max}")));
     }
+    if let Some(why) = charset::check(t, charset::refused_in_text) {
+        return Err(ToolError::invalid(field, why));
+    }
     Ok(t.to_string())
 }
 
 fn label(field: &str, v: Option<String>) -> Result<Option<String>, ToolError> {
     match v.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
-        Some(t) => checked_text(field, t, MAX_LABEL_CHARS).map(Some),
+        Some(t) => match charset::check(t, charset::refused_in_label) {
+            Some(why) => Err(ToolError::invalid(field, why)),
+            None => checked_text(field, t, MAX_LABEL_CHARS).map(Some),
+        },
     }
 }
 

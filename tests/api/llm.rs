@@ -262,3 +262,20 @@ async fn a_deadline_passing_inside_the_server_is_deadline_exceeded_never_cancell
     // The abandoned calls did not score the episode: it still takes edits.
     app.tool("late", "delete_memory", serde_json::json!({"memory_id": "m0001"})).await.unwrap();
 }
+
+/// Text the LLM writes under `--llm-edit` loses control characters and bidi overrides (they are the
+/// model's doing, not the client's: stripped, never a refused call).
+#[tokio::test]
+async fn llm_edit_text_is_stripped_of_control_and_bidi_characters() {
+    let llm = FakeLlm::start(|_| Canned::answer("Ann keeps \u{1b}[31mbees\u{0} and loves \u{202e}green.")).await;
+    let mut app = app_with(&llm, &["--llm-edit"]).await;
+    app.env.create_episode(custom("strip", pb::Evaluator::Unspecified)).await.unwrap();
+    app.tool("strip", "merge_memory", serde_json::json!({"memory_ids": ["m0000", "m0001"], "strategy": "summarize"})).await.unwrap();
+    assert_eq!(app.all_memories("strip").await[0].text, "Ann keeps [31mbees and loves green.");
+    llm.respond_with(|_| Canned::answer("[\"Ann keeps \\u0000bees.\\u001b[0m\", \"Ann \u{2066}loves green.\u{9b}\"]"));
+    let content = "Ann keeps bees in her garden, and she loves the colour green.";
+    app.tool("strip", "manage_memory", serde_json::json!({"operation": "create", "content": content})).await.unwrap();
+    let r = app.tool("strip", "split_memory", serde_json::json!({"memory_id": "m0003", "split_criteria": "thematic"})).await.unwrap();
+    let texts: Vec<String> = app.all_memories("strip").await.into_iter().skip(1).map(|m| m.text).collect();
+    assert_eq!(texts, ["Ann keeps bees.[0m", "Ann loves green."], "{}", r.text);
+}

@@ -8,6 +8,7 @@ mod ended;
 mod episodes;
 mod helpers;
 mod llm;
+mod memory_text;
 
 #[path = "../support/fake_llm.rs"]
 mod fake_llm;
