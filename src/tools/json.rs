@@ -480,6 +480,19 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        for args in [
+            "[".repeat(100_000),
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+            format!(r#"{{"query": {}1{}}}"#, "[".repeat(100_000), "]".repeat(100_000)),
+            format!(r#"{{"query": "x", "k": {}}}"#, r#"{"a":"#.repeat(50_000)),
+        ] {
+            let e = parse("search_memory", &args).unwrap_err();
+            assert!(e.to_string().len() < 400, "{e}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_argument() {
         let cases = [
             ("search_memory", "{", "arguments_json"),
