@@ -377,14 +377,6 @@ impl From<&Question> for pb::QuestionRecord {
     }
 }
 
-/// Page token → offset.
-pub fn page_offset(token: &str) -> Result<usize, Status> {
-    if token.is_empty() {
-        return Ok(0);
-    }
-    token.parse::<usize>().map_err(|_| bad("page_token", format!("{} is not a token this server issued", crate::quote::quoted(token))))
-}
-
 /// Page size with a default and a cap.
 pub fn page_size(v: u32, default: u32, max: u32) -> Result<usize, Status> {
     match v {

@@ -214,7 +214,9 @@ proptest! {
 
     #[test]
     fn page_tokens_and_enums(token in text(), size in any::<u32>(), split in any::<i32>()) {
-        for r in [page_offset(&token).map(drop), page_size(size, 50, 500).map(drop), split_in(split).map(drop)] {
+        let key = crate::api::page::listing_key(crate::api::page::Rpc::Memories, &["ep"]);
+        let page = crate::api::page::decode(crate::api::page::Rpc::Memories, key, &token).map(drop);
+        for r in [page, page_size(size, 50, 500).map(drop), split_in(split).map(drop)] {
             if let Err(s) = r {
                 check_status(&s)?;
             }

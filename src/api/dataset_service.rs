@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::convert::{page_offset, page_size, split_in, split_out};
+use super::convert::{page_size, split_in, split_out};
+use super::page;
 use super::pb;
 use super::pb::dataset_server::Dataset as DatasetApi;
 use crate::episode::Environment;
@@ -47,9 +48,9 @@ impl DatasetApi for DatasetService {
     }
 
     async fn list_questions(&self, r: Request<pb::ListQuestionsRequest>) -> Result<Response<pb::ListQuestionsResponse>, Status> {
-        let pb::ListQuestionsRequest { conversation_id, split, category, page_size: size, page_token } = r.into_inner();
+        let pb::ListQuestionsRequest { conversation_id, split: split_raw, category, page_size: size, page_token } = r.into_inner();
         let ds = self.env.dataset();
-        let split = split_in(split)?;
+        let split = split_in(split_raw)?;
         if category > 5 {
             return Err(Status::invalid_argument(format!("invalid argument category: must be 0 (all) or 1 to 5, got {category}")));
         }
@@ -58,7 +59,9 @@ impl DatasetApi for DatasetService {
             return Err(Status::not_found(format!("conversation_id {} not found", crate::quote::quoted(conv))));
         }
         let size = page_size(size, 100, 1000)?;
-        let offset = page_offset(&page_token)?;
+        let key = page::listing_key(page::Rpc::Questions, &[conv, &split_raw.to_string(), &category.to_string()]);
+        let offset = page::decode(page::Rpc::Questions, key, &page_token)?.unwrap_or(0);
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
         let matching: Vec<&crate::dataset::Question> = ds
             .questions
             .iter()
@@ -68,13 +71,13 @@ impl DatasetApi for DatasetService {
             .collect();
         let total = matching.len();
         if offset > total {
-            return Err(Status::invalid_argument(format!("invalid argument page_token: offset {offset} is past the end ({total})")));
+            return Err(Status::invalid_argument("invalid argument page_token: past the end of this listing"));
         }
         let page: Vec<pb::QuestionRecord> = matching.iter().skip(offset).take(size).map(|q| (*q).into()).collect();
         let end = offset + page.len();
         Ok(Response::new(pb::ListQuestionsResponse {
             questions: page,
-            next_page_token: if end < total { end.to_string() } else { String::new() },
+            next_page_token: if end < total { page::encode(page::Rpc::Questions, key, end as u64) } else { String::new() },
             total: total as u32,
         }))
     }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::convert::{self, episode_id, page_offset, page_size, tool_result, Typed};
+use super::convert::{self, episode_id, page_size, tool_result, Typed};
+use super::page;
 use super::pb;
 use super::pb::memory_env_server::MemoryEnv;
 use super::status::log_status;
@@ -168,12 +169,13 @@ impl MemoryEnv for MemoryEnvService {
             async {
                 let id = episode_id(id)?;
                 let size = page_size(size, 50, 500)?;
-                let offset = page_offset(&page_token)?;
+                let key = page::listing_key(page::Rpc::Memories, &[&id, &memory_type.to_string()]);
+                let after = page::decode(page::Rpc::Memories, key, &page_token)?;
                 let memory_type = convert::memory_type_in("memory_type", memory_type)?;
-                let page = self.env.list_memories(&id, offset, size, memory_type).await?;
+                let page = self.env.list_memories(&id, after, size, memory_type).await?;
                 Ok(Response::new(pb::ListMemoriesResponse {
                     memories: page.memories.iter().map(pb::Memory::from).collect(),
-                    next_page_token: page.next_offset.map(|o| o.to_string()).unwrap_or_default(),
+                    next_page_token: page.next_after.map(|p| page::encode(page::Rpc::Memories, key, p)).unwrap_or_default(),
                     total: page.total as u32,
                 }))
             }

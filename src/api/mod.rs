@@ -7,6 +7,7 @@ pub mod convert;
 mod dataset_service;
 pub mod deadline;
 mod env_service;
+pub mod page;
 pub mod status;
 
 pub use dataset_service::DatasetService;

@@ -245,8 +245,9 @@ pub struct ToolResult {
 pub struct MemoryPage {
     /// Memories.
     pub memories: Vec<MemoryRecord>,
-    /// Offset of the next page.
-    pub next_offset: Option<usize>,
+    /// The listing position the next page starts after ([`crate::memory::EpisodeMemory::listing`]); `None`
+    /// on the last page.
+    pub next_after: Option<u64>,
     /// Matching memories in all.
     pub total: usize,
 }
@@ -656,11 +657,13 @@ impl Environment {
         Ok((ep.state(), if with_trace { ep.trace.clone() } else { Vec::new() }))
     }
 
-    /// A page of memories in listing order.
+    /// A page of memories in listing order: the first `page_size` matching memories after listing position
+    /// `after` (all from the start with `None`). Stable under edits between pages: nothing live is skipped;
+    /// a memory created or updated after an earlier page was read comes (again, in its new version) later.
     pub async fn list_memories(
         &self,
         episode_id: &str,
-        offset: usize,
+        after: Option<u64>,
         page_size: usize,
         memory_type: Option<MemoryType>,
     ) -> Result<MemoryPage, EpisodeError> {
@@ -670,17 +673,20 @@ impl Environment {
         let filter = Filter { memory_type, ..Filter::default() };
         let mut total = 0;
         let mut memories = Vec::with_capacity(page_size.min(ep.memory.len()));
-        for (r, _) in ep.memory.iter().filter(|(r, _)| filter.matches(r)) {
-            if total >= offset && memories.len() < page_size {
-                memories.push(r.clone());
-            }
+        let (mut last, mut more) = (None, false);
+        for (pos, r) in ep.memory.listing().filter(|(_, r)| filter.matches(r)) {
             total += 1;
+            if after.is_some_and(|a| pos <= a) {
+                continue;
+            }
+            if memories.len() < page_size {
+                memories.push(r.clone());
+                last = Some(pos);
+            } else {
+                more = true;
+            }
         }
-        if offset > total {
-            return Err(EpisodeError::invalid("page_token", format!("offset {offset} is past the end ({total} memories)")));
-        }
-        let end = offset + memories.len();
-        Ok(MemoryPage { memories, next_offset: (end < total).then_some(end), total })
+        Ok(MemoryPage { memories, next_after: if more { last } else { None }, total })
     }
 
     /// Closes the episode (after a call in flight on it) and remembers its id; returns its last state.

@@ -289,7 +289,7 @@ async fn closed_ids_are_remembered_and_never_reused() {
     assert_eq!(m, "episode \"c\" was closed at step 2 (42 s ago); episode ids are not reused: open a new id");
     ended(env.call_tool("c", call("search_memory", r#"{"query": "x"}"#)).await.unwrap_err());
     ended(env.get_episode("c", false).await.unwrap_err());
-    ended(env.list_memories("c", 0, 10, None).await.unwrap_err());
+    ended(env.list_memories("c", None, 10, None).await.unwrap_err());
     ended(env.score_episode("c").await.unwrap_err());
     assert_eq!(env.close_episode("c").await.unwrap(), None);
     assert!(matches!(env.get_episode("never", false).await.unwrap_err(), EpisodeError::EpisodeNotFound { .. }));
@@ -524,7 +524,7 @@ async fn llm_edit_writes_merge_and_split_text_and_keeps_provenance() {
     let env = edit_env(chat.clone());
     let q = &questions(crate::dataset::Split::Test)[0];
     env.create_episode(locomo("edit", &q.id)).await.unwrap();
-    let before = env.list_memories("edit", 0, 2, None).await.unwrap().memories;
+    let before = env.list_memories("edit", None, 2, None).await.unwrap().memories;
     let r = env.call_tool("edit", call("merge_memory", r#"{"memory_ids": ["m0000", "m0001"], "strategy": "summarize"}"#)).await.unwrap();
     let crate::tools::OutputKind::Merged { memory, .. } = &r.output.kind else { panic!("{r:?}") };
     assert_eq!(memory.text, "Merged by the model.");

@@ -444,12 +444,12 @@ impl Session<'_> {
     /// The episode's memories now, in listing order.
     async fn memories(&self) -> Result<Vec<MemoryRecord>, EpisodeError> {
         let mut out = Vec::new();
-        let mut offset = 0;
+        let mut after = None;
         loop {
-            let page = self.env.list_memories(self.id, offset, 1024, None).await?;
+            let page = self.env.list_memories(self.id, after, 1024, None).await?;
             out.extend(page.memories);
-            match page.next_offset {
-                Some(next) => offset = next,
+            match page.next_after {
+                Some(next) => after = Some(next),
                 None => return Ok(out),
             }
         }

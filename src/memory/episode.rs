@@ -59,7 +59,10 @@ pub struct EpisodeMemory {
     added: Vec<MemoryRecord>,
     added_vecs: Vec<f32>,
     added_terms: Vec<Terms>,
+    /// The listing position of each added record (see [`EpisodeMemory::listing`]).
+    added_pos: Vec<u64>,
     next_id: u32,
+    next_pos: u64,
     total_chars: usize,
 }
 
@@ -74,7 +77,9 @@ impl EpisodeMemory {
             added: Vec::new(),
             added_vecs: Vec::new(),
             added_terms: Vec::new(),
+            added_pos: Vec::new(),
             next_id,
+            next_pos: next_id as u64,
             total_chars,
         }
     }
@@ -138,6 +143,15 @@ impl EpisodeMemory {
         base.chain(self.added.iter().enumerate().map(move |(p, r)| (r, &self.added_vecs[p * d..(p + 1) * d])))
     }
 
+    /// Live records in listing order with their listing positions: M₀ records at their index, then each
+    /// record added or rewritten at the next position, in the order of the edits. Positions only grow and
+    /// are never reused, so "the records after position p" is stable under edits: a delete never shifts
+    /// another record, a new or updated record comes after every position handed out before it.
+    pub fn listing(&self) -> impl Iterator<Item = (u64, &MemoryRecord)> + '_ {
+        let base = (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (i as u64, &self.base.records()[i]));
+        base.chain(self.added_pos.iter().copied().zip(self.added.iter()))
+    }
+
     /// Hands out a fresh id.
     pub fn allocate_id(&mut self) -> MemoryId {
         let id = MemoryId(self.next_id);
@@ -154,6 +168,8 @@ impl EpisodeMemory {
         }
         self.added.push(record);
         self.added_vecs.extend_from_slice(vector);
+        self.added_pos.push(self.next_pos);
+        self.next_pos += 1;
     }
 
     /// Removes a live record; returns it.
@@ -173,6 +189,7 @@ impl EpisodeMemory {
             self.added_terms.remove(p);
         }
         let r = self.added.remove(p);
+        self.added_pos.remove(p);
         self.total_chars -= r.char_len();
         Some(r)
     }

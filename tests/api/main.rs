@@ -9,6 +9,7 @@ mod episodes;
 mod helpers;
 mod llm;
 mod memory_text;
+mod paging;
 
 #[path = "../support/fake_llm.rs"]
 mod fake_llm;
