@@ -239,6 +239,57 @@ async fn bad_input_table() {
         ),
         ("score unknown episode", rpc!(score_episode, pb::ScoreEpisodeRequest { episode_id: "nope".into() }), Code::NotFound),
         ("close unknown episode", rpc!(close_episode, pb::CloseEpisodeRequest { episode_id: "nope".into() }), Code::NotFound),
+        // Issue 12: control and bidi characters, forged page tokens, custom-episode caps.
+        ("NUL in content", tool("manage_memory", json!({"operation": "create", "content": "a\u{0}b"})), Code::InvalidArgument),
+        ("ANSI escape in content", tool("manage_memory", json!({"operation": "create", "content": "\u{1b}[31mred"})), Code::InvalidArgument),
+        ("bidi override in query", tool("search_memory", json!({"query": "x\u{202e}y"})), Code::InvalidArgument),
+        ("bidi isolate in merge content", tool("merge_memory", json!({"memory_ids": ["m0001", "m0002"], "strategy": "concatenate", "content": "a\u{2066}b"})), Code::InvalidArgument),
+        ("page token 0", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "0".into(), ..Default::default() }), Code::InvalidArgument),
+        ("page token +5", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "+5".into(), ..Default::default() }), Code::InvalidArgument),
+        ("page token 05", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "05".into(), ..Default::default() }), Code::InvalidArgument),
+        (
+            "page token of another listing",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "0".repeat(40), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
+        (
+            "custom speaker of 20 KB",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest {
+                    episode_id: "bad-custom".into(),
+                    custom: Some(pb::CustomEpisode {
+                        memories: vec![pb::NewMemory { text: "Ann keeps bees.".into(), speaker: "z".repeat(20_000), ..Default::default() }],
+                        question: "What does Ann keep?".into(),
+                        answer: "bees".into(),
+                        evidence: vec![],
+                    }),
+                    ..Default::default()
+                }
+            ),
+            Code::InvalidArgument,
+        ),
+        (
+            "custom evidence of 100,000 ids",
+            rpc!(
+                create_episode,
+                pb::CreateEpisodeRequest {
+                    episode_id: "bad-custom".into(),
+                    custom: Some(pb::CustomEpisode {
+                        memories: vec![pb::NewMemory {
+                            text: "Ann keeps bees.".into(),
+                            evidence: (0..100_000).map(|i| format!("D1:{i}")).collect(),
+                            ..Default::default()
+                        }],
+                        question: "What does Ann keep?".into(),
+                        answer: "bees".into(),
+                        evidence: vec![],
+                    }),
+                    ..Default::default()
+                }
+            ),
+            Code::InvalidArgument,
+        ),
     ];
     let mut before = app.all_memories("bad").await;
     let mut steps = app.state("bad").await.steps_used;
