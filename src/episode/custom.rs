@@ -31,7 +31,11 @@ pub fn check(limits: &Limits, memories: &[NewMemory], question: &str, answer: &s
     for (i, m) in memories.iter().enumerate() {
         let at = |f: &str| format!("custom.memories[{i}].{f}");
         text(&at("text"), &m.text, max_chars)?;
-        for (f, v, cap) in [("speaker", &m.speaker, MAX_LABEL_CHARS), ("session_date", &m.session_date, MAX_DATE_CHARS), ("source", &m.source, MAX_LABEL_CHARS)] {
+        for (f, v, cap) in [
+            ("speaker", &m.speaker, MAX_LABEL_CHARS),
+            ("session_date", &m.session_date, MAX_DATE_CHARS),
+            ("source", &m.source, MAX_LABEL_CHARS),
+        ] {
             if let Some(v) = v {
                 label(&at(f), v, cap)?;
             }
@@ -71,7 +75,8 @@ fn evidence_ids(field: &str, ids: &[String]) -> Result<(), EpisodeError> {
     }
     for (j, id) in ids.iter().enumerate() {
         let n = id.chars().count();
-        let ok = (1..=MAX_EVIDENCE_ID_CHARS).contains(&n) && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'));
+        let ok =
+            (1..=MAX_EVIDENCE_ID_CHARS).contains(&n) && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'));
         if !ok {
             return Err(EpisodeError::invalid(
                 &format!("{field}[{j}]"),

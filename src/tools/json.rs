@@ -116,7 +116,10 @@ pub fn tool_schemas() -> Vec<Value> {
 pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) -> Result<ToolCall, ToolError> {
     let name = tool_name.trim();
     if !TOOL_NAMES.contains(&name) {
-        return Err(ToolError::invalid("tool_name", format!("unknown tool {} (expected one of {})", quoted(tool_name), TOOL_NAMES.join(", "))));
+        return Err(ToolError::invalid(
+            "tool_name",
+            format!("unknown tool {} (expected one of {})", quoted(tool_name), TOOL_NAMES.join(", ")),
+        ));
     }
     let mut a = Args { obj: top_level_object(arguments_json)?, used: Vec::new() };
     let call = match name {

@@ -241,12 +241,32 @@ async fn bad_input_table() {
         ("close unknown episode", rpc!(close_episode, pb::CloseEpisodeRequest { episode_id: "nope".into() }), Code::NotFound),
         // Issue 12: control and bidi characters, forged page tokens, custom-episode caps.
         ("NUL in content", tool("manage_memory", json!({"operation": "create", "content": "a\u{0}b"})), Code::InvalidArgument),
-        ("ANSI escape in content", tool("manage_memory", json!({"operation": "create", "content": "\u{1b}[31mred"})), Code::InvalidArgument),
+        (
+            "ANSI escape in content",
+            tool("manage_memory", json!({"operation": "create", "content": "\u{1b}[31mred"})),
+            Code::InvalidArgument,
+        ),
         ("bidi override in query", tool("search_memory", json!({"query": "x\u{202e}y"})), Code::InvalidArgument),
-        ("bidi isolate in merge content", tool("merge_memory", json!({"memory_ids": ["m0001", "m0002"], "strategy": "concatenate", "content": "a\u{2066}b"})), Code::InvalidArgument),
-        ("page token 0", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "0".into(), ..Default::default() }), Code::InvalidArgument),
-        ("page token +5", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "+5".into(), ..Default::default() }), Code::InvalidArgument),
-        ("page token 05", rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "05".into(), ..Default::default() }), Code::InvalidArgument),
+        (
+            "bidi isolate in merge content",
+            tool("merge_memory", json!({"memory_ids": ["m0001", "m0002"], "strategy": "concatenate", "content": "a\u{2066}b"})),
+            Code::InvalidArgument,
+        ),
+        (
+            "page token 0",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "0".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
+        (
+            "page token +5",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "+5".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
+        (
+            "page token 05",
+            rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "05".into(), ..Default::default() }),
+            Code::InvalidArgument,
+        ),
         (
             "page token of another listing",
             rpc!(list_memories, pb::ListMemoriesRequest { episode_id: "bad".into(), page_token: "0".repeat(40), ..Default::default() }),
