@@ -57,7 +57,7 @@ if [[ -n $PY ]]; then
   if [[ ! -s $HF/tokenizer.json || ! -s $HF/config.json ]]; then
     log "writing the tokenizer and config from the GGUF into $HF (about a minute)"
     "$PY" - "$GGUF" "$HF" <<'EOF' >&2 || die "converting the GGUF's tokenizer failed"
-import json, os, sys
+import os, shutil, sys
 from transformers import AutoConfig, AutoTokenizer
 gguf, out = sys.argv[1], sys.argv[2]
 tmp = out + ".tmp"
@@ -66,7 +66,9 @@ AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(tmp)
 config = AutoConfig.from_pretrained(folder, gguf_file=name)
 config.architectures = ["Qwen2ForCausalLM"]  # the GGUF header does not carry it; verl's HFModelConfig needs it
 config.save_pretrained(tmp)
-os.replace(tmp, out) if not os.path.exists(out) else (__import__("shutil").rmtree(out), os.replace(tmp, out))
+if os.path.exists(out):
+    shutil.rmtree(out)  # an incomplete earlier conversion
+os.replace(tmp, out)
 EOF
   fi
   echo "MEMGYM_QWEN_TOKENIZER=$HF"

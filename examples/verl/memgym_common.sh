@@ -14,21 +14,20 @@ N_GPUS=${N_GPUS:-8}
 ROLLOUT=${ROLLOUT:-vllm}
 RESPONSE_LENGTH=${RESPONSE_LENGTH:-8192}
 
-VERL_VERSION=$(python3 -c 'import verl; print(verl.__version__)') || {
-  echo "verl is not importable by python3: install verl >= 0.7.1 first" >&2
+# One python3 start: verl's version (refused below 0.7.1 by memgym_verl itself), whether its default trainer
+# is the v1 one (0.9.0 and later), and the reward file.
+VERL_INFO=$(python3 - <<'PY'
+import verl
+import memgym_verl
+import memgym_verl.reward as reward
+memgym_verl.check_verl_version(verl.__version__)
+print(verl.__version__, int((memgym_verl.release(verl.__version__) or (0,)) >= (0, 9, 0)), reward.__file__)
+PY
+) || {
+  echo "memgym needs verl >= 0.7.1 and memgym-client (pip install ./clients/python) in python3: see the error above" >&2
   exit 2
 }
-read -r VERL_OK VERL_V1 < <(python3 - "$VERL_VERSION" <<'PY'
-import re, sys
-v = tuple(int(x) for x in re.findall(r"\d+", sys.argv[1])[:3])
-print(int(v >= (0, 7, 1)), int(v >= (0, 9, 0)))
-PY
-)
-if [ "$VERL_OK" != 1 ]; then
-  echo "memgym needs verl >= 0.7.1 (found $VERL_VERSION): older agent loops cannot carry a trajectory's episode" >&2
-  exit 2
-fi
-REWARD_FILE=$(python3 -c 'import memgym_verl.reward as r; print(r.__file__)')
+read -r VERL_VERSION VERL_V1 REWARD_FILE <<<"$VERL_INFO"
 
 # The prompt (system + user + the six tool schemas) is at most ~1,300 Qwen2.5 tokens; 2048 leaves a margin,
 # and verl drops (never cuts) a longer row. The memgym_agent loop scores every trajectory itself (its reward

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional
 import pytest
 
 import verl  # a missing or broken verl fails the run: run.sh only runs this directory with verl installed
+from memgym_verl import release  # noqa: F401  (the version parse the tests share with the adapter)
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "verl"
@@ -41,10 +42,6 @@ def verl_version() -> str:
     if want and verl.__version__ != want:
         pytest.fail(f"MEMGYM_VERL_VERSION={want} but verl {verl.__version__} imports from {verl.__file__}")
     return verl.__version__
-
-
-def release(version: str):
-    return tuple(int(p) for p in version.split(".")[:3])
 
 
 def compose(overrides: List[str]):

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 
 from with_verl.conftest import EXAMPLES, compose
 
-from memgym import MemgymClient, MemgymError, MemgymUnavailable
+from memgym import MemgymError, MemgymUnavailable
 from memgym_verl import reward
 from memgym_verl.agent_loop import OverlongPenalty
 from memgym_verl.episode import ADDRESS_KEY, EPISODE_ID_KEY

@@ -19,22 +19,23 @@ The submodules are not imported here, so ``import memgym_verl.reward`` works wit
 import re
 from typing import Optional, Tuple
 
-__all__ = ["MIN_VERL", "agent_loop", "check_verl_version", "episode", "reward", "tool"]
+__all__ = ["MIN_VERL", "agent_loop", "check_verl_version", "episode", "release", "reward", "tool"]
 
 #: The oldest verl whose ToolAgentLoop passes the tool create_kwargs and agent_data and returns the
 #: trajectory's extra_fields in its output.
 MIN_VERL = "0.7.1"
 
 
-def _release(version: str) -> Optional[Tuple[int, int, int]]:
+def release(version: str) -> Optional[Tuple[int, int, int]]:
+    """``(major, minor, patch)`` of a version string such as ``0.9.1`` or ``0.10.0.dev0``; None if unparsable."""
     match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
 
 
 def check_verl_version(version: Optional[str]) -> None:
     """Raises ``RuntimeError`` for a verl older than ``MIN_VERL``; an unknown or unparsable version passes."""
-    found = _release(str(version or ""))
-    if found is not None and found < _release(MIN_VERL):
+    found = release(str(version or ""))
+    if found is not None and found < release(MIN_VERL):
         raise RuntimeError(
             f"memgym_verl needs verl >= {MIN_VERL}, found {version}: older ToolAgentLoops pass no "
             "create_kwargs (0.5) or no agent_data (0.6) to the tool, or drop its extra_fields from the "

@@ -31,24 +31,14 @@ Register it with ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` poin
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Optional
 
 from memgym import MemgymError, MemgymUnavailable
-from memgym_verl.episode import (
-    ADDRESS_KEY,
-    EPISODE_ID_KEY,
-    async_client,
-    create_request_kwargs,
-    new_episode_id,
-    row_create_kwargs,
-)
+from memgym_verl.episode import ADDRESS_KEY, EPISODE_ID_KEY, open_episode, row_create_kwargs
 from memgym_verl.reward import PREFIX, REWARD_KEY, score_and_close_async
 from memgym_verl.tool import MemgymTool
 
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
-
-logger = logging.getLogger(__name__)
 
 #: The ``agent_name`` this loop is registered under (examples/verl/memgym_agent_loop.yaml).
 AGENT_NAME = "memgym_agent"
@@ -123,8 +113,8 @@ class MemgymAgentLoop(ToolAgentLoop):
         extra_fields = output.extra_fields
         episode_id: Optional[str] = extra_fields.get(EPISODE_ID_KEY)
         address = str(extra_fields.get(ADDRESS_KEY) or self.memgym_tools[0].address)
-        if not episode_id:
-            episode_id = await self._open_untouched(address, kwargs.get("tools_kwargs"))
+        if not episode_id:  # no tool call: open the row's episode (its memory is M₀) to score it too
+            episode_id = await open_episode(address, row_create_kwargs(kwargs.get("tools_kwargs")))
         extra_fields[EPISODE_ID_KEY] = episode_id
         extra_fields[ADDRESS_KEY] = address
         try:
@@ -142,11 +132,3 @@ class MemgymAgentLoop(ToolAgentLoop):
         output.reward_score = result[REWARD_KEY] + result[OVERLONG_KEY]
         extra_fields[REWARD_EXTRA_INFO] = result
         return output
-
-    async def _open_untouched(self, address: str, tools_kwargs: Optional[Mapping[str, Any]]) -> str:
-        """Opens the row's episode for a trajectory that called no tool (its memory is M₀)."""
-        create_kwargs = row_create_kwargs(tools_kwargs)
-        episode_id = new_episode_id(create_kwargs)
-        question_id, create_args = create_request_kwargs(create_kwargs)
-        await async_client(address).create_episode(question_id, episode_id=episode_id, **create_args)
-        return episode_id

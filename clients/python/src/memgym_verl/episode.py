@@ -91,6 +91,14 @@ def create_request_kwargs(create_kwargs: Mapping[str, Any]) -> Tuple[str, Dict[s
     return str(create_kwargs.get("question_id") or ""), kwargs
 
 
+async def open_episode(address: str, create_kwargs: Mapping[str, Any], timeout: float = 30.0) -> str:
+    """Opens a fresh episode (``new_episode_id``) of the row ``create_kwargs``; returns its id."""
+    episode_id = new_episode_id(create_kwargs)
+    question_id, create_args = create_request_kwargs(create_kwargs)
+    await async_client(address, timeout).create_episode(question_id, episode_id=episode_id, **create_args)
+    return episode_id
+
+
 _lock = threading.Lock()
 _sync_clients: Dict[str, MemgymClient] = {}
 _async_clients: Dict[Tuple[str, int], Tuple[asyncio.AbstractEventLoop, AsyncMemgymClient]] = {}

@@ -25,7 +25,6 @@ FAILED_PRECONDITION "… was reaped after … idle at step k", NOT_FOUND); an un
 
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -33,8 +32,6 @@ import grpc
 
 from memgym import MemgymError
 from memgym_verl.episode import ADDRESS_KEY, EPISODE_ID_KEY, async_client, resolve_address, sync_client
-
-logger = logging.getLogger(__name__)
 
 #: The numeric ``ScoreEpisodeResponse`` fields of the breakdown, in order.
 SCORE_FIELDS = (

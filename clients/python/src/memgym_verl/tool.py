@@ -41,7 +41,6 @@ YAML (one entry per tool; ``tool_schema`` may be omitted — it is fetched from 
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import weakref
 from typing import Any, Dict, Optional, Tuple
@@ -56,8 +55,7 @@ from memgym_verl.episode import (
     ADDRESS_KEY,
     EPISODE_ID_KEY,
     async_client,
-    create_request_kwargs,
-    new_episode_id,
+    open_episode,
     resolve_address,
     row_create_kwargs,
     sync_client,
@@ -69,8 +67,6 @@ try:
 except ImportError as err:  # verl 0.5 has no ToolResponse
     raise ImportError(f"memgym_verl needs verl >= {MIN_VERL}, found {getattr(verl, '__version__', '?')}: {err}") from err
 
-
-logger = logging.getLogger(__name__)
 
 #: Status codes that mean "the call was wrong", shown to the model as text instead of raised.
 POLICY_ERRORS = frozenset(
@@ -179,12 +175,6 @@ class MemgymTool(BaseTool):
         self._instances[instance_id] = dict(create_kwargs)
         return instance_id, ToolResponse()
 
-    async def _open(self, create_kwargs: Dict[str, Any]) -> str:
-        episode_id = new_episode_id(create_kwargs)
-        question_id, create_args = create_request_kwargs(create_kwargs)
-        await async_client(self.address, self.timeout).create_episode(question_id, episode_id=episode_id, **create_args)
-        return episode_id
-
     async def episode_id(self, instance_id: str, agent_data: Any) -> str:
         """The trajectory's episode id, opening the episode on the trajectory's first call.
 
@@ -201,7 +191,7 @@ class MemgymTool(BaseTool):
             create_kwargs = self._instances.get(instance_id) or row_create_kwargs(
                 getattr(agent_data, "tools_kwargs", None), self.name
             )
-            opening = _opening[agent_data] = asyncio.ensure_future(self._open(create_kwargs))
+            opening = _opening[agent_data] = asyncio.ensure_future(open_episode(self.address, create_kwargs, self.timeout))
         try:
             episode_id = await opening
         except BaseException:
