@@ -124,6 +124,10 @@ pub struct AgentEvalArgs {
     /// reward) instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub episodes: bool,
+    /// Also write the episode rows (as `--episodes` prints them) to this file, beside the table or
+    /// `--json`: one run with an LLM evaluator gives both.
+    #[arg(long, value_name = "FILE")]
+    pub episodes_out: Option<std::path::PathBuf>,
     /// Environment settings, as for `serve`.
     #[command(flatten)]
     pub env: EnvArgs,

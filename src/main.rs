@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Parser;
 use memgym::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
 use memgym::dataset::{Dataset, Split};
@@ -66,6 +67,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let rows = rt.block_on(eval::agents::evaluate(&env, &options))?;
             let summary = eval::agents::summarize(&rows);
+            if let Some(path) = &agents.episodes_out {
+                let mut out = String::new();
+                for r in &rows {
+                    out.push_str(&serde_json::to_string(r)?);
+                    out.push('\n');
+                }
+                std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?;
+            }
             if agents.episodes {
                 for r in &rows {
                     println!("{}", serde_json::to_string(r)?);

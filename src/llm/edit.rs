@@ -18,8 +18,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::reply::{self, collapse, strip_quotes};
 use crate::llm::{ChatMessage, ChatRequest};
-use crate::memory::charset;
 use crate::tools::{MergeStrategy, SplitCriteria};
 
 /// Reply length cap of edit requests.
@@ -122,8 +122,10 @@ pub fn split_request(text: &str, criteria: SplitCriteria, max_parts: usize, max_
 /// leading label (`Merged memory:`, `Memory:`, `Summary:`, ..., any case, optionally in `**bold**`);
 /// strip one surrounding pair of quotes; collapse whitespace runs (newlines included) to one space.
 /// Errors: the cleaned text is empty, a refusal or non-answer ("I cannot", "I'm sorry", "As an AI",
-/// "None", ...), or longer than `max_chars` characters.
-pub fn parse_merge(reply: &str, max_chars: usize) -> Result<String, String> {
+/// "None", ...), longer than `max_chars` characters, or not shorter than `sources_chars`, the length of
+/// the merged memories together (see [`sources_chars`]): both LLM strategies promise a text shorter than
+/// their inputs, and a small model often returns the memories concatenated instead.
+pub fn parse_merge(reply: &str, max_chars: usize, sources_chars: usize) -> Result<String, String> {
     let text = clean_reply(reply);
     if text.is_empty() {
         return Err("the reply is empty".to_string());
@@ -135,7 +137,15 @@ pub fn parse_merge(reply: &str, max_chars: usize) -> Result<String, String> {
     if len > max_chars {
         return Err(format!("the reply is {len} characters, over the limit of {max_chars}"));
     }
+    if len >= sources_chars {
+        return Err(format!("the reply is {len} characters, not shorter than the {sources_chars} of the memories it merges"));
+    }
     Ok(text)
+}
+
+/// The length in characters of `texts` as the merge prompt shows them (whitespace runs collapsed).
+pub fn sources_chars(texts: &[&str]) -> usize {
+    texts.iter().map(|t| collapse(t).chars().count()).sum()
 }
 
 /// The parts from a reply, or why the reply is unusable (the caller then falls back to the offline
@@ -201,127 +211,33 @@ fn request(system: String, user: String) -> ChatRequest {
     ChatRequest { messages: vec![ChatMessage::system(system), ChatMessage::user(user)], max_tokens: EDIT_MAX_TOKENS, temperature: 0.0 }
 }
 
-/// `s` with every whitespace run (newlines included) replaced by one space, trimmed, and without the
-/// characters memory refuses (control characters, bidi overrides): a reply holding them is the model's
-/// doing, not the client's, so they are dropped rather than failing the call (`memory::charset`).
-fn collapse(s: &str) -> String {
-    charset::strip(s).split_whitespace().collect::<Vec<_>>().join(" ")
-}
+/// Labels a merged-memory reply may start with (`Merged memory:`, ...).
+const LABELS: [&str; 16] = [
+    "merged memory",
+    "merged memories",
+    "merged",
+    "new memory",
+    "common memory",
+    "shared memory",
+    "memory",
+    "summary",
+    "summarized memory",
+    "common facts",
+    "in common",
+    "answer",
+    "final answer",
+    "output",
+    "result",
+    "response",
+];
 
 /// The cleaned text of a free-text reply: fence, preamble line, label and quotes removed, whitespace
 /// collapsed.
 fn clean_reply(reply: &str) -> String {
-    let s = unfence(reply.trim());
-    let s = strip_preamble(s);
-    let s = strip_label(s);
-    collapse(strip_quotes(s))
-}
-
-/// The inside of the first ``` fence of `s` (without its info string, e.g. `json`), trimmed; `s` itself
-/// when it has no fence. An unclosed fence counts only at the start of `s`.
-fn unfence(s: &str) -> &str {
-    let Some(open) = s.find("```") else {
-        return s;
-    };
-    let after = &s[open + 3..];
-    let body = match after.find('\n') {
-        Some(nl) if is_info_string(&after[..nl]) => &after[nl + 1..],
-        Some(_) | None => after,
-    };
-    match body.find("```") {
-        Some(close) => body[..close].trim(),
-        None if open == 0 => body.trim(),
-        None => s,
-    }
-}
-
-/// Whether the rest of a fence's opening line is an info string such as `json` (or nothing).
-fn is_info_string(s: &str) -> bool {
-    let s = s.trim();
-    s.len() <= 20 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+' | '.'))
-}
-
-/// `s` without a preamble such as "Here is the merged memory:" or "Sure! Here it is:" (an opener word,
-/// then a colon within the first 100 characters), on its own line or before the text.
-fn strip_preamble(s: &str) -> &str {
-    const OPENERS: [&str; 8] = ["here is", "here's", "here are", "sure", "okay", "ok,", "certainly", "of course"];
-    let Some((colon, _)) = s.char_indices().take(100).find(|&(_, c)| c == ':') else {
-        return s;
-    };
-    let head = s[..colon].to_lowercase();
-    if OPENERS.iter().any(|o| head.starts_with(o)) {
-        s[colon + 1..].trim()
-    } else {
-        s
-    }
-}
-
-/// `s` without a leading label such as `Merged memory:` (any case, optionally `**bold**`).
-fn strip_label(s: &str) -> &str {
-    const LABELS: [&str; 16] = [
-        "merged memory",
-        "merged memories",
-        "merged",
-        "new memory",
-        "common memory",
-        "shared memory",
-        "memory",
-        "summary",
-        "summarized memory",
-        "common facts",
-        "in common",
-        "answer",
-        "final answer",
-        "output",
-        "result",
-        "response",
-    ];
-    let t = s.trim_start();
-    let t = t.strip_prefix("**").unwrap_or(t);
-    for label in LABELS {
-        let Some(head) = t.get(..label.len()) else {
-            continue;
-        };
-        if !head.eq_ignore_ascii_case(label) {
-            continue;
-        }
-        let rest = &t[label.len()..];
-        let rest = rest.strip_prefix("**").unwrap_or(rest);
-        if let Some(rest) = rest.strip_prefix(':') {
-            let rest = rest.strip_prefix("**").unwrap_or(rest);
-            return rest.trim();
-        }
-    }
-    s
-}
-
-/// `s` without one surrounding pair of quotes, when they enclose the whole text: the inside holds no
-/// other closing quote (for single quotes: only apostrophes inside words).
-fn strip_quotes(s: &str) -> &str {
-    let mut chars = s.chars();
-    let (Some(first), Some(last)) = (chars.next(), chars.next_back()) else {
-        return s;
-    };
-    let inner = chars.as_str();
-    let encloses = match (first, last) {
-        ('"', '"') | ('\u{201c}', '\u{201d}') | ('\u{ab}', '\u{bb}') | ('`', '`') => !inner.contains(first) && !inner.contains(last),
-        ('\'', '\'') | ('\u{2018}', '\u{2019}') => (first == last || !inner.contains(first)) && only_inside_words(inner, last),
-        _ => false,
-    };
-    if encloses {
-        inner.trim()
-    } else {
-        s
-    }
-}
-
-/// Whether every `q` in `s` sits between two alphanumeric characters (an apostrophe, not a quote).
-fn only_inside_words(s: &str, q: char) -> bool {
-    let chars: Vec<char> = s.chars().collect();
-    chars
-        .iter()
-        .enumerate()
-        .all(|(i, &c)| c != q || (i > 0 && chars[i - 1].is_alphanumeric() && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric())))
+    let s = reply::unfence(reply.trim());
+    let s = reply::strip_preamble(s);
+    let s = reply::strip_label(s, &LABELS);
+    reply::collapse(reply::strip_quotes(s))
 }
 
 /// What kind of non-memory `text` (cleaned, non-empty) is: "a refusal" ("I cannot", "I'm sorry", "As an
@@ -450,7 +366,7 @@ mod tests {
     const M3: &str = "Melanie painted a lake sunrise in 2022.";
 
     fn ok_merge(reply: &str) -> String {
-        match parse_merge(reply, 300) {
+        match parse_merge(reply, 300, usize::MAX) {
             Ok(text) => text,
             Err(why) => panic!("{reply:?} rejected: {why}"),
         }
@@ -519,8 +435,30 @@ mod tests {
             ("Caroline attended an LGBTQ support group on 7 May 2023.", 20, "the reply is 55 characters, over the limit of 20"),
         ];
         for (reply, max, want) in table {
-            assert_eq!(parse_merge(reply, *max), Err(want.to_string()), "reply {reply:?}");
+            assert_eq!(parse_merge(reply, *max, usize::MAX), Err(want.to_string()), "reply {reply:?}");
         }
+    }
+
+    #[test]
+    fn a_merge_no_shorter_than_its_sources_is_refused() {
+        // Real replies of Qwen2.5-Coder-0.5B-Instruct (scripts/install-llm.sh) to the summarize and
+        // extract_common prompts: the two memories back, concatenated.
+        let a = "Caroline attended an LGBTQ support group recently and found the transgender stories inspiring.";
+        let b = "Caroline is planning to continue her education and explore career options in counseling or mental health to support those with similar issues.";
+        let total = sources_chars(&[a, b]);
+        assert_eq!(total, a.len() + b.len());
+        let concatenated = format!("{a} {b}");
+        assert_eq!(
+            parse_merge(&concatenated, 2000, total),
+            Err(format!("the reply is {} characters, not shorter than the {total} of the memories it merges", total + 1))
+        );
+        let c = "Melanie painted a lake sunrise last year which holds special meaning to her.";
+        let d = "Melanie is going swimming with the kids after the conversation.";
+        assert!(parse_merge(&format!("{c} {d}"), 2000, sources_chars(&[c, d])).unwrap_err().contains("not shorter"));
+        // A real summary passes.
+        let summary = "Caroline found the LGBTQ support group inspiring and plans to study counseling to support others.";
+        assert_eq!(parse_merge(summary, 2000, total), Ok(summary.to_string()));
+        assert_eq!(sources_chars(&["a  b", " c\n"]), 4);
     }
 
     #[test]
@@ -528,10 +466,10 @@ mod tests {
         let text = "Zoë visited Zürich with Ólafur in 2023.";
         assert_eq!(text.chars().count(), 39);
         assert!(text.len() > 39);
-        assert_eq!(parse_merge(text, 39), Ok(text.to_string()));
-        assert_eq!(parse_merge(text, 38), Err("the reply is 39 characters, over the limit of 38".to_string()));
+        assert_eq!(parse_merge(text, 39, usize::MAX), Ok(text.to_string()));
+        assert_eq!(parse_merge(text, 38, usize::MAX), Err("the reply is 39 characters, over the limit of 38".to_string()));
         let long = "x".repeat(1234);
-        assert_eq!(parse_merge(&long, 1000), Err("the reply is 1234 characters, over the limit of 1000".to_string()));
+        assert_eq!(parse_merge(&long, 1000, usize::MAX), Err("the reply is 1234 characters, over the limit of 1000".to_string()));
     }
 
     fn parts(v: &[&str]) -> Vec<String> {
@@ -699,7 +637,7 @@ mod tests {
     }
 
     fn check_merge(reply: &str, max_chars: usize) {
-        if let Ok(text) = parse_merge(reply, max_chars) {
+        if let Ok(text) = parse_merge(reply, max_chars, usize::MAX) {
             assert!(!text.is_empty());
             assert!(text.chars().count() <= max_chars);
             assert_eq!(text, collapse(&text));

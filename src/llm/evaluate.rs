@@ -9,7 +9,10 @@ use crate::memory::MemoryRecord;
 use crate::openai_compat::fnv1a;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
 
-use super::{ChatRequest, Llm, LlmError};
+use super::{reply, ChatRequest, Llm, LlmError};
+
+/// Labels a QA reply may start with.
+const ANSWER_LABELS: [&str; 4] = ["short answer", "final answer", "answer", "response"];
 
 /// The request an LLM evaluator sends to answer `target` from `retrieved`, and the prompt (for mapping a
 /// category-5 option letter back). The category-5 option order is drawn from the question text, so
@@ -30,7 +33,8 @@ pub async fn evaluate(llm: &Llm, evaluator: Evaluator, target: &Target, retrieve
     }
     let (request, prompt) = answer_request(target, retrieved);
     let reply = llm.ask(&request).await?;
-    let answer = prompt.resolve(reply.trim()).trim().to_string();
+    let answer = clean_answer(&reply, &target.question);
+    let answer = prompt.resolve(&answer).trim().to_string();
     let verdict = match evaluator {
         Evaluator::LlmJudge => {
             let reply = llm.ask(&judge::request(&target.question, reward::judge_gold(target), &answer)).await?;
@@ -39,6 +43,32 @@ pub async fn evaluate(llm: &Llm, evaluator: Evaluator, target: &Target, retrieve
         Evaluator::AnswerRecall | Evaluator::LlmF1 => None,
     };
     Ok(reward::llm_evaluation(target, retrieved, answer, verdict))
+}
+
+/// The answer in a QA reply: the first paragraph (a model that goes on with an explanation or a new
+/// "Question:" stops there), without an echo of the prompt's question up to "Short answer:", a label
+/// ("Short answer:", "Answer:"), one pair of surrounding quotes and whitespace runs. The whole reply,
+/// collapsed, when that leaves nothing.
+pub fn clean_answer(text: &str, question: &str) -> String {
+    let text = text.trim();
+    let first = text.split("\n\n").map(str::trim).find(|p| !p.is_empty()).unwrap_or("");
+    let first = first.split("\nQuestion:").next().unwrap_or(first);
+    let mut s = first.trim();
+    let echoed = s.strip_prefix("Question:").map(str::trim_start).unwrap_or(s);
+    if let Some(after) = echoed.strip_prefix(question.trim()) {
+        s = after.trim_start();
+        // The echo may carry the prompt's additions (the date hint, the options) up to "Short answer:".
+        if let Some(at) = s.find("Short answer:") {
+            s = &s[at..];
+        }
+    }
+    let s = reply::strip_label(s, &ANSWER_LABELS);
+    let answer = reply::collapse(reply::strip_quotes(s));
+    if answer.is_empty() {
+        reply::collapse(text)
+    } else {
+        answer
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +150,31 @@ mod tests {
         let e = evaluate(&llm, Evaluator::LlmF1, &target(5), &[]).await.unwrap();
         assert_eq!(e.answer.as_deref(), Some("Not mentioned in the conversation"));
         assert_eq!(e.p, 1.0);
+    }
+
+    #[test]
+    fn answers_are_cleaned_of_labels_echoes_quotes_and_explanations() {
+        let q = "When did Caroline go to the support group?";
+        for (reply, want) in [
+            // Real replies of Qwen2.5-Coder-0.5B-Instruct to LoCoMo's QA prompt: kept as written.
+            ("14 August, 2023", "14 August, 2023"),
+            ("10:31 am on 13 October, 2023", "10:31 am on 13 October, 2023"),
+            ("Melanie realized that self-care is important.", "Melanie realized that self-care is important."),
+            // Labels, quotes, echoes and trailing explanations.
+            ("Short answer: 7 May 2023", "7 May 2023"),
+            ("**Answer:** \"7 May 2023\"", "7 May 2023"),
+            ("\u{201c}May 7, 2023\u{201d}", "May 7, 2023"),
+            ("When did Caroline go to the support group? Use DATE of CONVERSATION to answer with an approximate date. Short answer: 7 May 2023", "7 May 2023"),
+            ("Question: When did Caroline go to the support group? 7 May 2023", "7 May 2023"),
+            ("7 May 2023\n\nExplanation: the context says she went yesterday.", "7 May 2023"),
+            ("7 May 2023\nQuestion: When did Melanie paint?", "7 May 2023"),
+            ("  on\n 7 May   2023 ", "on 7 May 2023"),
+            // Nothing left: the reply as written.
+            ("Short answer:", "Short answer:"),
+            ("\"\"", "\"\""),
+        ] {
+            assert_eq!(clean_answer(reply, q), want, "{reply:?}");
+        }
     }
 
     #[tokio::test]

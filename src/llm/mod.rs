@@ -15,6 +15,7 @@
 pub mod edit;
 pub mod evaluate;
 mod openai;
+pub mod reply;
 
 use std::future::Future;
 use std::hash::{Hash, Hasher};

@@ -92,4 +92,20 @@ mod tests {
         }
         assert_eq!(score("x", "y", 6), None);
     }
+
+    #[test]
+    fn dates_a_real_model_writes_differently_score_by_their_tokens() {
+        // Real replies of Qwen2.5-Coder-0.5B-Instruct to LoCoMo's category-2 prompt. The metric is a bag of
+        // normalised tokens: order and commas do not matter; extra tokens (a time of day) cost precision;
+        // "7th" is not "7" (LoCoMo's official metric, kept as it is).
+        for (reply, gold, want) in [
+            ("May 7, 2023", "7 May 2023", 1.0),
+            ("14 August, 2023", "14 August 2023", 1.0),
+            ("10:31 am on 13 October, 2023", "13 October 2023", 2.0 * 0.5 * 1.0 / 1.5),
+            ("13 August", "14 August 2023", 2.0 * 0.5 * (1.0 / 3.0) / (0.5 + 1.0 / 3.0)),
+        ] {
+            let got = score(reply, gold, 2).unwrap();
+            assert!((got - want).abs() < 1e-12, "{reply:?} vs {gold:?}: {got} != {want}");
+        }
+    }
 }

@@ -59,13 +59,34 @@ impl QaPrompt {
         QaPrompt { text, options }
     }
 
-    /// The answer to score: for category 5, a bare option letter is replaced by the option's text.
+    /// The answer to score: for category 5, a reply that picks an option by its letter is replaced by the
+    /// option's text. Accepted: a bare letter (`a`, `(b)`, `B.`), optionally after "The answer is"; or a
+    /// letter marker (`(a)`, `a)`, `a.`, `a:`) followed by that option's own text (`(b) a sunset.`, real
+    /// replies of a 0.5B model). A marker followed by other text (the other option, a free answer) is
+    /// ambiguous and left as written, for the metric to score.
     pub fn resolve<'a>(&'a self, reply: &'a str) -> &'a str {
         let Some(opts) = &self.options else { return reply };
-        match reply.trim().trim_end_matches('.').to_ascii_lowercase().as_str() {
-            "a" | "(a)" => &opts[0],
-            "b" | "(b)" => &opts[1],
-            _ => reply,
+        let lower = reply.trim().to_ascii_lowercase();
+        let mut rest = lower.as_str();
+        for lead in ["the correct answer is", "the answer is", "correct answer:", "answer:"] {
+            if let Some(r) = rest.strip_prefix(lead) {
+                rest = r.trim_start();
+                break;
+            }
+        }
+        let (letter, after) = match rest.as_bytes() {
+            [b'(', l @ (b'a' | b'b'), b')', ..] => (*l, &rest[3..]),
+            [l @ (b'a' | b'b'), b')' | b'.' | b':', ..] => (*l, &rest[2..]),
+            [l @ (b'a' | b'b')] => (*l, ""),
+            _ => return reply,
+        };
+        let option = &opts[usize::from(letter - b'a')];
+        let after = after.trim().trim_end_matches(['.', '!']).trim();
+        let words = |s: &str| s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>();
+        if after.is_empty() || words(after) == words(option) {
+            option
+        } else {
+            reply
         }
     }
 }
@@ -118,5 +139,27 @@ Caroline go to the group? Use DATE of CONVERSATION to answer with an approximate
         assert_eq!(b.resolve("A"), "sunsets");
         assert_eq!(score(b.resolve("a"), "", 5), Some(0.0));
         assert_eq!(b.resolve("It is not mentioned"), "It is not mentioned");
+    }
+
+    #[test]
+    fn option_markers_with_their_own_text_are_resolved() {
+        // Real replies of Qwen2.5-Coder-0.5B-Instruct (scripts/install-llm.sh) to LoCoMo's category-5 prompt.
+        let m = mem("Melanie is painting a sunset with her kids.", "8 May, 2023");
+        let p = QaPrompt::build("What did Caroline paint?", Some(5), Some("a sunset"), &[&m], 0);
+        assert_eq!(p.options.as_ref().unwrap()[1], "a sunset");
+        assert_eq!(p.resolve("(b) a sunset."), "a sunset");
+        let q = QaPrompt::build("What did Caroline paint?", Some(5), Some("a sunset"), &[&m], 1);
+        assert_eq!(q.resolve("a) a sunset"), "a sunset");
+        assert_eq!(q.resolve("(b) Not mentioned in the conversation."), NOT_MENTIONED);
+        assert_eq!(q.resolve("The answer is (b)."), NOT_MENTIONED);
+        assert_eq!(q.resolve("Answer: B"), NOT_MENTIONED);
+        // A marker with the other option's text, or with free text, is ambiguous: left for the metric.
+        assert_eq!(q.resolve("(a) Not mentioned in the conversation."), "(a) Not mentioned in the conversation.");
+        assert_eq!(q.resolve("(a) She painted a lake."), "(a) She painted a lake.");
+        assert_eq!(q.resolve("a sunset"), "a sunset");
+        assert_eq!(q.resolve("absolutely"), "absolutely");
+        // Not category 5: nothing is mapped.
+        let r = QaPrompt::build("What did Caroline paint?", Some(4), Some("a sunset"), &[&m], 1);
+        assert_eq!(r.resolve("(a)"), "(a)");
     }
 }

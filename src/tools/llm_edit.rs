@@ -5,13 +5,13 @@
 //!    `summarize` or `extract_common` strategy and no `content`, or a split with no `parts`, whose ids
 //!    name live memories (a call that will be refused anyway costs no LLM request).
 //! 2. [`with_llm_text`]: the reply, checked by [`crate::llm::edit`] (non-empty, within the length limit,
-//!    2..=max_parts parts), becomes the call's `content` / `parts`; the call then goes through the normal
+//!    a merge shorter than its sources together, 2..=max_parts parts), becomes the call's `content` / `parts`; the call then goes through the normal
 //!    prepare → embed → apply path, so provenance (evidence union, speaker, session, date) and every
 //!    other check are exactly those of a caller-supplied text.
 //! 3. When the reply is unusable or the endpoint fails, the call runs with the offline strategy
 //!    unchanged and the tool text says so ([`fallback_note`]).
 
-use crate::llm::edit::{merge_request, parse_merge, parse_split, split_request};
+use crate::llm::edit::{merge_request, parse_merge, parse_split, sources_chars, split_request};
 use crate::llm::ChatRequest;
 use crate::memory::EpisodeMemory;
 
@@ -21,8 +21,11 @@ use super::{MergeArgs, SplitArgs, ToolCall, ToolLimits};
 /// What the reply must become.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EditKind {
-    /// One merged text.
-    Merge,
+    /// One merged text, shorter than the sources together (`sources_chars` characters).
+    Merge {
+        /// Length of the sources, as the prompt shows them.
+        sources_chars: usize,
+    },
     /// 2..=max_parts texts.
     Split,
 }
@@ -32,8 +35,9 @@ pub enum EditKind {
 pub fn edit_request(mem: &EpisodeMemory, call: &ToolCall, limits: &ToolLimits) -> Option<(ChatRequest, EditKind)> {
     match call {
         ToolCall::Merge(MergeArgs { ids, strategy, content: None }) => {
-            let texts: Option<Vec<&str>> = ids.iter().map(|id| mem.get(*id).map(|r| r.text.as_str())).collect();
-            merge_request(&texts?, *strategy, limits.max_text_chars).map(|r| (r, EditKind::Merge))
+            let texts: Vec<&str> = ids.iter().map(|id| mem.get(*id).map(|r| r.text.as_str())).collect::<Option<_>>()?;
+            let kind = EditKind::Merge { sources_chars: sources_chars(&texts) };
+            merge_request(&texts, *strategy, limits.max_text_chars).map(|r| (r, kind))
         }
         ToolCall::Split(SplitArgs { id, criteria, max_parts, parts: None }) => {
             let original = mem.get(*id)?;
@@ -49,8 +53,8 @@ pub fn edit_request(mem: &EpisodeMemory, call: &ToolCall, limits: &ToolLimits) -
 /// `call` with the LLM's text as its `content` (merge) or `parts` (split), or why the reply is unusable.
 pub fn with_llm_text(call: &ToolCall, kind: EditKind, reply: &str, limits: &ToolLimits) -> Result<ToolCall, String> {
     match (call, kind) {
-        (ToolCall::Merge(a), EditKind::Merge) => {
-            let text = parse_merge(reply, limits.max_text_chars)?;
+        (ToolCall::Merge(a), EditKind::Merge { sources_chars }) => {
+            let text = parse_merge(reply, limits.max_text_chars, sources_chars)?;
             Ok(ToolCall::Merge(MergeArgs { content: Some(text), ..a.clone() }))
         }
         (ToolCall::Split(a), EditKind::Split) => {
@@ -119,7 +123,7 @@ mod tests {
         let limits = ToolLimits::default();
         let (req, kind) =
             edit_request(&mem, &call("merge_memory", r#"{"memory_ids": ["m0000", "m0001"], "strategy": "summarize"}"#), &limits).unwrap();
-        assert_eq!(kind, EditKind::Merge);
+        assert_eq!(kind, EditKind::Merge { sources_chars: 54 + 47 }, "the two sources' lengths");
         let user = &req.messages[1].content;
         assert!(user.contains("1. Caroline went to an LGBTQ support group on 7 May 2023.") && user.contains("2. Caroline found"), "{user}");
         let (req, kind) =
@@ -143,12 +147,13 @@ mod tests {
         let limits = ToolLimits::default();
         let merge = call("merge_memory", r#"{"memory_ids": ["m0000", "m0001"], "strategy": "extract_common"}"#);
         let ToolCall::Merge(m) =
-            with_llm_text(&merge, EditKind::Merge, "Merged memory: Caroline went to a support group.", &limits).unwrap()
+            with_llm_text(&merge, EditKind::Merge { sources_chars: 1000 }, "Merged memory: Caroline went to a support group.", &limits)
+                .unwrap()
         else {
             panic!()
         };
         assert_eq!((m.content.as_deref(), m.strategy), (Some("Caroline went to a support group."), MergeStrategy::ExtractCommon));
-        assert!(with_llm_text(&merge, EditKind::Merge, "   ", &limits).unwrap_err().contains("empty"));
+        assert!(with_llm_text(&merge, EditKind::Merge { sources_chars: 1000 }, "   ", &limits).unwrap_err().contains("empty"));
 
         let split = call("split_memory", r#"{"memory_id": "m0002", "split_criteria": "temporal", "max_parts": 2}"#);
         let ToolCall::Split(s) =
@@ -158,7 +163,7 @@ mod tests {
         };
         assert_eq!(s.parts.unwrap().len(), 2);
         assert!(with_llm_text(&split, EditKind::Split, r#"["a.", "b.", "c."]"#, &limits).unwrap_err().contains("over the limit"));
-        assert!(with_llm_text(&split, EditKind::Merge, "x", &limits).is_err());
+        assert!(with_llm_text(&split, EditKind::Merge { sources_chars: 1000 }, "x", &limits).is_err());
         assert_eq!(
             fallback_note(&split, "the model found nothing to split"),
             "note: the model found nothing to split; used the offline temporal split instead"

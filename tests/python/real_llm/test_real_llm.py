@@ -1,0 +1,208 @@
+"""The real-LLM tier: memgym's LLM evaluators and LLM edits against a real model (Qwen2.5-Coder-0.5B-Instruct on
+CPU, served by scripts/llm-server.py), through the real gRPC server and client.
+
+Why this exists: a scripted chat server checks requests, retries and errors, but cannot show that a real
+model's replies parse, score and survive the edit checks. No assertion here depends on one model's wording:
+they hold for any reasonable instruction-tuned model (replies parse; breakdowns carry the model, the answers
+and F1; an LLM-written memory keeps the provenance rules, or the call falls back with its note).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+
+import pytest
+
+from conftest import running_server
+from memgym import MemgymClient, MemgymError, pb
+from real_llm.conftest import memgym_flags
+
+# One question of the test split per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
+# 5 adversarial), picked from the dataset at run time: the first of each category in conv-26.
+CATEGORIES = (1, 2, 3, 4, 5)
+
+
+def questions(client: MemgymClient) -> dict[int, pb.QuestionRecord]:
+    found = {}
+    for category in CATEGORIES:
+        page = client.list_questions(conversation_id="conv-26", category=category, page_size=1)
+        assert page.questions, f"conv-26 has no category {category} question"
+        found[category] = page.questions[0]
+    return found
+
+
+def oracle_text(q: pb.QuestionRecord) -> str:
+    """The memory the oracle agent of `memgym eval` writes: the question with its answer (abstention on category 5)."""
+    return f"{q.question} {q.answer if q.category != 5 else 'Not mentioned in the conversation.'}"
+
+
+def check_breakdown(score: pb.ScoreEpisodeResponse, model: str, evaluator: str) -> None:
+    assert score.evaluator == evaluator and score.llm_model == model
+    for name in ("p_old", "p_new", "reward", "performance_delta", "memory_efficiency"):
+        assert math.isfinite(getattr(score, name)), name
+    assert score.answer_old.strip() and score.answer_new.strip(), "the model's answers are reported"
+    assert score.answer_old == score.answer_old.strip() and score.answer_new == score.answer_new.strip()
+    assert len(score.answer_old) < 400 and len(score.answer_new) < 400, "a short-answer prompt gets a short answer"
+    assert score.HasField("f1_old") and score.HasField("f1_new")
+    assert 0.0 <= score.f1_old <= 1.0 and 0.0 <= score.f1_new <= 1.0
+    if evaluator == "llm-f1":
+        assert not score.HasField("judge_old") and not score.HasField("judge_new")
+        assert (score.p_old, score.p_new) == (score.f1_old, score.f1_new)
+    else:
+        assert score.judge_old in (0.0, 1.0) and score.judge_new in (0.0, 1.0)
+        assert score.p_old == pytest.approx((score.f1_old + score.judge_old) / 2)
+        assert score.p_new == pytest.approx((score.f1_new + score.judge_new) / 2)
+    assert score.performance_delta == pytest.approx(score.p_new - score.p_old)
+    assert score.reward == pytest.approx(score.performance_delta * score.memory_efficiency)
+
+
+def test_the_server_speaks_openai_chat_completions(llm):
+    models = llm.get("/v1/models")
+    assert [m["id"] for m in models["data"]] == [llm.model]
+    body = {"messages": [{"role": "user", "content": "Name three colours."}], "temperature": 0, "max_tokens": 3, "seed": 1}
+    status, reply = llm.post(body)
+    assert status == 200 and reply["model"] == llm.model
+    (choice,) = reply["choices"]
+    assert choice["finish_reason"] == "length" and choice["message"]["role"] == "assistant"
+    assert reply["usage"]["completion_tokens"] == 3 and reply["usage"]["prompt_tokens"] > 5
+    # Temperature 0 is deterministic and the KV cache does not leak between requests.
+    llm.post({"messages": [{"role": "user", "content": "Say something else entirely."}], "temperature": 0, "max_tokens": 8})
+    assert llm.post(body)[1]["choices"][0]["message"]["content"] == choice["message"]["content"]
+    # A seeded sample is reproducible; stop sequences cut the text.
+    sampled = {**body, "temperature": 0.9, "max_tokens": 12, "seed": 7}
+    assert llm.post(sampled)[1]["choices"][0]["message"] == llm.post(sampled)[1]["choices"][0]["message"]
+    status, counted = llm.post({"messages": [{"role": "user", "content": "Count from 1 to 9, comma separated."}], "temperature": 0, "max_tokens": 40, "stop": ["5"]})
+    assert status == 200 and "5" not in counted["choices"][0]["message"]["content"] and counted["choices"][0]["finish_reason"] == "stop"
+    # Bad requests are 400 naming the field.
+    for bad, param in [({"messages": []}, "messages"), ({**body, "temperature": -1}, "temperature"), ({**body, "stream": True}, "stream"), ({**body, "stop": 5}, "stop")]:
+        status, err = llm.post(bad)
+        assert status == 400 and err["error"]["param"] == param, (bad, err)
+
+
+@pytest.mark.parametrize("evaluator", ["llm-f1", "llm-judge"])
+def test_score_episode_with_a_real_model_across_categories(llm, evaluator):
+    with running_server(*memgym_flags(llm)) as address, MemgymClient(address, timeout=600) as client:
+        for category, q in questions(client).items():
+            episode = f"real-{evaluator}-{category}"
+            client.create_episode(q.id, episode_id=episode, evaluator=evaluator, include_adversarial=category == 5)
+            client.call_tool(episode, "manage_memory", {"operation": "create", "content": oracle_text(q)})
+            score = client.score_episode(episode)
+            check_breakdown(score, llm.model, evaluator)
+            if category == 5:
+                # The two-option prompt: a bare option letter is mapped back to the option's text.
+                for answer in (score.answer_old, score.answer_new):
+                    assert not re.fullmatch(r"\(?[abAB]\)?\.?", answer), answer
+            client.close_episode(episode)
+
+
+def test_p_old_is_asked_once_per_question_and_equal_states_share_answers(llm):
+    with running_server(*memgym_flags(llm)) as address, MemgymClient(address, timeout=600) as client:
+        q = questions(client)[4]
+        before = llm.stats()["requests"]
+        # A GRPO group of four no-op episodes on one question, scored at the same moment: M₀'s prompt once.
+        ids = [f"group-{i}" for i in range(4)]
+        for i in ids:
+            client.create_episode(q.id, episode_id=i, evaluator="llm-f1", seed=3)
+        scores: dict[str, pb.ScoreEpisodeResponse] = {}
+        threads = [threading.Thread(target=lambda i=i: scores.__setitem__(i, client.score_episode(i))) for i in ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert llm.stats()["requests"] - before == 1
+        assert {s.reward for s in scores.values()} == {0.0} and len({s.answer_old for s in scores.values()}) == 1
+        # Two different edits: one request each for p_new, none for p_old.
+        for n, text in enumerate([oracle_text(q), f"{q.question} Nobody knows."]):
+            client.create_episode(q.id, episode_id=f"edit-{n}", evaluator="llm-f1", seed=3)
+            client.call_tool(f"edit-{n}", "manage_memory", {"operation": "create", "content": text})
+            check_breakdown(client.score_episode(f"edit-{n}"), llm.model, "llm-f1")
+        assert llm.stats()["requests"] - before == 3
+
+
+def provenance(memories: list[pb.Memory]) -> tuple[set[str], set[str]]:
+    """(evidence union, speakers) of `memories`."""
+    return {e for m in memories for e in m.evidence}, {m.speaker for m in memories}
+
+
+def test_llm_edit_merges_and_splits_through_grpc(llm):
+    with running_server(*memgym_flags(llm, "--llm-edit")) as address, MemgymClient(address, timeout=600) as client:
+        client.create_episode("conv-26:q0", episode_id="edits", max_steps=10)
+        memories = {m.id: m for m in client.list_memories("edits", page_size=500).memories}
+        written = fallbacks = 0
+        for strategy, ids in [("summarize", ["m0000", "m0002"]), ("extract_common", ["m0004", "m0006"])]:
+            sources = [memories[i] for i in ids]
+            text, resp = client.call_tool("edits", "merge_memory", {"memory_ids": ids, "strategy": strategy})
+            merged = resp.merge.memory
+            assert sorted(resp.merge.removed_ids) == sorted(ids)
+            evidence, speakers = provenance(sources)
+            assert set(merged.evidence) == evidence, "a merged memory points back to every source"
+            assert merged.speaker == (speakers.pop() if len(speakers) == 1 else "")
+            assert merged.text.strip() and len(merged.text) <= 2000
+            if text.endswith(f"note: text written by the LLM ({llm.model})"):
+                written += 1
+            else:
+                assert re.search(rf"note: .+; used the offline {strategy} strategy instead$", text), text
+                fallbacks += 1
+        # A long multi-clause memory, split by topic and by time.
+        long = max(memories.values(), key=lambda m: len(m.text) if m.id not in ("m0000", "m0002", "m0004", "m0006") else 0)
+        for criteria in ("thematic", "temporal"):
+            if criteria == "temporal":  # split one part of the thematic split again, or the next longest memory
+                current = {m.id: m for m in client.list_memories("edits", page_size=500).memories}
+                long = max(current.values(), key=lambda m: len(m.text))
+            try:
+                text, resp = client.call_tool("edits", "split_memory", {"memory_id": long.id, "split_criteria": criteria})
+            except MemgymError as e:  # neither the LLM nor the offline splitter could split it
+                assert e.code.name == "FAILED_PRECONDITION", e
+                continue
+            parts = resp.split.parts
+            assert 2 <= len(parts) <= 3 and resp.split.removed_id == long.id
+            for part in parts:
+                assert list(part.evidence) == list(long.evidence) and part.speaker == long.speaker
+                assert part.session_date == long.session_date and part.text.strip() and len(part.text) <= 2000
+            if text.endswith(f"note: text written by the LLM ({llm.model})"):
+                written += 1
+            else:
+                assert re.search(rf"note: .+; used the offline {criteria} split instead$", text), text
+                fallbacks += 1
+        print(f"LLM-written edits: {written}, fallbacks: {fallbacks}")
+        assert written >= 1, "a real model writes at least one usable merge or split"
+        assert [t.tool_name for t in client.get_episode("edits", include_trace=True).trace][:2] == ["merge_memory", "merge_memory"]
+
+
+def test_a_slow_model_is_deadline_exceeded_and_changes_nothing(llm):
+    flags = ["--llm-base-url", llm.url, "--llm-model", llm.model, "--llm-timeout-ms", "150", "--llm-max-retries", "1"]
+    with running_server(*flags) as address, MemgymClient(address, timeout=600) as client:
+        client.create_episode("conv-26:q0", episode_id="slow", evaluator="llm-f1")
+        with pytest.raises(MemgymError) as err:
+            client.score_episode("slow")
+        assert err.value.code.name == "DEADLINE_EXCEEDED" and "did not answer in time" in err.value.details
+        state = client.get_episode("slow").state
+        assert not state.scored and not state.done
+
+
+def test_a_model_server_killed_mid_request_is_unavailable_and_the_episode_scores_after_a_restart(own_llm):
+    with running_server(*memgym_flags(own_llm, "--llm-max-retries", "2")) as address, MemgymClient(address, timeout=600, retries=0) as client:
+        client.create_episode("conv-26:q0", episode_id="killed", evaluator="llm-f1")
+        outcome: dict = {}
+
+        def score():
+            try:
+                outcome["score"] = client.score_episode("killed")
+            except MemgymError as e:
+                outcome["error"] = e
+
+        t = threading.Thread(target=score)
+        t.start()
+        own_llm.wait_active()
+        own_llm.kill()
+        t.join(timeout=300)
+        assert "error" in outcome, outcome
+        assert outcome["error"].code.name == "UNAVAILABLE" and "LLM endpoint failed" in outcome["error"].details
+        assert not client.get_episode("killed").state.scored
+        # The failure was not cached: once the model is back on the same port the episode scores.
+        own_llm.start()
+        score = client.score_episode("killed")
+        check_breakdown(score, own_llm.model, "llm-f1")
+        assert score.reward == 0.0
