@@ -1,7 +1,8 @@
 //! Runs the LLM evaluators: builds LoCoMo's QA prompt from the retrieved memories
 //! ([`crate::reward::qa_prompt`]), asks the LLM (through the [`Llm`] cache, so the `p_old` prompt of a
-//! GRPO group and any repeated memory state are asked once), and scores the answer with the pure
-//! functions of [`crate::reward`]. `llm-judge` sends a second request, the strict judge prompt.
+//! GRPO group and any repeated memory state are asked once), cleans the reply ([`clean_answer`]: what
+//! real small models add around a short answer), and scores the answer with the pure functions of
+//! [`crate::reward`]. `llm-judge` sends a second request, the strict judge prompt.
 //!
 //! Any failure of the endpoint is an error, never a score of 0.
 
@@ -185,5 +186,15 @@ mod tests {
         assert!(matches!(evaluate(&llm, Evaluator::LlmF1, &target(4), &[]).await, Err(LlmError::Timeout { .. })));
         let err = evaluate(&llm, Evaluator::LlmJudge, &target(4), &[]).await.unwrap_err();
         assert!(matches!(&err, LlmError::BadReply { message } if message.contains("neither CORRECT nor WRONG")), "{err:?}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clean_answer_never_panics_and_keeps_one_line(reply in "\\PC{0,80}(\n\n?\\PC{0,40})?", question in "\\PC{0,40}") {
+            let answer = clean_answer(&reply, &question);
+            proptest::prop_assert!(!answer.contains('\n') && answer == answer.trim());
+            proptest::prop_assert!(!answer.contains("  "));
+            proptest::prop_assert_eq!(answer.is_empty(), reply::collapse(&reply).is_empty());
+        }
     }
 }

@@ -162,4 +162,14 @@ Caroline go to the group? Use DATE of CONVERSATION to answer with an approximate
         let r = QaPrompt::build("What did Caroline paint?", Some(4), Some("a sunset"), &[&m], 1);
         assert_eq!(r.resolve("(a)"), "(a)");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn resolve_returns_the_reply_or_one_option(reply in "(\\(?[abAB][).:]? ?)?\\PC{0,40}", seed in 0u64..4) {
+            let m = mem("Melanie paints.", "");
+            let p = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[&m], seed);
+            let got = p.resolve(&reply);
+            proptest::prop_assert!(got == reply || got == NOT_MENTIONED || got == "sunsets", "{got:?}");
+        }
+    }
 }
