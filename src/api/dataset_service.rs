@@ -1,4 +1,5 @@
-//! `memgym.v1.Dataset`: read-only views of the LoCoMo data the server loaded.
+//! `memgym.v1.Dataset`: read-only views of the LoCoMo data the server loaded. Refusals are
+//! [`EpisodeError`]s, so they reach the client through the one error → `Status` map (`status.rs`).
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use super::convert::{page_size, split_in, split_out};
 use super::page;
 use super::pb;
 use super::pb::dataset_server::Dataset as DatasetApi;
-use crate::episode::Environment;
+use crate::episode::{Environment, EpisodeError};
 
 /// The Dataset service.
 #[derive(Debug, Clone)]
@@ -52,11 +53,12 @@ impl DatasetApi for DatasetService {
         let ds = self.env.dataset();
         let split = split_in(split_raw)?;
         if category > 5 {
-            return Err(Status::invalid_argument(format!("invalid argument category: must be 0 (all) or 1 to 5, got {category}")));
+            let message = format!("must be 0 (all) or 1 to 5, got {category}");
+            return Err(EpisodeError::InvalidArgument { field: "category".into(), message }.into());
         }
         let conv = conversation_id.trim();
         if !conv.is_empty() && ds.conversation(conv).is_none() {
-            return Err(Status::not_found(format!("conversation_id {} not found", crate::quote::quoted(conv))));
+            return Err(EpisodeError::DatasetNotFound { what: "conversation", id: conv.to_string() }.into());
         }
         let size = page_size(size, 100, 1000)?;
         let key = page::listing_key(page::Rpc::Questions, &[conv, &split_raw.to_string(), &category.to_string()]);
@@ -71,7 +73,8 @@ impl DatasetApi for DatasetService {
             .collect();
         let total = matching.len();
         if offset > total {
-            return Err(Status::invalid_argument("invalid argument page_token: past the end of this listing"));
+            let message = "past the end of this listing".to_string();
+            return Err(EpisodeError::InvalidArgument { field: "page_token".into(), message }.into());
         }
         let page: Vec<pb::QuestionRecord> = matching.iter().skip(offset).take(size).map(|q| (*q).into()).collect();
         let end = offset + page.len();

@@ -41,7 +41,13 @@ impl MemoryEnvService {
 
     /// Validates raw arguments (counting a refusal against the episode) and runs the call.
     async fn run(&self, id: &str, call: Result<ToolCall, ToolError>) -> Result<(String, R), Status> {
-        let call = call.inspect_err(|_| self.env.record_rejection(id))?;
+        let call = match call {
+            Ok(call) => call,
+            Err(e) => {
+                self.env.record_rejection(id).await;
+                return Err(e.into());
+            }
+        };
         let result = self.env.call_tool(id, call).await?;
         Ok(tool_result(result))
     }

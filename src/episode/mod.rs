@@ -583,12 +583,12 @@ impl Environment {
             .map_err(|e| EmbedError::Join(e.to_string()).into())
     }
 
-    /// Counts a call refused before it reached the episode (bad arguments). Unknown ids are ignored.
-    pub fn record_rejection(&self, episode_id: &str) {
+    /// Counts a call refused before it reached the episode (bad arguments). Unknown ids are ignored. It
+    /// waits for the episode's lock like any call, so a refusal is counted even while another call on
+    /// the episode is running.
+    pub async fn record_rejection(&self, episode_id: &str) {
         if let Some(e) = self.registry.get(episode_id) {
-            if let Ok(mut ep) = e.episode.try_lock() {
-                ep.rejected += 1;
-            }
+            e.episode.lock().await.rejected += 1;
         }
     }
 
@@ -725,6 +725,20 @@ pub struct Swept {
     pub forgotten: usize,
     /// Ids still remembered.
     pub remembered: usize,
+}
+
+/// What an episode on a LoCoMo question is scored against. Here, not in `reward`, so that the reward
+/// does not know the dataset: the episode is where the two meet.
+impl From<&crate::dataset::Question> for Target {
+    fn from(q: &crate::dataset::Question) -> Self {
+        Target {
+            question: q.question.clone(),
+            answer: q.answer.clone(),
+            adversarial_answer: q.adversarial_answer.clone(),
+            category: Some(q.category),
+            evidence: q.evidence.clone(),
+        }
+    }
 }
 
 /// The initial memory records of a conversation's dataset rows: ids `m0000…` by position, metadata kept.

@@ -67,7 +67,7 @@ impl Environment {
         }
         let llm =
             self.llm.as_ref().ok_or_else(|| EpisodeError::precondition(format!("evaluator {} needs an LLM endpoint", evaluator.name())))?;
-        Ok(crate::llm::evaluate::evaluate(llm, evaluator, target, recs).await?)
+        Ok(reward::llm_eval::evaluate(llm, evaluator, target, recs).await?)
     }
 
     async fn evaluate_base(

@@ -246,6 +246,24 @@ async fn caps_adversarial_and_bad_requests() {
 }
 
 #[tokio::test]
+async fn a_refusal_is_counted_even_while_another_call_holds_the_episode() {
+    let env = Arc::new(env());
+    env.create_episode(locomo("busy", "conv-26:q0")).await.unwrap();
+    let entry = env.registry.get("busy").unwrap();
+    let held = entry.episode.lock().await; // a call in progress (an LLM edit, an embedding)
+    let counting = tokio::spawn({
+        let env = env.clone();
+        async move { env.record_rejection("busy").await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!counting.is_finished(), "the refusal waits for the episode, it is not dropped");
+    drop(held);
+    counting.await.unwrap();
+    assert_eq!(env.get_episode("busy", false).await.unwrap().0.rejected_calls, 1);
+    env.record_rejection("no-such-episode").await; // ignored
+}
+
+#[tokio::test]
 async fn the_reaper_closes_idle_episodes_only() {
     let clock = Arc::new(ManualClock::default());
     let mut config = EnvConfig::default();

@@ -2,9 +2,10 @@
 //! implementation for any OpenAI-compatible endpoint ([`OpenAiChat`]: vLLM, SGLang, llama.cpp server,
 //! OpenAI) and the answer cache in front of it ([`Llm`]).
 //!
-//! Two features use it: the LLM evaluators of the reward ([`evaluate`]: `llm-f1`, `llm-judge`) and the
-//! LLM-backed `merge_memory` / `split_memory` strategies ([`edit`]). Both build their prompts from pure
-//! functions and check the replies; this module only moves text.
+//! A leaf: it knows no prompt. Two features use it, each with its prompts beside it: the LLM evaluators
+//! of the reward (`crate::reward::llm_eval`: `llm-f1`, `llm-judge`) and the LLM-backed `merge_memory` /
+//! `split_memory` strategies (`crate::tools::llm_edit`). Both build their prompts from pure functions and
+//! check the replies ([`reply`] has the cleaning they share); this module only moves text.
 //!
 //! # Cache
 //! An answer depends only on the model and the request (messages, `max_tokens`, temperature; the seed
@@ -12,8 +13,6 @@
 //! the request). Identical requests in flight at once are sent once: the others wait for that answer
 //! (a GRPO group scores the same `p_old` prompt at the same moment). A failed request is not cached.
 
-pub mod edit;
-pub mod evaluate;
 mod openai;
 pub mod reply;
 

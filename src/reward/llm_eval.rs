@@ -1,4 +1,4 @@
-//! Runs the LLM evaluators: builds LoCoMo's QA prompt from the retrieved memories
+//! Runs the LLM evaluators (the one part of the reward that does I/O, through the [`Llm`] client): builds LoCoMo's QA prompt from the retrieved memories
 //! ([`crate::reward::qa_prompt`]), asks the LLM (through the [`Llm`] cache, so the `p_old` prompt of a
 //! GRPO group and any repeated memory state are asked once), cleans the reply ([`clean_answer`]: what
 //! real small models add around a short answer), and scores the answer with the pure functions of
@@ -6,11 +6,10 @@
 //!
 //! Any failure of the endpoint is an error, never a score of 0.
 
+use crate::llm::{reply, ChatRequest, Llm, LlmError};
 use crate::memory::MemoryRecord;
 use crate::openai_compat::fnv1a;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
-
-use super::{reply, ChatRequest, Llm, LlmError};
 
 /// Labels a QA reply may start with.
 const ANSWER_LABELS: [&str; 4] = ["short answer", "final answer", "answer", "response"];

@@ -10,13 +10,14 @@
 //! - The LLM evaluators (`llm-f1`, `llm-judge`) have an LLM answer from the top-k with LoCoMo's QA prompt
 //!   ([`qa_prompt`]) and score the answer with LoCoMo's official metric ([`locomo_metric`], via
 //!   [`llm_f1`]); `llm-judge` also asks the LLM for a strict CORRECT/WRONG verdict ([`judge`]) and scores
-//!   the mean of the two. The LLM calls themselves live in `crate::llm::evaluate`; this module stays pure.
+//!   the mean of the two. The LLM calls themselves live in [`llm_eval`]; the rest of this module is pure.
 //! - `p_old` is computed on M₀ as it was at creation and `p_new` on the final memory (MemUpdate
 //!   computed both on the final store, so its delta was ≈ 0).
 //! - `memory_efficiency = clamp(size × density × change, 0.1, 1.5)` with MemUpdate's formulas, except
 //!   that the size budget N_max defaults to |M₀| instead of 100.
 
 pub mod judge;
+pub mod llm_eval;
 pub mod locomo_metric;
 pub mod normalize;
 pub mod porter;
@@ -39,18 +40,6 @@ pub struct Target {
     pub category: Option<u8>,
     /// Evidence dialogue ids.
     pub evidence: Vec<String>,
-}
-
-impl From<&crate::dataset::Question> for Target {
-    fn from(q: &crate::dataset::Question) -> Self {
-        Target {
-            question: q.question.clone(),
-            answer: q.answer.clone(),
-            adversarial_answer: q.adversarial_answer.clone(),
-            category: Some(q.category),
-            evidence: q.evidence.clone(),
-        }
-    }
 }
 
 /// Evaluators that turn retrieved memories into a score in [0, 1].

@@ -4,16 +4,18 @@
 //! 1. [`edit_request`]: does this call want LLM text, and with which request? Only a merge with the
 //!    `summarize` or `extract_common` strategy and no `content`, or a split with no `parts`, whose ids
 //!    name live memories (a call that will be refused anyway costs no LLM request).
-//! 2. [`with_llm_text`]: the reply, checked by [`crate::llm::edit`] (non-empty, within the length limit,
+//! 2. [`with_llm_text`]: the reply, checked by [`prompts`] (non-empty, within the length limit,
 //!    a merge shorter than its sources together, 2..=max_parts parts), becomes the call's `content` / `parts`; the call then goes through the normal
 //!    prepare → embed → apply path, so provenance (evidence union, speaker, session, date) and every
 //!    other check are exactly those of a caller-supplied text.
 //! 3. When the reply is unusable or the endpoint fails, the call runs with the offline strategy
 //!    unchanged and the tool text says so ([`fallback_note`]).
 
-use crate::llm::edit::{merge_request, parse_merge, parse_split, sources_chars, split_request};
+mod prompts;
+
 use crate::llm::ChatRequest;
 use crate::memory::EpisodeMemory;
+use prompts::{merge_request, parse_merge, parse_split, sources_chars, split_request};
 
 use super::json::{merge_strategy_name, split_criteria_name};
 use super::{MergeArgs, SplitArgs, ToolCall, ToolLimits};

@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::reply::{self, collapse, strip_quotes};
+use crate::llm::reply::{self, collapse, strip_quotes};
 use crate::llm::{ChatMessage, ChatRequest};
 use crate::tools::{MergeStrategy, SplitCriteria};
 
