@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::embed::{Embedder, EmbedderIdentity, HashEmbedder};
+use crate::memory::MemoryId;
 use crate::reward;
+use crate::tools::ToolCall;
 use crate::tools::{json, ToolLimits};
 
 fn dataset() -> Arc<Dataset> {

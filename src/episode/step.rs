@@ -1,0 +1,75 @@
+//! One tool call on an episode: refusals counted under the episode's lock, the optional LLM text of a
+//! merge or split (`--llm-edit`), then prepare → embed → apply, the step count and the trace.
+
+use crate::memory::EpisodeMemory;
+use crate::tools::{self, ToolCall, ToolContext};
+
+use super::*;
+
+impl Environment {
+    /// Counts a call refused before it reached the episode (bad arguments). Unknown ids are ignored. It
+    /// waits for the episode's lock like any call, so a refusal is counted even while another call on
+    /// the episode is running.
+    pub async fn record_rejection(&self, episode_id: &str) {
+        if let Some(e) = self.registry.get(episode_id) {
+            e.episode.lock().await.rejected += 1;
+        }
+    }
+
+    /// Runs one tool call: validate, embed, apply, count the step, record the trace.
+    pub async fn call_tool(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
+        let entry = self.entry(episode_id)?;
+        let mut ep = entry.episode.lock().await;
+        self.check_open(&ep)?;
+        if ep.scored.is_some() {
+            ep.rejected += 1;
+            return Err(EpisodeError::precondition(format!("episode {episode_id} is scored; no further edits")));
+        }
+        if ep.steps_used >= ep.max_steps {
+            ep.rejected += 1;
+            return Err(EpisodeError::precondition(format!("episode {episode_id} has used its budget of {} steps", ep.max_steps)));
+        }
+        let ctx = ToolContext { step: ep.steps_used + 1, seed: ep.seed, limits: &self.config.limits.tools };
+        // --llm-edit: the LLM writes the text of merge/split; nothing has changed yet if this is abandoned.
+        let (edited, note) = self.llm_text(&ep.memory, &call).await;
+        let prepared = match tools::prepare(&ep.memory, edited.as_ref().unwrap_or(&call), ctx) {
+            Ok(p) => p,
+            Err(e) => {
+                ep.rejected += 1;
+                return Err(e.into());
+            }
+        };
+        // Nothing has changed yet: if this await is abandoned, the episode is as it was.
+        let vectors = self.embed.embed(prepared.texts().to_vec()).await?;
+        let mut output = tools::apply(&mut ep.memory, prepared, &vectors, ctx);
+        if let Some(note) = note {
+            output.text.push('\n');
+            output.text.push_str(&note);
+        }
+        ep.steps_used += 1;
+        let step = ep.steps_used;
+        ep.trace.push(TraceEntry { step, tool_name: call.name(), arguments_json: call.arguments_json(), result_ids: output.result_ids() });
+        let steps_left = ep.max_steps - step;
+        Ok(ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 } })
+    }
+
+    /// With `--llm-edit`, the call with the LLM's text for merge/split and the note for the tool text;
+    /// `(None, None)` when the call does not use LLM text; `(None, Some(note))` when the LLM failed or
+    /// its reply was unusable and the offline strategy runs instead.
+    async fn llm_text(&self, mem: &EpisodeMemory, call: &ToolCall) -> (Option<ToolCall>, Option<String>) {
+        let Some(llm) = self.llm.as_ref().filter(|_| self.config.llm_edit) else { return (None, None) };
+        let limits = &self.config.limits.tools;
+        let Some((request, kind)) = tools::llm_edit::edit_request(mem, call, limits) else { return (None, None) };
+        let reason = match llm.ask(&request).await {
+            Ok(reply) => match tools::llm_edit::with_llm_text(call, kind, &reply, limits) {
+                Ok(edited) => return (Some(edited), Some(tools::llm_edit::llm_note(llm.model()))),
+                Err(reason) => format!("the LLM reply was unusable ({reason})"),
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, tool = call.name(), "LLM edit failed; using the offline strategy");
+                format!("the LLM failed ({e})")
+            }
+        };
+        (None, Some(tools::llm_edit::fallback_note(call, &reason)))
+    }
+}
