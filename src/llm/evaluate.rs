@@ -6,8 +6,8 @@
 //!
 //! Any failure of the endpoint is an error, never a score of 0.
 
+use crate::fnv::fnv1a;
 use crate::memory::MemoryRecord;
-use crate::openai_compat::fnv1a;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
 
 use super::{reply, ChatRequest, Llm, LlmError};
