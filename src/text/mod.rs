@@ -6,7 +6,7 @@
 //! - LoCoMo's metric, reproduced exactly: [`normalize`] (`normalize_answer`, the "normalise, split,
 //!   stem" token list) and [`porter`] (NLTK's Porter stemmer, bit for bit). Their outputs must equal
 //!   the published Python, so they are pinned by fixtures generated from it.
-//! - Readable rules for editing memories: [`sentences`], clause [`segments`](clauses::segments),
+//! - Readable rules for editing memories: [`sentences()`](sentences::sentences), clause [`segments`](clauses::segments),
 //!   [`content_words`] with its deliberately light stem, and time expressions ([`words`]). Deterministic,
 //!   std only, microseconds per call.
 

@@ -382,9 +382,9 @@ pub(super) fn words(s: &str) -> Vec<Word<'_>> {
 /// "painting"/"paints"/"paint", "attended"/"attend". ASCII suffixes only, so slicing is safe.
 ///
 /// Deliberately not Porter ([`super::porter::stem`]): the merge and split strategies only need
-/// inflections of one word to meet, and their pinned behaviour expects this conservative,
-/// readable strip ("stories" -> "story", where Porter gives "stori"). Porter is for LoCoMo's
-/// metric, where the stems must equal NLTK's.
+/// inflections of one word to meet, and content words are pinned as readable words ("stories" ->
+/// "story", "Caroline" -> "caroline", where Porter gives "stori" and "carolin"). Porter is for
+/// LoCoMo's metric, where the stems must equal NLTK's.
 pub fn light_stem(mut w: String) -> String {
     if w.len() > 4 && w.ends_with("ies") {
         w.truncate(w.len() - 3);
