@@ -7,7 +7,8 @@
 //! Layers, top to bottom: [`api`] (gRPC services, conversions, error → status) → [`episode`]
 //! (lifecycle, registry, limits, reaper) → [`tools`] (one file per tool) → [`memory`] (records, shared
 //! M₀, per-episode overlay, exact/HNSW index) → [`embed`]. Beside them: [`dataset`] (LoCoMo ↔ Parquet)
-//! and [`reward`] (pure functions).
+//! and [`reward`] (pure functions). Leaves: [`text`] (normalisation, stemming, sentences, clauses),
+//! [`fnv`] (the one hash).
 
 pub mod api;
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod dataset;
 pub mod embed;
 pub mod episode;
 pub mod eval;
+pub mod fnv;
 pub mod llm;
 pub mod memory;
 pub mod openai_compat;
@@ -23,4 +25,5 @@ pub mod quote;
 pub mod reward;
 pub mod server;
 pub mod telemetry;
+pub mod text;
 pub mod tools;

@@ -257,16 +257,6 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// 64-bit FNV-1a (identities and fingerprints; not for security).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -285,13 +275,6 @@ mod tests {
         assert_eq!(backoff(0), Duration::from_millis(100));
         assert_eq!(backoff(3), Duration::from_millis(800));
         assert_eq!(backoff(40), BACKOFF_CAP);
-    }
-
-    #[test]
-    fn fnv1a_matches_reference_values() {
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]

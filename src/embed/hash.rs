@@ -7,6 +7,7 @@
 //! retrieval quality and the default until real models are configured.
 
 use super::{EmbedError, Embedder, EmbedderIdentity};
+use crate::fnv::{fnv1a, fnv1a_extend};
 
 const STOPWORDS: &[&str] = &[
     "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as", "is", "was", "are", "were",
@@ -31,7 +32,7 @@ impl Default for HashEmbedder {
 impl HashEmbedder {
     /// An embedder producing `dim`-dimensional vectors.
     pub fn new(dim: usize) -> Self {
-        let fingerprint = format!("{:016x}", fnv1a(format!("hash-ngram-v1;dim={dim};w=1.0,0.5,0.25;stop=0.1").as_bytes()));
+        let fingerprint = format!("{:016x}", salted_hash(0, format!("hash-ngram-v1;dim={dim};w=1.0,0.5,0.25;stop=0.1").as_bytes()));
         HashEmbedder { identity: EmbedderIdentity { name: "hash-ngram-v1".into(), dim, fingerprint } }
     }
 
@@ -42,7 +43,7 @@ impl HashEmbedder {
         let words: Vec<String> =
             text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| stem(&w.to_lowercase())).collect();
         let mut add = |key: &[u8], salt: u8, w: f32| {
-            let mut h = fnv1a_with(salt, key);
+            let mut h = salted_hash(salt, key);
             let idx = (h % dim as u64) as usize;
             h >>= 63;
             v[idx] += if h == 1 { -w } else { w };
@@ -94,16 +95,9 @@ fn stem(w: &str) -> String {
     w.to_string()
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    fnv1a_with(0, bytes)
-}
-
-fn fnv1a_with(salt: u8, bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in std::iter::once(&salt).chain(bytes) {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+/// FNV-1a of the salt byte then `bytes`, finished with an avalanche (a different hash per feature kind).
+fn salted_hash(salt: u8, bytes: &[u8]) -> u64 {
+    let mut h = fnv1a_extend(fnv1a(&[salt]), bytes);
     // Final avalanche so low bits (the bucket) depend on every byte.
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);

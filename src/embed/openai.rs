@@ -43,7 +43,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::{EmbedError, Embedder, EmbedderIdentity};
-use crate::openai_compat::{build_client, classify, fnv1a, normalize_base_url, with_retries, OpenAiClient};
+use crate::fnv::fnv1a;
+use crate::openai_compat::{build_client, classify, normalize_base_url, with_retries, OpenAiClient};
 
 /// Default number of texts per request.
 const DEFAULT_BATCH_SIZE: usize = 64;

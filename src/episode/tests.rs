@@ -7,7 +7,6 @@ use std::time::Duration;
 use super::*;
 use crate::embed::{Embedder, EmbedderIdentity, HashEmbedder};
 use crate::memory::MemoryId;
-use crate::reward;
 use crate::tools::ToolCall;
 use crate::tools::{json, ToolLimits};
 
@@ -83,7 +82,7 @@ async fn adding_the_gold_answer_scores_positive() {
     let (mut checked, mut failed) = (0, Vec::new());
     for (i, q) in questions(crate::dataset::Split::Test).iter().enumerate() {
         let answer = q.answer.clone().unwrap();
-        let n = reward::normalize::stemmed_tokens(&answer).len();
+        let n = crate::text::stemmed_tokens(&answer).len();
         if n == 0 || n > 6 {
             continue;
         }
@@ -127,10 +126,9 @@ async fn deleting_the_evidence_memories_scores_negative() {
         sum += b.reward;
         episodes += 1;
         // Where M₀ answered and no other memory holds any answer token, deleting the evidence must cost reward.
-        let gold: std::collections::HashSet<String> =
-            reward::normalize::stemmed_tokens(q.answer.as_deref().unwrap_or("")).into_iter().collect();
+        let gold: std::collections::HashSet<String> = crate::text::stemmed_tokens(q.answer.as_deref().unwrap_or("")).into_iter().collect();
         let elsewhere =
-            rows.iter().filter(|m| !is_evidence(m)).any(|m| reward::normalize::stemmed_tokens(&m.text).iter().any(|t| gold.contains(t)));
+            rows.iter().filter(|m| !is_evidence(m)).any(|m| crate::text::stemmed_tokens(&m.text).iter().any(|t| gold.contains(t)));
         if b.old.p > 0.0 && !elsewhere {
             checked += 1;
             if b.reward >= 0.0 {

@@ -5,7 +5,7 @@
 //! over the live records (a few hundred here). Tokens are the reward's (LoCoMo normalisation + NLTK Porter
 //! stemming), so the lexical signal agrees with what the reward counts.
 
-use crate::reward::normalize::stemmed_tokens;
+use crate::text::stemmed_tokens;
 
 /// A record's tokens: sorted distinct terms with their counts, and the total length.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -6,9 +6,9 @@
 //!
 //! Any failure of the endpoint is an error, never a score of 0.
 
+use crate::fnv::fnv1a;
 use crate::llm::{reply, ChatRequest, Llm, LlmError};
 use crate::memory::MemoryRecord;
-use crate::openai_compat::fnv1a;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
 
 /// Labels a QA reply may start with.

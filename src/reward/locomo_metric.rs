@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use super::normalize::stemmed_tokens;
+use crate::text::stemmed_tokens;
 
 /// Token F1 after LoCoMo normalisation and Porter stemming.
 pub fn f1_score(prediction: &str, gold: &str) -> f64 {

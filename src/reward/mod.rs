@@ -3,7 +3,7 @@
 //! - `p(M, q)` is an evaluator's score of the top-k memories retrieved from M for the question
 //!   ([`Evaluator`]). The offline default is **answer recall**: the share of the gold answer's distinct tokens present in
 //!   the retrieved text, after LoCoMo's official normalisation and NLTK-exact Porter stemming
-//!   ([`normalize`], [`porter`]); no clamping (MemUpdate clamped to [0.1, 1]). Category-5 (adversarial)
+//!   ([`crate::text::normalize`], [`crate::text::porter`]); no clamping (MemUpdate clamped to [0.1, 1]). Category-5 (adversarial)
 //!   questions have no answer in the conversation: for them the score is 1 − the recall of the
 //!   adversarial (trap) answer, so memory that makes the trap answer retrievable scores lower. They are
 //!   refused by `CreateEpisode` unless asked for.
@@ -19,13 +19,12 @@
 pub mod judge;
 pub mod llm_eval;
 pub mod locomo_metric;
-pub mod normalize;
-pub mod porter;
 pub mod qa_prompt;
 
 use std::collections::HashSet;
 
 use crate::memory::MemoryRecord;
+use crate::text::stemmed_tokens;
 
 /// What the memory is scored against.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,11 +117,11 @@ pub fn judge_gold(target: &Target) -> &str {
 /// Share of the distinct normalised, stemmed tokens of `gold` that occur in `context`. 0 when the gold
 /// answer has no tokens after normalisation.
 pub fn answer_recall(gold: &str, context: &str) -> f64 {
-    let gold: HashSet<String> = normalize::stemmed_tokens(gold).into_iter().collect();
+    let gold: HashSet<String> = stemmed_tokens(gold).into_iter().collect();
     if gold.is_empty() {
         return 0.0;
     }
-    let ctx: HashSet<String> = normalize::stemmed_tokens(context).into_iter().collect();
+    let ctx: HashSet<String> = stemmed_tokens(context).into_iter().collect();
     gold.iter().filter(|t| ctx.contains(*t)).count() as f64 / gold.len() as f64
 }
 
@@ -381,7 +380,7 @@ mod tests {
             let r = answer_recall(&gold, &ctx);
             prop_assert!((0.0..=1.0).contains(&r));
             // The gold text always covers itself.
-            prop_assert!(answer_recall(&gold, &gold) == 1.0 || normalize::stemmed_tokens(&gold).is_empty());
+            prop_assert!(answer_recall(&gold, &gold) == 1.0 || stemmed_tokens(&gold).is_empty());
         }
 
         #[test]

@@ -6,8 +6,7 @@
 
 use crate::memory::{charset, Filter, MemoryId, MemoryType};
 
-use super::text::{MergeStrategy, SplitCriteria};
-use super::ToolError;
+use super::{MergeStrategy, SplitCriteria, ToolError};
 
 /// Per-call caps.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +66,15 @@ impl SampleStrategy {
             SampleStrategy::Recent => "recent",
         }
     }
+}
+
+/// The value of `all` whose `name` is exactly `s`, else "must be one of <the names>": the one rule by
+/// which enum arguments are read from their names.
+pub(crate) fn by_name<'a, T: Copy>(all: &[T], name: impl Fn(T) -> &'a str, s: &str) -> Result<T, String> {
+    all.iter().copied().find(|&v| name(v) == s).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|&v| name(v)).collect();
+        format!("must be one of {}", names.join(", "))
+    })
 }
 
 fn text_arg(field: &str, v: Option<String>, limits: &ToolLimits) -> Result<String, ToolError> {

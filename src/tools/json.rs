@@ -9,6 +9,7 @@
 //! go through the same validation as the typed RPCs.
 
 use std::fmt;
+use std::str::FromStr;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Map, Value};
@@ -16,9 +17,8 @@ use serde_json::{json, Map, Value};
 use crate::memory::MemoryType;
 use crate::quote::{name, quoted};
 
-use super::args::{ManageOpKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, ToolLimits};
-use super::text::{MergeStrategy, SplitCriteria};
-use super::{ManageOp, ToolCall, ToolError, TOOL_NAMES};
+use super::args::{by_name, ManageOpKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, ToolLimits};
+use super::{ManageOp, MergeStrategy, SplitCriteria, ToolCall, ToolError, TOOL_NAMES};
 
 const TYPES: [&str; 3] = ["episodic", "semantic", "procedural"];
 
@@ -92,7 +92,7 @@ pub fn tool_schemas() -> Vec<Value> {
                 "memory_ids": prop("array", "List of 2-5 ids."),
                 "strategy": prop_enum(
                     "summarize: the sentences covering the content; concatenate: all distinct sentences; extract_common: what all share.",
-                    &["summarize", "concatenate", "extract_common"],
+                    &MergeStrategy::ALL.map(MergeStrategy::as_str),
                 ),
                 "content": prop("string", "Merged text (overrides the strategy)."),
             }),
@@ -103,7 +103,7 @@ pub fn tool_schemas() -> Vec<Value> {
             "Split one memory into 2..max_parts focused memories that keep its evidence.",
             json!({
                 "memory_id": prop("string", "Id, e.g. m0042."),
-                "split_criteria": prop_enum("At time expressions, by topic, or by person.", &["temporal", "thematic", "speaker"]),
+                "split_criteria": prop_enum("At time expressions, by topic, or by person.", &SplitCriteria::ALL.map(SplitCriteria::as_str)),
                 "max_parts": prop("integer", "2-5 (default 3)."),
                 "parts": prop("array", "Part texts to use instead (list)."),
             }),
@@ -161,27 +161,13 @@ pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) ->
             .validate()?,
         ),
         "merge_memory" => ToolCall::Merge(
-            RawMerge {
-                memory_ids: a.strings("memory_ids")?,
-                strategy: a.choice(
-                    "strategy",
-                    &[
-                        ("summarize", MergeStrategy::Summarize),
-                        ("concatenate", MergeStrategy::Concatenate),
-                        ("extract_common", MergeStrategy::ExtractCommon),
-                    ],
-                )?,
-                content: a.string("content")?,
-            }
-            .validate(limits)?,
+            RawMerge { memory_ids: a.strings("memory_ids")?, strategy: a.parsed("strategy")?, content: a.string("content")? }
+                .validate(limits)?,
         ),
         _ => ToolCall::Split(
             RawSplit {
                 memory_id: a.string("memory_id")?,
-                split_criteria: a.choice(
-                    "split_criteria",
-                    &[("temporal", SplitCriteria::Temporal), ("thematic", SplitCriteria::Thematic), ("speaker", SplitCriteria::Speaker)],
-                )?,
+                split_criteria: a.parsed("split_criteria")?,
                 max_parts: a.int("max_parts")?,
                 // `[]` is unset, as on the typed path (proto3 cannot send an empty list apart from none).
                 parts: a.strings("parts")?.filter(|p| !p.is_empty()),
@@ -331,11 +317,13 @@ impl Args {
 
     fn choice<T: Copy>(&mut self, key: &'static str, options: &[(&str, T)]) -> Result<Option<T>, ToolError> {
         let Some(s) = self.string(key)? else { return Ok(None) };
-        let t = s.trim().to_ascii_lowercase();
-        options.iter().find(|(n, _)| *n == t).map(|(_, v)| Some(*v)).ok_or_else(|| {
-            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-            ToolError::invalid(key, format!("must be one of {}, got {}", names.join(", "), quoted(&s)))
-        })
+        by_name(options, |(n, _)| n, &s.trim().to_ascii_lowercase()).map(|(_, v)| Some(v)).map_err(|e| not_one_of(key, &e, &s))
+    }
+
+    /// An enum argument read with its own [`FromStr`] (names as in [`Args::choice`]).
+    fn parsed<T: FromStr<Err = String>>(&mut self, key: &'static str) -> Result<Option<T>, ToolError> {
+        let Some(s) = self.string(key)? else { return Ok(None) };
+        s.trim().to_ascii_lowercase().parse().map(Some).map_err(|e: String| not_one_of(key, &e, &s))
     }
 
     fn memory_type(&mut self, key: &'static str) -> Result<Option<MemoryType>, ToolError> {
@@ -350,6 +338,11 @@ impl Args {
     }
 }
 
+/// "must be one of ..., got <a prefix of what was sent>".
+fn not_one_of(key: &str, expected: &str, got: &str) -> ToolError {
+    ToolError::invalid(key, format!("{expected}, got {}", quoted(got)))
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -358,24 +351,6 @@ fn kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
-    }
-}
-
-/// Schema name of a merge strategy.
-pub fn merge_strategy_name(s: MergeStrategy) -> &'static str {
-    match s {
-        MergeStrategy::Summarize => "summarize",
-        MergeStrategy::Concatenate => "concatenate",
-        MergeStrategy::ExtractCommon => "extract_common",
-    }
-}
-
-/// Schema name of a split criterion.
-pub fn split_criteria_name(c: SplitCriteria) -> &'static str {
-    match c {
-        SplitCriteria::Temporal => "temporal",
-        SplitCriteria::Thematic => "thematic",
-        SplitCriteria::Speaker => "speaker",
     }
 }
 
@@ -397,8 +372,8 @@ pub fn canonical_arguments(call: &ToolCall) -> Value {
         }
         ToolCall::Delete(a) => json!({"memory_ids": ids(&a.ids), "reason": a.reason}),
         ToolCall::Sample(a) => json!({"k": a.k, "strategy": a.strategy.as_str(), "memory_type": a.memory_type.map(MemoryType::as_str)}),
-        ToolCall::Merge(a) => json!({"memory_ids": ids(&a.ids), "strategy": merge_strategy_name(a.strategy), "content": a.content}),
-        ToolCall::Split(a) => json!({"memory_id": a.id.to_string(), "split_criteria": split_criteria_name(a.criteria),
+        ToolCall::Merge(a) => json!({"memory_ids": ids(&a.ids), "strategy": a.strategy.as_str(), "content": a.content}),
+        ToolCall::Split(a) => json!({"memory_id": a.id.to_string(), "split_criteria": a.criteria.as_str(),
             "max_parts": a.max_parts, "parts": a.parts}),
     }
 }

@@ -17,15 +17,31 @@ mod merge;
 mod sample;
 mod search;
 mod split;
-pub mod text;
 
 pub use args::{
     DeleteArgs, ManageArgs, ManageOp, MergeArgs, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleArgs,
     SampleStrategy, SearchArgs, SplitArgs, ToolLimits,
 };
-pub use text::{MergeStrategy, SplitCriteria};
+pub use merge::{merge_texts, MergeStrategy};
+pub use split::{split_text, SplitCriteria};
 
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, SearchPath};
+
+/// Why an offline merge or split strategy could not produce a result; the tool reports it as
+/// [`ToolError::FailedPrecondition`] after its own context ("cannot split m0012: ..."), so it displays
+/// the bare reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    /// `ExtractCommon`: no content word occurs in two or more of the sources.
+    #[error("the memories have no content words in common")]
+    NothingInCommon,
+    /// The text cannot be split under the requested criterion.
+    #[error("{reason}")]
+    CannotSplit {
+        /// Human-readable explanation, e.g. "fewer than two time expressions".
+        reason: String,
+    },
+}
 
 /// Why a tool call was refused. Nothing is changed when a call fails.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -252,3 +252,118 @@ fn the_memory_cap_refuses_growth_but_not_shrinking() {
     let merge = call("merge_memory", r#"{"memory_ids": ["m0001", "m0003"], "strategy": "concatenate"}"#);
     assert!(prepare(&m, &merge, ctx).is_ok());
 }
+
+/// The offline merge and split strategies together with the `text` functions they are built on.
+mod offline_strategies {
+    use crate::text::{content_words, has_time_expression, segments, sentences};
+    use crate::tools::{merge_texts, split_text, MergeStrategy, SplitCriteria, TextError};
+
+    #[test]
+    fn errors_display() {
+        assert_eq!(TextError::NothingInCommon.to_string(), "the memories have no content words in common");
+        assert_eq!(
+            TextError::CannotSplit { reason: "a single clause; nothing to split".into() }.to_string(),
+            "a single clause; nothing to split"
+        );
+        let e: Box<dyn std::error::Error> = Box::new(TextError::NothingInCommon);
+        assert!(!e.to_string().is_empty());
+    }
+
+    /// Tiny deterministic generator (xorshift) for robustness inputs; std only.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        const PIECES: &[&str] = &[
+            "Caroline",
+            "and",
+            "but",
+            "after",
+            "because",
+            ",",
+            ";",
+            ".",
+            "!",
+            "?",
+            "…",
+            "...",
+            " ",
+            "\n",
+            "\r\n",
+            "Mr.",
+            "e.g.",
+            "U.S.",
+            "3.5",
+            "May",
+            "7",
+            "2023",
+            "last",
+            "week",
+            "ago",
+            "found",
+            "finds",
+            "the",
+            "her",
+            "é",
+            "Zoë",
+            "東京",
+            "。",
+            "🎉",
+            "\"",
+            "“",
+            "”",
+            "(",
+            ")",
+            "'s",
+            "’s",
+            "-",
+            "—",
+            "\u{200b}",
+            "İ",
+            "ß",
+            "ﬁ",
+            "\t",
+            "1.",
+            "- ",
+            "5/7/2023",
+            "3pm",
+            "and found",
+            "Melanie's kids",
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..3000 {
+            let n = (xorshift(&mut state) % 24) as usize;
+            let mut text = String::new();
+            for _ in 0..n {
+                text.push_str(PIECES[(xorshift(&mut state) % PIECES.len() as u64) as usize]);
+                if xorshift(&mut state).is_multiple_of(2) {
+                    text.push(' ');
+                }
+            }
+            let _ = sentences(&text);
+            let segs = segments(&text);
+            assert!(segs.iter().all(|s| !s.is_empty()));
+            let _ = has_time_expression(&text);
+            let _ = content_words(&text);
+            let srcs = [text.as_str(), "Caroline went hiking last week.", ""];
+            for st in [MergeStrategy::Concatenate, MergeStrategy::Summarize, MergeStrategy::ExtractCommon] {
+                if let Ok(m) = merge_texts(&srcs, st) {
+                    assert!(st != MergeStrategy::Summarize || !m.is_empty());
+                }
+            }
+            for c in [SplitCriteria::Temporal, SplitCriteria::Thematic, SplitCriteria::Speaker] {
+                for max_parts in [0, 1, 2, 5] {
+                    if let Ok(parts) = split_text(&text, c, max_parts, &["Caroline", "Zoë", "東京"]) {
+                        assert!((2..=max_parts).contains(&parts.len()));
+                        assert!(parts.iter().all(|p| !p.is_empty()));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -17,7 +17,6 @@ use crate::llm::ChatRequest;
 use crate::memory::EpisodeMemory;
 use prompts::{merge_request, parse_merge, parse_split, sources_chars, split_request};
 
-use super::json::{merge_strategy_name, split_criteria_name};
 use super::{MergeArgs, SplitArgs, ToolCall, ToolLimits};
 
 /// What the reply must become.
@@ -78,8 +77,8 @@ pub fn llm_note(model: &str) -> String {
 /// The note appended to the tool text when the call fell back to the offline strategy.
 pub fn fallback_note(call: &ToolCall, reason: &str) -> String {
     let strategy = match call {
-        ToolCall::Merge(a) => format!("offline {} strategy", merge_strategy_name(a.strategy)),
-        ToolCall::Split(a) => format!("offline {} split", split_criteria_name(a.criteria)),
+        ToolCall::Merge(a) => format!("offline {} strategy", a.strategy.as_str()),
+        ToolCall::Split(a) => format!("offline {} split", a.criteria.as_str()),
         ToolCall::Search(_) | ToolCall::Manage(_) | ToolCall::Delete(_) | ToolCall::Sample(_) => "offline tool".to_string(),
     };
     format!("note: {reason}; used the {strategy} instead")
