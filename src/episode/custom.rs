@@ -2,7 +2,7 @@
 //! embedded: every field is capped and checked for refused characters, and a refusal names the field.
 //! Kept apart from the lifecycle code in `mod.rs`.
 
-use crate::memory::charset;
+use crate::text::charset;
 
 use super::{EpisodeError, Limits, NewMemory};
 

@@ -5,7 +5,7 @@
 //! A leaf: it knows no prompt. Two features use it, each with its prompts beside it: the LLM evaluators
 //! of the reward (`crate::reward::llm_eval`: `llm-f1`, `llm-judge`) and the LLM-backed `merge_memory` /
 //! `split_memory` strategies (`crate::tools::llm_edit`). Both build their prompts from pure functions and
-//! check the replies ([`reply`] has the cleaning they share); this module only moves text.
+//! check the replies (`crate::text::reply` has the cleaning they share); this module only moves text.
 //!
 //! # Cache
 //! An answer depends only on the model and the request (messages, `max_tokens`, temperature; the seed
@@ -14,7 +14,6 @@
 //! (a GRPO group scores the same `p_old` prompt at the same moment). A failed request is not cached.
 
 mod openai;
-pub mod reply;
 
 use std::future::Future;
 use std::hash::{Hash, Hasher};

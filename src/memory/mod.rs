@@ -2,7 +2,6 @@
 //! the exact/HNSW search behind them.
 
 mod base;
-pub mod charset;
 mod episode;
 pub mod lexical;
 mod record;

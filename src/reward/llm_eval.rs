@@ -7,7 +7,8 @@
 //! Any failure of the endpoint is an error, never a score of 0.
 
 use crate::fnv::fnv1a;
-use crate::llm::{reply, ChatRequest, Llm, LlmError};
+use crate::llm::{ChatRequest, Llm, LlmError};
+use crate::text::reply;
 use crate::memory::MemoryRecord;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
 

@@ -9,10 +9,15 @@
 //! - Readable rules for editing memories: [`sentences()`](sentences::sentences), clause [`segments`](clauses::segments),
 //!   [`content_words`] with its deliberately light stem, and time expressions ([`words`]). Deterministic,
 //!   std only, microseconds per call.
+//!
+//! And two small rules about text from outside: [`charset`] (which characters memory may hold) and
+//! [`reply`] (cleaning a model's free-text reply: fences, preambles, labels, quotes).
 
+pub mod charset;
 pub mod clauses;
 pub mod normalize;
 pub mod porter;
+pub mod reply;
 pub mod sentences;
 pub mod words;
 

@@ -4,7 +4,8 @@
 //! `validate`, so both paths accept and refuse exactly the same calls. Errors name the argument with
 //! its OpenAI schema name (`top_k`, `memory_ids`, ...).
 
-use crate::memory::{charset, Filter, MemoryId, MemoryType};
+use crate::memory::{Filter, MemoryId, MemoryType};
+use crate::text::charset;
 
 use super::{MergeStrategy, SplitCriteria, ToolError};
 

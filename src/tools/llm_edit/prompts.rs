@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::llm::reply::{self, collapse, strip_quotes};
+use crate::text::reply::{self, collapse, strip_quotes};
 use crate::llm::{ChatMessage, ChatRequest};
 use crate::tools::{MergeStrategy, SplitCriteria};
 

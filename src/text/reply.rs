@@ -3,11 +3,11 @@
 //! label, one pair of surrounding quotes, whitespace runs and refused characters. What a reply *means*, and
 //! which labels a prompt's replies carry, belong to the code that sent the prompt.
 
-use crate::memory::charset;
+use super::charset;
 
 /// `s` with every whitespace run (newlines included) replaced by one space, trimmed, and without the
 /// characters memory refuses (control characters, bidi overrides): a reply holding them is the model's
-/// doing, not the client's, so they are dropped rather than failing the call (`memory::charset`).
+/// doing, not the client's, so they are dropped rather than failing the call ([`super::charset`]).
 pub fn collapse(s: &str) -> String {
     charset::strip(s).split_whitespace().collect::<Vec<_>>().join(" ")
 }
