@@ -7,9 +7,12 @@
 //! Layers, top to bottom: [`api`] (gRPC services, conversions, error → status) → [`episode`]
 //! (lifecycle, registry, limits, reaper) → [`tools`] (one file per tool) → [`memory`] (records, shared
 //! M₀, per-episode overlay, exact/HNSW index) → [`embed`]. Beside them: [`dataset`] (LoCoMo ↔ Parquet)
-//! and [`reward`] (pure functions).
+//! and [`reward`] (pure functions). The harness sits beside the face (`main`, [`cli`], [`config`],
+//! [`server`]), above [`api`], whose generated clients it uses: [`bench`] (the load generator) and
+//! [`eval`] (offline evaluations).
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod dataset;
