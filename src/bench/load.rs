@@ -59,14 +59,14 @@ impl Shared {
         }
     }
 
-    fn count(&self, refused: bool, key: String) {
+    pub(super) fn count(&self, refused: bool, key: String) {
         let mut t = self.tally.lock();
         *(if refused { &mut t.refused } else { &mut t.failures }).entry(key).or_default() += 1;
     }
 
     /// Runs one RPC under the in-flight cap and records its latency (the wait for a permit excluded: it
     /// stands for the trainer's queue, not the server).
-    async fn timed<T>(&self, rpc: &'static str, tool: bool, call: impl std::future::Future<Output = T>) -> T {
+    pub(super) async fn timed<T>(&self, rpc: &'static str, tool: bool, call: impl std::future::Future<Output = T>) -> T {
         let _permit = match &self.gate {
             Some(g) => g.clone().acquire_owned().await.ok(),
             None => None,

@@ -8,12 +8,15 @@
 //!
 //! It reports episodes/s, tool calls/s, latency percentiles per RPC, RSS at start / with all episodes
 //! open / peak / end (and every second with `--duration`), CPU time per tool call, the embedder and
-//! index in use, and the embedder's own throughput at batch 32 measured in the same run. Servers:
+//! index in use, the embedder's own throughput at batch 32 measured in the same run, and the bare gRPC
+//! ceiling (health checks over the same connections and in-flight cap, `ceiling.rs`) with tool calls/s
+//! as a share of it and the CPU per call that is transport rather than memgym's own work. Servers:
 //! in-process on `127.0.0.1:0` (default; RSS and CPU are the whole process, client included),
 //! `--spawn-server` (a child `memgym serve`: RSS and CPU are the server's alone), or `--addr` (an
 //! external server: no RSS/CPU). Speed is reported here, never asserted in tests.
 
 mod baseline;
+mod ceiling;
 mod hist;
 mod load;
 mod probe;
@@ -40,6 +43,7 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.episodes > 0, "--episodes must be positive");
     anyhow::ensure!(a.in_flight != Some(0), "--in-flight must be positive");
     anyhow::ensure!(a.embedder_baseline_secs.is_finite() && a.embedder_baseline_secs >= 0.0, "--embedder-baseline-secs must be ≥ 0");
+    anyhow::ensure!(a.grpc_ceiling_secs.is_finite() && a.grpc_ceiling_secs >= 0.0, "--grpc-ceiling-secs must be ≥ 0");
     let (mut target, addr) = Target::start(&a).await?;
     let channel = target::connect(addr, &mut target).await?;
     let mut channels = vec![channel.clone()];
@@ -55,13 +59,7 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         }
         Target::InProcess { .. } | Target::Spawned { .. } => None,
     };
-    let embed_before = target.env().map(|e| e.embedder().stats());
     let probe = target.probe();
-    let rss_start = probe.as_ref().and_then(Probe::rss_bytes);
-    let cpu_start = probe.as_ref().and_then(Probe::cpu_secs);
-    let client_cpu_start = Probe::this_process().cpu_secs();
-    let sampler = probe.clone().map(RssSampler::start);
-
     let shared = Shared {
         channels: channels.into(),
         gate: a.in_flight.map(|n| Arc::new(Semaphore::new(n))),
@@ -71,6 +69,17 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         probe: probe.clone(),
         tally: Arc::new(parking_lot::Mutex::new(Tally::default())),
     };
+    let ceiling = if a.grpc_ceiling_secs > 0.0 {
+        Some(ceiling::measure(&shared, a.episodes, a.grpc_ceiling_secs).await.context("measuring the gRPC ceiling")?)
+    } else {
+        None
+    };
+    let embed_before = target.env().map(|e| e.embedder().stats());
+    let rss_start = probe.as_ref().and_then(Probe::rss_bytes);
+    let cpu_start = probe.as_ref().and_then(Probe::cpu_secs);
+    let client_cpu_start = Probe::this_process().cpu_secs();
+    let sampler = probe.clone().map(RssSampler::start);
+
     let started = Instant::now();
     load::drive(&a, &questions, &shared).await?;
     let tally = std::mem::take(&mut *shared.tally.lock());
@@ -102,7 +111,7 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         timeline,
     };
     let embedding = embed_before.zip(embed_after).map(|(b, e)| EmbedDelta::between(&b, &e));
-    report::report(&a, target_mode(&a), tally, wall, &rss, &cpu, baseline, embedding, first);
+    report::report(&a, target_mode(&a), tally, wall, &rss, &cpu, baseline, ceiling, embedding, first);
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::baseline::Baseline;
+use super::ceiling::Ceiling;
 use super::hist::Hist;
 use super::load::Tally;
 use crate::cli::BenchArgs;
@@ -73,6 +74,7 @@ pub(super) fn report(
     rss: &Rss,
     cpu: &Cpu,
     baseline: Option<Baseline>,
+    ceiling: Option<Ceiling>,
     embedding: Option<EmbedDelta>,
     first: Option<(String, u32)>,
 ) {
@@ -134,6 +136,7 @@ pub(super) fn report(
         (false, Some(s)) => println!("CPU per tool call (client + server, one process): {s:.1} µs"),
         (_, None) => println!("CPU per tool call: n/a"),
     }
+    let ceiling_keys = ceiling_report(ceiling.as_ref(), cps, cpu_per_call, cpu.spawned);
     let ratio = baseline.as_ref().map(|b| cps / b.per_s);
     if let Some(b) = &baseline {
         println!(
@@ -194,8 +197,77 @@ pub(super) fn report(
             "failures": t.failures.values().sum::<u64>(), "refused": t.refused.values().sum::<u64>(),
             "mean_reward": mean_reward,
         });
+        let mut j = j;
+        if let (Some(o), serde_json::Value::Object(keys)) = (j.as_object_mut(), ceiling_keys) {
+            o.extend(keys);
+        }
         println!("{j}");
     }
+}
+
+/// Prints the gRPC ceiling lines (when it was measured) and returns their JSON keys (null when not), as
+/// one object.
+fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, spawned: bool) -> serde_json::Value {
+    let per_s = c.map(Ceiling::per_s);
+    let share = per_s.filter(|p| *p > 0.0).map(|p| cps / p);
+    let (check_cpu, check_client_cpu) = c.map_or((None, None), Ceiling::cpu_us_per_check);
+    let own = cpu_per_call.zip(check_cpu).map(|(call, check)| call - check);
+    if let Some(c) = c {
+        let failed: u64 = c.failures.values().sum();
+        let failed = if failed == 0 { String::new() } else { format!("; {failed} failed: {:?}", c.failures) };
+        println!(
+            "grpc ceiling: {} health checks/s (p50 {:.3} ms, p99 {:.3} ms; {:.1} s, same connections and in-flight cap{failed}); tool calls at {:.0} % of it",
+            thousands(c.per_s()),
+            c.lat.pct_ms(50.0),
+            c.lat.pct_ms(99.0),
+            c.wall,
+            share.unwrap_or(f64::NAN) * 100.0
+        );
+        let own_share = own.zip(cpu_per_call).map_or(f64::NAN, |(o, call)| o / call * 100.0);
+        match (spawned, check_cpu) {
+            (true, Some(h)) => println!(
+                "CPU per health check (≈ transport): server {h:.1} µs, client {:.1} µs; memgym's own work ≈ server {:.1} µs per tool call ({own_share:.0} %)",
+                check_client_cpu.unwrap_or(f64::NAN),
+                own.unwrap_or(f64::NAN)
+            ),
+            (false, Some(h)) => println!(
+                "CPU per health check (≈ transport, client + server): {h:.1} µs; memgym's own work ≈ {:.1} µs per tool call ({own_share:.0} %)",
+                own.unwrap_or(f64::NAN)
+            ),
+            (_, None) => println!("CPU per health check: n/a"),
+        }
+    }
+    json!({
+        "grpc_ceiling_per_s": per_s,
+        "grpc_ceiling_wall_s": c.map(|c| c.wall),
+        "grpc_ceiling_checks": c.map(|c| c.checks),
+        "grpc_ceiling_failures": c.map(|c| c.failures.values().sum::<u64>()),
+        "health_check_p50_ms": c.map(|c| c.lat.pct_ms(50.0)),
+        "health_check_p99_ms": c.map(|c| c.lat.pct_ms(99.0)),
+        "tool_calls_share_of_grpc_ceiling": share,
+        "cpu_us_per_health_check": check_cpu,
+        "client_cpu_us_per_health_check": if spawned { check_client_cpu } else { None },
+        "cpu_us_per_call_own_work": own,
+    })
+}
+
+/// A count with thousands separators: 61200.4 → "61,200".
+fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if x < -0.5 {
+        out.insert(0, '-');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -209,5 +281,15 @@ mod tests {
         let growing: Vec<(f64, u64)> = (0..40).map(|i| (i as f64, 100 + i)).collect();
         assert!(drift(&growing).is_some_and(|d| d > 0.2));
         assert_eq!(drift(&flat[..10]), None);
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(61_200.4), "61,200");
+        assert_eq!(thousands(999.6), "1,000");
+        assert_eq!(thousands(12.0), "12");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(thousands(-4_321.0), "-4,321");
+        assert_eq!(thousands(f64::NAN), "NaN");
     }
 }

@@ -98,7 +98,7 @@ impl Target {
 }
 
 /// The `memgym bench` arguments that are not environment flags, with whether each takes a value.
-const BENCH_ONLY: [(&str, bool); 11] = [
+const BENCH_ONLY: [(&str, bool); 12] = [
     ("--connections", true),
     ("--episodes", true),
     ("--calls", true),
@@ -108,6 +108,7 @@ const BENCH_ONLY: [(&str, bool); 11] = [
     ("--in-flight", true),
     ("--duration", true),
     ("--embedder-baseline-secs", true),
+    ("--grpc-ceiling-secs", true),
     ("--json", false),
     ("--spawn-server", false),
 ];
@@ -202,5 +203,11 @@ mod tests {
         ]);
         assert_eq!(forwarded_serve_args(args), os(&["--embedder", "potion", "--index", "exact", "--full-scan-threshold=300"]));
         assert!(forwarded_serve_args(os(&["memgym", "bench"])).is_empty());
+    }
+
+    #[test]
+    fn serve_does_not_get_the_grpc_ceiling_flag() {
+        let args = os(&["memgym", "bench", "--grpc-ceiling-secs", "0.5", "--embedder", "potion", "--grpc-ceiling-secs=0"]);
+        assert_eq!(forwarded_serve_args(args), os(&["--embedder", "potion"]));
     }
 }
