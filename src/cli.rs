@@ -368,6 +368,10 @@ pub struct BenchArgs {
     /// Before the run, measure the embedder alone (batches of 32, no cache) for this many seconds; 0 skips.
     #[arg(long, default_value_t = 2.0)]
     pub embedder_baseline_secs: f64,
+    /// Before the run, measure the bare gRPC ceiling for this many seconds: standard health checks over
+    /// the same connections and in-flight cap as the tool calls; 0 skips.
+    #[arg(long, default_value_t = 2.0)]
+    pub grpc_ceiling_secs: f64,
     /// Environment settings of the in-process server.
     #[command(flatten)]
     pub env: EnvArgs,

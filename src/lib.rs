@@ -8,9 +8,12 @@
 //! (lifecycle, registry, limits, reaper) → [`tools`] (one file per tool) → [`memory`] (records, shared
 //! M₀, per-episode overlay, exact/HNSW index) → [`embed`]. Beside them: [`dataset`] (LoCoMo ↔ Parquet)
 //! and [`reward`] (pure functions). Leaves: [`text`] (normalisation, stemming, sentences, clauses),
-//! [`fnv`] (the one hash).
+//! [`fnv`] (the one hash). The harness sits beside the face (`main`, [`cli`], [`config`],
+//! [`server`]), above [`api`], whose generated clients it uses: [`bench`] (the load generator) and
+//! [`eval`] (offline evaluations).
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod dataset;

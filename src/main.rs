@@ -8,7 +8,7 @@ use clap::Parser;
 use memgym::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
 use memgym::dataset::{Dataset, Split};
 use memgym::embed::select::EmbedderKind;
-use memgym::{api, config, eval, server, telemetry};
+use memgym::{bench, config, eval, server, telemetry};
 
 /// jemalloc instead of glibc malloc: the gRPC path allocates many small, short-lived buffers per call,
 /// and glibc spent a quarter of `memgym bench`'s CPU in malloc/free. jemalloc's background threads
@@ -136,7 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(a) => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            rt.block_on(api::bench::run(a))
+            rt.block_on(bench::run(a))
         }
     }
 }

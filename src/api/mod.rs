@@ -2,7 +2,6 @@
 //! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
 //! `tonic::Status` in one exhaustive place ([`status`]).
 
-pub mod bench;
 pub mod convert;
 mod dataset_service;
 pub mod deadline;

@@ -7,6 +7,11 @@ use std::process::Command;
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> Value {
+    bench_output(args).1
+}
+
+/// The table (stdout) and the JSON report of one run.
+fn bench_output(args: &[&str]) -> (String, Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_memgym"))
         .arg("bench")
         .args(args)
@@ -17,7 +22,8 @@ fn bench(args: &[&str]) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "memgym bench failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let last = stdout.lines().last().expect("a report");
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is the JSON report ({e}): {last}"))
+    let j = serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is the JSON report ({e}): {last}"));
+    (stdout.into_owned(), j)
 }
 
 fn num(j: &Value, key: &str) -> f64 {
@@ -75,4 +81,33 @@ fn two_process_sustained_run_reads_the_server_process() {
         assert!(!j["rss_timeline_mib"].as_array().unwrap().is_empty());
         assert!(num(&j, "rss_start_mib") > 1.0 && num(&j, "cpu_us_per_call") > 0.0 && num(&j, "client_cpu_us_per_call") > 0.0);
     }
+}
+
+#[test]
+fn grpc_ceiling_is_measured_before_the_load_and_the_share_reported() {
+    let args = ["--episodes", "8", "--calls", "5", "--group", "4", "--in-flight", "4", "--connections", "2"];
+    let (table, j) = bench_output(&[&args[..], &["--embedder-baseline-secs", "0", "--grpc-ceiling-secs", "0.3"]].concat());
+    assert_eq!((num(&j, "failures"), num(&j, "grpc_ceiling_failures")), (0.0, 0.0));
+    let ceiling = num(&j, "grpc_ceiling_per_s");
+    assert!(ceiling.is_finite() && ceiling > 0.0, "{ceiling}");
+    assert!(num(&j, "grpc_ceiling_checks") >= 1.0 && num(&j, "grpc_ceiling_wall_s") > 0.0);
+    let h = (num(&j, "health_check_p50_ms"), num(&j, "health_check_p99_ms"));
+    assert!(h.0 > 0.0 && h.0 <= h.1, "{h:?}");
+    let share = num(&j, "tool_calls_share_of_grpc_ceiling");
+    assert!(share.is_finite() && share > 0.0, "{share}");
+    assert!((share * ceiling - num(&j, "tool_calls_per_s")).abs() <= 1e-6 * num(&j, "tool_calls_per_s"), "share = tool calls/s ÷ ceiling");
+    assert!(table.contains("grpc ceiling: ") && table.contains("health checks/s") && table.contains("% of it"), "{table}");
+    if std::path::Path::new("/proc/self/status").exists() {
+        assert!(num(&j, "cpu_us_per_health_check") > 0.0);
+        let (own, call, check) = (num(&j, "cpu_us_per_call_own_work"), num(&j, "cpu_us_per_call"), num(&j, "cpu_us_per_health_check"));
+        assert!((own - (call - check)).abs() < 1e-6 * call, "own work = CPU per tool call − CPU per health check");
+        assert!(table.contains("CPU per health check (≈ transport, client + server): "), "{table}");
+        assert!(j["client_cpu_us_per_health_check"].is_null(), "in-process: one process, no separate client");
+    }
+
+    let (table, off) = bench_output(&[&args[..], &["--embedder-baseline-secs", "0", "--grpc-ceiling-secs", "0"]].concat());
+    for key in ["grpc_ceiling_per_s", "tool_calls_share_of_grpc_ceiling", "cpu_us_per_health_check", "cpu_us_per_call_own_work"] {
+        assert!(off[key].is_null(), "{key} is null with --grpc-ceiling-secs 0");
+    }
+    assert!(!table.contains("grpc ceiling"), "{table}");
 }

@@ -2,9 +2,11 @@
 //!
 //! The in-process mode probes its own process (client and server together); the two-process mode
 //! probes the spawned `memgym serve` child, so its numbers are the server's alone. Linux only: on
-//! another OS (or without `/proc`) the readings are `None` and the report says "n/a".
+//! another OS (or without `/proc`) the readings are `None` and the report says "n/a". [`RssSampler`]
+//! reads the RSS on a timer during the load: its peak, and once a second.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// `/proc` readings of one process.
 #[derive(Debug, Clone)]
@@ -52,6 +54,44 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)
+}
+
+/// Samples RSS on a timer: the peak, and one reading per second.
+pub struct RssSampler {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<(u64, Vec<(f64, u64)>)>,
+}
+
+impl RssSampler {
+    pub fn start(probe: Probe) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let t0 = Instant::now();
+            let (mut peak, mut timeline) = (0u64, Vec::new());
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut next_second = 0.0;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = &mut stopped => break,
+                }
+                let Some(rss) = probe.rss_bytes() else { break };
+                peak = peak.max(rss);
+                let t = t0.elapsed().as_secs_f64();
+                if t >= next_second {
+                    timeline.push((t, rss));
+                    next_second += 1.0;
+                }
+            }
+            (peak, timeline)
+        });
+        RssSampler { stop, task }
+    }
+
+    pub async fn finish(self) -> (u64, Vec<(f64, u64)>) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
