@@ -21,9 +21,9 @@
 //!   Measured: the exact scan is faster up to ≈ 21k–26k memories (two runs), where its M₀ (≥ 32 MB)
 //!   outgrows this VM's last-level cache; HNSW is faster above. The planner's `full_scan_threshold`
 //!   default, 20,000, is the largest probed size at which the exact scan was never slower.
-//! - `vector/dot_384`: one 384-dim dot product (`memory::vector::dot`), the unit of work of HNSW
+//! - `vector/dot_384`: one 384-dim dot product (`vector::dot`), the unit of work of HNSW
 //!   re-scoring and of diverse sampling; `vector/dot_rows_300x384`: the exact scan's kernel
-//!   (`memory::vector::dot_rows`, four rows at a time) over 300 cache-resident rows, ~2.5× faster than
+//!   (`vector::dot_rows`, four rows at a time) over 300 cache-resident rows, ~2.5× faster than
 //!   300 separate `dot`s.
 //! - `fork/{324,30000}`: `EpisodeMemory::new(Arc<BaseMemory>)`, what every `CreateEpisode` does. It
 //!   must not depend on |M₀|.
@@ -53,8 +53,8 @@ use memgym::config::load_dataset;
 use memgym::dataset::Dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::build_base;
-use memgym::memory::vector::{dot, dot_rows};
 use memgym::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, IndexMode, MemoryId, MemoryRecord, MemoryType};
+use memgym::vector::{dot, dot_rows};
 
 const TOP_K: usize = 10;
 /// M₀ sizes: the 300 / 3k / 30k, and 20k / 25k around the exact/HNSW crossover.

@@ -8,7 +8,7 @@
 //! (lifecycle, registry, limits, reaper) → [`tools`] (one file per tool) → [`memory`] (records, shared
 //! M₀, per-episode overlay, exact/HNSW index) → [`embed`]. Beside them: [`dataset`] (LoCoMo ↔ Parquet)
 //! and [`reward`] (pure functions). Leaves: [`text`] (normalisation, stemming, sentences, clauses),
-//! [`fnv`] (the one hash). The harness sits beside the face (`main`, [`cli`], [`config`],
+//! [`fnv`] (the one hash), [`vector`] (dot products and top-k, bit-equal on every path). The harness sits beside the face (`main`, [`cli`], [`config`],
 //! [`server`]), above [`api`], whose generated clients it uses: [`bench`] (the load generator) and
 //! [`eval`] (offline evaluations).
 
@@ -30,3 +30,4 @@ pub mod server;
 pub mod telemetry;
 pub mod text;
 pub mod tools;
+pub mod vector;

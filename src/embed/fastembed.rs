@@ -295,7 +295,7 @@ impl Fnv1a {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::vector::dot;
+    use crate::vector::dot;
     use std::time::Instant;
 
     const TOKENIZER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/models/all-MiniLM-L6-v2-tokenizer");

@@ -108,7 +108,7 @@ fn salted_hash(salt: u8, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::vector::{dot, normalize};
+    use crate::vector::{dot, normalize};
 
     fn unit(e: &HashEmbedder, t: &str) -> Vec<f32> {
         let mut v = e.embed_one(t);

@@ -21,7 +21,7 @@ pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use potion::PotionEmbedder;
 use tokio::sync::Semaphore;
 
-use crate::memory::vector::normalize;
+use crate::vector::normalize;
 
 /// Failures of an embedder.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -131,7 +131,7 @@ mod tests {
 
     use super::*;
     use crate::embed::EmbedService;
-    use crate::memory::vector::dot;
+    use crate::vector::dot;
 
     fn model() -> &'static PotionEmbedder {
         static M: OnceLock<PotionEmbedder> = OnceLock::new();

@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::bm25::{rank_by, rrf, Bm25, RRF_K};
 use crate::dataset::{Dataset, Split};
 use crate::embed::{EmbedError, EmbedService};
-use crate::memory::vector::dot;
+use crate::vector::dot;
 
 /// One row of the report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

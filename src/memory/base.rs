@@ -15,7 +15,7 @@
 use hnsw_rs::prelude::{DistCosine, Hnsw};
 
 use super::record::{Filter, MemoryRecord};
-use super::vector::{dot, dot_rows, Hit, TopK};
+use crate::vector::{dot, dot_rows, Hit, TopK};
 
 /// Which search path to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,6 @@ mod base;
 mod episode;
 pub mod lexical;
 mod record;
-pub mod vector;
 
 pub use base::{BaseMemory, IndexConfig, IndexMode, NoTombstones, SearchPath, Tombstones};
 pub use episode::{EpisodeMemory, Scored};

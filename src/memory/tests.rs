@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::vector::{dot, normalize};
 use super::*;
+use crate::vector::{dot, normalize};
 
 fn record(i: u32, speaker: &str, session: u32) -> MemoryRecord {
     MemoryRecord {

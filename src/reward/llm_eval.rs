@@ -8,9 +8,9 @@
 
 use crate::fnv::fnv1a;
 use crate::llm::{ChatRequest, Llm, LlmError};
-use crate::text::reply;
 use crate::memory::MemoryRecord;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
+use crate::text::reply;
 
 /// Labels a QA reply may start with.
 const ANSWER_LABELS: [&str; 4] = ["short answer", "final answer", "answer", "response"];

@@ -10,8 +10,8 @@ use rand::seq::index;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::memory::vector::dot;
 use crate::memory::{EpisodeMemory, MemoryRecord};
+use crate::vector::dot;
 
 use super::{OutputKind, SampleArgs, SampleStrategy, ToolContext, ToolOutput};
 

@@ -18,8 +18,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::text::reply::{self, collapse, strip_quotes};
 use crate::llm::{ChatMessage, ChatRequest};
+use crate::text::reply::{self, collapse, strip_quotes};
 use crate::tools::{MergeStrategy, SplitCriteria};
 
 /// Reply length cap of edit requests.
