@@ -462,6 +462,13 @@ mod tests {
     }
 
     #[test]
+    fn a_real_one_part_split_is_refused() {
+        // Qwen2.5-Coder-0.5B-Instruct's reply to the thematic split prompt: the memory back, as one part.
+        let reply = "[\"Caroline is considering a career in counseling and mental health, particularly working with trans people to help them accept themselves and support their mental health.\"]";
+        assert_eq!(parse_split(reply, 3, 2000), Err("the reply has 1 part; a split needs 2 to 3".to_string()));
+    }
+
+    #[test]
     fn parse_merge_counts_chars_not_bytes() {
         let text = "Zoë visited Zürich with Ólafur in 2023.";
         assert_eq!(text.chars().count(), 39);
