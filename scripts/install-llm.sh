@@ -10,12 +10,12 @@
 #
 # Layout: $MEMGYM_LLM_DIR (default ~/.cache/memgym/llm)/venv, and the GGUF where install-qwen.sh puts it.
 # Idempotent. Progress goes to stderr; stdout is exactly these lines, ready for eval:
-#   MEMGYM_LLM_PYTHON=/.../venv/bin/python      the interpreter that runs scripts/llm-server.py
-#   MEMGYM_LLM_GGUF=/.../model.gguf
-#   MEMGYM_LLM_MODEL=qwen2.5-coder-0.5b-instruct-q4_k_m   the name to serve it under (--model-name, --llm-model)
+#   MEMGYM_LOCAL_LLM_PYTHON=/.../venv/bin/python      the interpreter that runs scripts/llm-server.py
+#   MEMGYM_LOCAL_LLM_GGUF=/.../model.gguf
+#   MEMGYM_LOCAL_LLM_NAME=qwen2.5-coder-0.5b-instruct-q4_k_m   the name to serve it under (--model-name, --llm-model)
 #
 # Usage:  eval "$(scripts/install-llm.sh)"
-#         "$MEMGYM_LLM_PYTHON" scripts/llm-server.py --model "$MEMGYM_LLM_GGUF" --model-name "$MEMGYM_LLM_MODEL"
+#         "$MEMGYM_LOCAL_LLM_PYTHON" scripts/llm-server.py --model "$MEMGYM_LOCAL_LLM_GGUF" --model-name "$MEMGYM_LOCAL_LLM_NAME"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +47,6 @@ fi
 GGUF=$(scripts/install-qwen.sh | sed -n 's/^MEMGYM_QWEN_GGUF=//p')
 [[ -s $GGUF ]] || die "install-qwen.sh did not install the GGUF"
 
-echo "MEMGYM_LLM_PYTHON=$VENV/bin/python"
-echo "MEMGYM_LLM_GGUF=$GGUF"
-echo "MEMGYM_LLM_MODEL=qwen2.5-coder-0.5b-instruct-q4_k_m"
+echo "MEMGYM_LOCAL_LLM_PYTHON=$VENV/bin/python"
+echo "MEMGYM_LOCAL_LLM_GGUF=$GGUF"
+echo "MEMGYM_LOCAL_LLM_NAME=qwen2.5-coder-0.5b-instruct-q4_k_m"

@@ -56,10 +56,13 @@ echo "== pytest tests/python without verl (server: $MEMGYM_BIN)"
 if [ "${MEMGYM_REAL_LLM:-}" != skip ]; then
   echo "== the real LLM (scripts/install-llm.sh)"
   env=$("$ROOT/scripts/install-llm.sh")
-  eval "$env"
-  export MEMGYM_LLM_PYTHON MEMGYM_LLM_GGUF MEMGYM_LLM_MODEL MEMGYM_REQUIRE_LLM=1
-  echo "== pytest tests/python/real_llm against $MEMGYM_LLM_MODEL"
-  "$VENV/bin/python" -m pytest -q -p no:cacheprovider real_llm "$@"
+  # In a subshell: the variables are the tier's alone and do not reach the verl suites below.
+  (
+    eval "$env"
+    export MEMGYM_LOCAL_LLM_PYTHON MEMGYM_LOCAL_LLM_GGUF MEMGYM_LOCAL_LLM_NAME MEMGYM_REQUIRE_LLM=1
+    echo "== pytest tests/python/real_llm against $MEMGYM_LOCAL_LLM_NAME"
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider real_llm "$@"
+  )
 fi
 
 VERSIONS=${MEMGYM_VERL_VERSIONS:-0.7.1 0.8.0 0.9.0 0.9.1}

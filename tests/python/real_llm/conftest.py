@@ -5,9 +5,9 @@ Why this exists: every LLM path of memgym (the llm-f1 and llm-judge evaluators, 
 is unit-tested against scripted replies; this tier shows that a real model's replies parse, score and
 survive the edit checks, and that failures of a real endpoint map to the right status codes.
 
-The model comes from scripts/install-llm.sh, which prints MEMGYM_LLM_PYTHON, MEMGYM_LLM_GGUF and
-MEMGYM_LLM_MODEL (tests/python/run.sh exports them). Without them the tier is skipped, or fails when
-MEMGYM_REQUIRE_LLM=1 (scripts/test sets it, so CI never skips it silently).
+The model comes from scripts/install-llm.sh, which prints MEMGYM_LOCAL_LLM_PYTHON, MEMGYM_LOCAL_LLM_GGUF and
+MEMGYM_LOCAL_LLM_NAME (tests/python/run.sh exports them). Without them the tier is skipped, or fails when
+MEMGYM_REQUIRE_LLM=1 (run.sh sets it, so CI never skips it silently).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class LlmServer:
 
 @pytest.fixture(scope="session")
 def llm_env() -> tuple[str, str, str]:
-    return _require("MEMGYM_LLM_PYTHON"), _require("MEMGYM_LLM_GGUF"), _require("MEMGYM_LLM_MODEL")
+    return _require("MEMGYM_LOCAL_LLM_PYTHON"), _require("MEMGYM_LOCAL_LLM_GGUF"), _require("MEMGYM_LOCAL_LLM_NAME")
 
 
 @pytest.fixture(scope="session")
