@@ -11,7 +11,7 @@ use crate::dataset::{Question, Split};
 use crate::episode::{CreateRequest, EpisodeSource, EpisodeState, NewMemory, StepInfo, ToolResult, TraceEntry};
 use crate::memory::{MemoryRecord, MemoryType};
 use crate::reward::{Evaluator, RewardBreakdown};
-use crate::tools::args::ManageOpKind;
+use crate::tools::ManageOpKind;
 use crate::tools::{
     MergeStrategy, OutputKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, SplitCriteria, ToolError,
 };

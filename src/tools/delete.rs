@@ -1,8 +1,72 @@
 //! delete_memory: really removes one or more memories, all or nothing (an unknown id deletes nothing).
 
+use serde_json::{json, Value};
+
 use crate::memory::{EpisodeMemory, MemoryId};
 
-use super::{join_ids, require_distinct_live, DeleteArgs, OutputKind, Plan, Prepared, ToolError, ToolOutput};
+use super::args::*;
+use super::json::{function, prop, Args};
+use super::{join_ids, require_distinct_live, OutputKind, Plan, Prepared, ToolError, ToolOutput};
+
+// ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
+
+/// delete_memory arguments, unvalidated.
+#[derive(Debug, Clone, Default)]
+pub struct RawDelete {
+    /// memory_id (one id).
+    pub memory_id: Option<String>,
+    /// memory_ids (several).
+    pub memory_ids: Option<Vec<String>>,
+    /// reason.
+    pub reason: Option<String>,
+}
+
+/// delete_memory arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteArgs {
+    /// Ids to delete (distinct).
+    pub ids: Vec<MemoryId>,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+impl RawDelete {
+    /// Validates: exactly one of memory_id / memory_ids.
+    pub fn validate(self, limits: &ToolLimits) -> Result<DeleteArgs, ToolError> {
+        let one = self.memory_id.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let ids = match (one, self.memory_ids) {
+            (Some(_), Some(_)) => return Err(ToolError::invalid("memory_ids", "give either memory_id or memory_ids, not both")),
+            (Some(s), None) => vec![parse_id("memory_id", s)?],
+            (None, Some(list)) => parse_ids("memory_ids", &list, 1, limits.max_ids_per_call)?,
+            (None, None) => return Err(ToolError::invalid("memory_id", "is required (or memory_ids)")),
+        };
+        Ok(DeleteArgs { ids, reason: label("reason", self.reason)? })
+    }
+}
+
+/// The OpenAI function schema the LLM sees.
+pub(super) fn schema() -> Value {
+    function(
+        "delete_memory",
+        "Delete memory_id or memory_ids; nothing is deleted if any id is unknown.",
+        json!({
+            "memory_id": prop("string", "Id, e.g. m0042."),
+            "memory_ids": prop("array", "List of ids."),
+            "reason": prop("string", "Why."),
+        }),
+        &[],
+    )
+}
+
+/// The arguments from an LLM's JSON, validated as on the typed path.
+pub(super) fn from_json(a: &mut Args, limits: &ToolLimits) -> Result<DeleteArgs, ToolError> {
+    RawDelete { memory_id: a.string("memory_id")?, memory_ids: a.strings("memory_ids")?, reason: a.string("reason")? }.validate(limits)
+}
+
+/// Canonical JSON of the arguments (for the trace).
+pub(super) fn canonical(a: &DeleteArgs) -> Value {
+    json!({"memory_ids": id_strings(&a.ids), "reason": a.reason})
+}
 
 pub(super) fn prepare(mem: &EpisodeMemory, a: &DeleteArgs) -> Result<Prepared, ToolError> {
     let field = if a.ids.len() == 1 { "memory_id" } else { "memory_ids" };

@@ -1,5 +1,7 @@
-//! The tools as an LLM sees them: OpenAI function schemas (verl-compatible: each property has only
-//! `type`, `description` and `enum`) and the parser for the JSON arguments an LLM emits.
+//! The tools as an LLM sees them: the six OpenAI function schemas in order (verl-compatible: each
+//! property has only `type`, `description` and `enum`), the dispatch of an LLM's call by tool name, and
+//! the reading of JSON argument values ([`Args`]). Each tool's own schema, the names it reads and its
+//! canonical form live in the tool's file.
 //!
 //! Parsing is strict where a call would be ambiguous and lenient where LLM output is merely untidy
 //! (README "Tool arguments"): the arguments must be one JSON object with distinct keys (`""` is `{}`),
@@ -17,20 +19,20 @@ use serde_json::{json, Map, Value};
 use crate::memory::MemoryType;
 use crate::quote::{name, quoted};
 
-use super::args::{by_name, ManageOpKind, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleStrategy, ToolLimits};
-use super::{ManageOp, MergeStrategy, SplitCriteria, ToolCall, ToolError, TOOL_NAMES};
+use super::args::{by_name, ToolLimits};
+use super::{delete, manage, merge, sample, search, split, ToolCall, ToolError, TOOL_NAMES};
 
-const TYPES: [&str; 3] = ["episodic", "semantic", "procedural"];
+pub(super) const TYPES: [&str; 3] = ["episodic", "semantic", "procedural"];
 
-fn prop(ty: &str, description: &str) -> Value {
+pub(super) fn prop(ty: &str, description: &str) -> Value {
     json!({"type": ty, "description": description})
 }
 
-fn prop_enum(description: &str, values: &[&str]) -> Value {
+pub(super) fn prop_enum(description: &str, values: &[&str]) -> Value {
     json!({"type": "string", "description": description, "enum": values})
 }
 
-fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+pub(super) fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
     json!({"type": "function", "function": {"name": name, "description": description,
         "parameters": {"type": "object", "properties": properties, "required": required}}})
 }
@@ -38,78 +40,7 @@ fn function(name: &str, description: &str, properties: Value, required: &[&str])
 /// The six tools' OpenAI function schemas, in [`TOOL_NAMES`] order.
 pub fn tool_schemas() -> Vec<Value> {
     // Every word here is in every prompt (about 1,000 Qwen2.5 tokens for the six): keep them short.
-    vec![
-        function(
-            "search_memory",
-            "Search memories by meaning. Returns lines [id score] text (evidence), best first.",
-            json!({
-                "query": prop("string", "What to look for."),
-                "top_k": prop("integer", "Results, 1-50 (default 5)."),
-                "threshold": prop("number", "Minimum similarity, 0-1."),
-                "memory_type": prop_enum("Only this type.", &TYPES),
-                "speaker": prop("string", "Only this speaker."),
-                "session": prop("integer", "Only this session number."),
-            }),
-            &["query"],
-        ),
-        function(
-            "manage_memory",
-            "Create a memory, or update the text of one (its id and evidence stay).",
-            json!({
-                "operation": prop_enum("create or update.", &["create", "update"]),
-                "content": prop("string", "The memory text."),
-                "memory_id": prop("string", "The memory to update, e.g. m0042."),
-                "memory_type": prop_enum("Type (create: default semantic).", &TYPES),
-                "speaker": prop("string", "Who it is about."),
-                "source": prop("string", "Where it comes from."),
-            }),
-            &["operation", "content"],
-        ),
-        function(
-            "delete_memory",
-            "Delete memory_id or memory_ids; nothing is deleted if any id is unknown.",
-            json!({
-                "memory_id": prop("string", "Id, e.g. m0042."),
-                "memory_ids": prop("array", "List of ids."),
-                "reason": prop("string", "Why."),
-            }),
-            &[],
-        ),
-        function(
-            "sample_memory",
-            "Show k memories: random, diverse (spread by meaning) or recent.",
-            json!({
-                "k": prop("integer", "1-50 (default 3)."),
-                "strategy": prop_enum("Default random.", &["random", "diverse", "recent"]),
-                "memory_type": prop_enum("Only this type.", &TYPES),
-            }),
-            &[],
-        ),
-        function(
-            "merge_memory",
-            "Merge 2-5 memories into one that keeps their evidence; the originals are removed.",
-            json!({
-                "memory_ids": prop("array", "List of 2-5 ids."),
-                "strategy": prop_enum(
-                    "summarize: the sentences covering the content; concatenate: all distinct sentences; extract_common: what all share.",
-                    &MergeStrategy::ALL.map(MergeStrategy::as_str),
-                ),
-                "content": prop("string", "Merged text (overrides the strategy)."),
-            }),
-            &["memory_ids", "strategy"],
-        ),
-        function(
-            "split_memory",
-            "Split one memory into 2..max_parts focused memories that keep its evidence.",
-            json!({
-                "memory_id": prop("string", "Id, e.g. m0042."),
-                "split_criteria": prop_enum("At time expressions, by topic, or by person.", &SplitCriteria::ALL.map(SplitCriteria::as_str)),
-                "max_parts": prop("integer", "2-5 (default 3)."),
-                "parts": prop("array", "Part texts to use instead (list)."),
-            }),
-            &["memory_id", "split_criteria"],
-        ),
-    ]
+    vec![search::schema(), manage::schema(), delete::schema(), sample::schema(), merge::schema(), split::schema()]
 }
 
 /// Parses `arguments_json` for `tool_name` into a validated call.
@@ -123,57 +54,12 @@ pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) ->
     }
     let mut a = Args { obj: top_level_object(arguments_json)?, used: Vec::new() };
     let call = match name {
-        "search_memory" => ToolCall::Search(
-            RawSearch {
-                query: a.string("query")?,
-                top_k: a.int("top_k")?,
-                threshold: a.number("threshold")?,
-                memory_type: a.memory_type("memory_type")?,
-                speaker: a.string("speaker")?,
-                session: a.int("session")?,
-            }
-            .validate(limits)?,
-        ),
-        "manage_memory" => ToolCall::Manage(
-            RawManage {
-                operation: a.choice("operation", &[("create", ManageOpKind::Create), ("update", ManageOpKind::Update)])?,
-                content: a.string("content")?,
-                memory_id: a.string("memory_id")?,
-                memory_type: a.memory_type("memory_type")?,
-                speaker: a.string("speaker")?,
-                source: a.string("source")?,
-            }
-            .validate(limits)?,
-        ),
-        "delete_memory" => ToolCall::Delete(
-            RawDelete { memory_id: a.string("memory_id")?, memory_ids: a.strings("memory_ids")?, reason: a.string("reason")? }
-                .validate(limits)?,
-        ),
-        "sample_memory" => ToolCall::Sample(
-            RawSample {
-                k: a.int("k")?,
-                strategy: a.choice(
-                    "strategy",
-                    &[("random", SampleStrategy::Random), ("diverse", SampleStrategy::Diverse), ("recent", SampleStrategy::Recent)],
-                )?,
-                memory_type: a.memory_type("memory_type")?,
-            }
-            .validate()?,
-        ),
-        "merge_memory" => ToolCall::Merge(
-            RawMerge { memory_ids: a.strings("memory_ids")?, strategy: a.parsed("strategy")?, content: a.string("content")? }
-                .validate(limits)?,
-        ),
-        _ => ToolCall::Split(
-            RawSplit {
-                memory_id: a.string("memory_id")?,
-                split_criteria: a.parsed("split_criteria")?,
-                max_parts: a.int("max_parts")?,
-                // `[]` is unset, as on the typed path (proto3 cannot send an empty list apart from none).
-                parts: a.strings("parts")?.filter(|p| !p.is_empty()),
-            }
-            .validate(limits)?,
-        ),
+        "search_memory" => ToolCall::Search(search::from_json(&mut a, limits)?),
+        "manage_memory" => ToolCall::Manage(manage::from_json(&mut a, limits)?),
+        "delete_memory" => ToolCall::Delete(delete::from_json(&mut a, limits)?),
+        "sample_memory" => ToolCall::Sample(sample::from_json(&mut a)?),
+        "merge_memory" => ToolCall::Merge(merge::from_json(&mut a, limits)?),
+        _ => ToolCall::Split(split::from_json(&mut a, limits)?),
     };
     a.refuse_unknown()?;
     Ok(call)
@@ -255,7 +141,7 @@ impl<'de> Visitor<'de> for MembersVisitor {
     }
 }
 
-struct Args {
+pub(super) struct Args {
     obj: Map<String, Value>,
     used: Vec<&'static str>,
 }
@@ -266,7 +152,7 @@ impl Args {
         self.obj.get(key).filter(|v| !v.is_null())
     }
 
-    fn string(&mut self, key: &'static str) -> Result<Option<String>, ToolError> {
+    pub(super) fn string(&mut self, key: &'static str) -> Result<Option<String>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -274,7 +160,7 @@ impl Args {
         }
     }
 
-    fn int(&mut self, key: &'static str) -> Result<Option<i64>, ToolError> {
+    pub(super) fn int(&mut self, key: &'static str) -> Result<Option<i64>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Number(n)) => {
@@ -291,7 +177,7 @@ impl Args {
         }
     }
 
-    fn number(&mut self, key: &'static str) -> Result<Option<f64>, ToolError> {
+    pub(super) fn number(&mut self, key: &'static str) -> Result<Option<f64>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Number(n)) => n.as_f64().map(Some).ok_or_else(|| ToolError::invalid(key, "must be a number")),
@@ -300,7 +186,7 @@ impl Args {
     }
 
     #[allow(clippy::wildcard_enum_match_arm)] // `kind` names whatever else it is
-    fn strings(&mut self, key: &'static str) -> Result<Option<Vec<String>>, ToolError> {
+    pub(super) fn strings(&mut self, key: &'static str) -> Result<Option<Vec<String>>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Array(items)) => items
@@ -315,18 +201,18 @@ impl Args {
         }
     }
 
-    fn choice<T: Copy>(&mut self, key: &'static str, options: &[(&str, T)]) -> Result<Option<T>, ToolError> {
+    pub(super) fn choice<T: Copy>(&mut self, key: &'static str, options: &[(&str, T)]) -> Result<Option<T>, ToolError> {
         let Some(s) = self.string(key)? else { return Ok(None) };
         by_name(options, |(n, _)| n, &s.trim().to_ascii_lowercase()).map(|(_, v)| Some(v)).map_err(|e| not_one_of(key, &e, &s))
     }
 
     /// An enum argument read with its own [`FromStr`] (names as in [`Args::choice`]).
-    fn parsed<T: FromStr<Err = String>>(&mut self, key: &'static str) -> Result<Option<T>, ToolError> {
+    pub(super) fn parsed<T: FromStr<Err = String>>(&mut self, key: &'static str) -> Result<Option<T>, ToolError> {
         let Some(s) = self.string(key)? else { return Ok(None) };
         s.trim().to_ascii_lowercase().parse().map(Some).map_err(|e: String| not_one_of(key, &e, &s))
     }
 
-    fn memory_type(&mut self, key: &'static str) -> Result<Option<MemoryType>, ToolError> {
+    pub(super) fn memory_type(&mut self, key: &'static str) -> Result<Option<MemoryType>, ToolError> {
         self.choice(key, &[("episodic", MemoryType::Episodic), ("semantic", MemoryType::Semantic), ("procedural", MemoryType::Procedural)])
     }
 
@@ -356,25 +242,13 @@ fn kind(v: &Value) -> &'static str {
 
 /// The validated call as canonical JSON arguments (recorded in the trace).
 pub fn canonical_arguments(call: &ToolCall) -> Value {
-    let ids = |v: &[crate::memory::MemoryId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     match call {
-        ToolCall::Search(a) => json!({
-            "query": a.query, "top_k": a.top_k, "threshold": a.threshold,
-            "memory_type": a.filter.memory_type.map(MemoryType::as_str), "speaker": a.filter.speaker, "session": a.filter.session,
-        }),
-        ToolCall::Manage(a) => {
-            let (op, id) = match a.op {
-                ManageOp::Create => ("create", None),
-                ManageOp::Update(id) => ("update", Some(id.to_string())),
-            };
-            json!({"operation": op, "content": a.content, "memory_id": id,
-                "memory_type": a.memory_type.map(MemoryType::as_str), "speaker": a.speaker, "source": a.source})
-        }
-        ToolCall::Delete(a) => json!({"memory_ids": ids(&a.ids), "reason": a.reason}),
-        ToolCall::Sample(a) => json!({"k": a.k, "strategy": a.strategy.as_str(), "memory_type": a.memory_type.map(MemoryType::as_str)}),
-        ToolCall::Merge(a) => json!({"memory_ids": ids(&a.ids), "strategy": a.strategy.as_str(), "content": a.content}),
-        ToolCall::Split(a) => json!({"memory_id": a.id.to_string(), "split_criteria": a.criteria.as_str(),
-            "max_parts": a.max_parts, "parts": a.parts}),
+        ToolCall::Search(a) => search::canonical(a),
+        ToolCall::Manage(a) => manage::canonical(a),
+        ToolCall::Delete(a) => delete::canonical(a),
+        ToolCall::Sample(a) => sample::canonical(a),
+        ToolCall::Merge(a) => merge::canonical(a),
+        ToolCall::Split(a) => split::canonical(a),
     }
 }
 
@@ -382,6 +256,7 @@ pub fn canonical_arguments(call: &ToolCall) -> Value {
 #[allow(clippy::wildcard_enum_match_arm)]
 mod tests {
     use super::*;
+    use crate::tools::{ManageOp, SplitCriteria};
 
     fn parse(name: &str, args: &str) -> Result<ToolCall, ToolError> {
         parse_call(name, args, &ToolLimits::default())

@@ -8,13 +8,83 @@
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
+use serde_json::{json, Value};
+
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, MemoryType};
 use crate::text::{char_len, content_words, dedup_key, ensure_terminal, sentences};
 
-use super::args::by_name;
-use super::{
-    join_ids, require_distinct_live, require_room, MergeArgs, OutputKind, Plan, Prepared, TextError, ToolContext, ToolError, ToolOutput,
-};
+use super::args::*;
+use super::json::{function, prop, prop_enum, Args};
+use super::{join_ids, require_distinct_live, require_room, OutputKind, Plan, Prepared, TextError, ToolContext, ToolError, ToolOutput};
+
+// ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
+
+/// Merge takes this many memories at least / at most.
+pub const MERGE_IDS: (usize, usize) = (2, 5);
+
+/// merge_memory arguments, unvalidated.
+#[derive(Debug, Clone, Default)]
+pub struct RawMerge {
+    /// memory_ids.
+    pub memory_ids: Option<Vec<String>>,
+    /// strategy.
+    pub strategy: Option<MergeStrategy>,
+    /// content.
+    pub content: Option<String>,
+}
+
+/// merge_memory arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeArgs {
+    /// 2..=5 distinct ids.
+    pub ids: Vec<MemoryId>,
+    /// Strategy.
+    pub strategy: MergeStrategy,
+    /// Text overriding the strategy's.
+    pub content: Option<String>,
+}
+
+impl RawMerge {
+    /// Validates.
+    pub fn validate(self, limits: &ToolLimits) -> Result<MergeArgs, ToolError> {
+        let list = self.memory_ids.ok_or_else(|| ToolError::invalid("memory_ids", "is required"))?;
+        let ids = parse_ids("memory_ids", &list, MERGE_IDS.0, MERGE_IDS.1)?;
+        let strategy =
+            self.strategy.ok_or_else(|| ToolError::invalid("strategy", "is required (summarize, concatenate or extract_common)"))?;
+        let content = match self.content {
+            None => None,
+            Some(c) => Some(checked_text("content", &c, limits.max_text_chars)?),
+        };
+        Ok(MergeArgs { ids, strategy, content })
+    }
+}
+
+/// The OpenAI function schema the LLM sees.
+pub(super) fn schema() -> Value {
+    function(
+        "merge_memory",
+        "Merge 2-5 memories into one that keeps their evidence; the originals are removed.",
+        json!({
+            "memory_ids": prop("array", "List of 2-5 ids."),
+            "strategy": prop_enum(
+                "summarize: the sentences covering the content; concatenate: all distinct sentences; extract_common: what all share.",
+                &MergeStrategy::ALL.map(MergeStrategy::as_str),
+            ),
+            "content": prop("string", "Merged text (overrides the strategy)."),
+        }),
+        &["memory_ids", "strategy"],
+    )
+}
+
+/// The arguments from an LLM's JSON, validated as on the typed path.
+pub(super) fn from_json(a: &mut Args, limits: &ToolLimits) -> Result<MergeArgs, ToolError> {
+    RawMerge { memory_ids: a.strings("memory_ids")?, strategy: a.parsed("strategy")?, content: a.string("content")? }.validate(limits)
+}
+
+/// Canonical JSON of the arguments (for the trace).
+pub(super) fn canonical(a: &MergeArgs) -> Value {
+    json!({"memory_ids": id_strings(&a.ids), "strategy": a.strategy.as_str(), "content": a.content})
+}
 
 /// How `merge_memory` combines its 2–5 source texts into one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,8 +5,10 @@
 //! (off the async workers), then **applies** the plan, which cannot fail. So a rejected call changes
 //! nothing, and a call abandoned while embedding (client gone, deadline) changes nothing either.
 //!
-//! Arguments come from the typed RPCs (converted in `api/`) or from LLM-emitted JSON ([`json`]); both
-//! go through the same validating constructors in [`args`].
+//! Each tool's file holds its semantics: its arguments (`Raw*` → `validate` → `*Args`), its JSON schema
+//! and JSON reading, its strategies, and its prepare and apply. Arguments come from the typed RPCs
+//! (converted in `api/`) or from LLM-emitted JSON ([`json`] dispatches by tool name); both go through the
+//! same `validate`, with the shared rules of [`args`].
 
 pub mod args;
 mod delete;
@@ -18,12 +20,13 @@ mod sample;
 mod search;
 mod split;
 
-pub use args::{
-    DeleteArgs, ManageArgs, ManageOp, MergeArgs, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, SampleArgs,
-    SampleStrategy, SearchArgs, SplitArgs, ToolLimits,
-};
-pub use merge::{merge_texts, MergeStrategy};
-pub use split::{split_text, SplitCriteria};
+pub use args::ToolLimits;
+pub use delete::{DeleteArgs, RawDelete};
+pub use manage::{ManageArgs, ManageOp, ManageOpKind, RawManage};
+pub use merge::{merge_texts, MergeArgs, MergeStrategy, RawMerge};
+pub use sample::{RawSample, SampleArgs, SampleStrategy};
+pub use search::{RawSearch, SearchArgs};
+pub use split::{split_text, RawSplit, SplitArgs, SplitCriteria};
 
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, SearchPath};
 

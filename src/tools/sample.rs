@@ -10,10 +10,106 @@ use rand::seq::index;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::memory::{EpisodeMemory, MemoryRecord};
+use serde_json::{json, Value};
+
+use crate::memory::{EpisodeMemory, MemoryRecord, MemoryType};
 use crate::vector::dot;
 
-use super::{OutputKind, SampleArgs, SampleStrategy, ToolContext, ToolOutput};
+use super::args::*;
+use super::json::{function, prop, prop_enum, Args, TYPES};
+use super::{OutputKind, ToolContext, ToolError, ToolOutput};
+
+// ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
+
+/// sample_memory's strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleStrategy {
+    /// Uniform, seeded.
+    Random,
+    /// Farthest-point in embedding space.
+    Diverse,
+    /// Newest first.
+    Recent,
+}
+
+impl SampleStrategy {
+    /// Schema name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SampleStrategy::Random => "random",
+            SampleStrategy::Diverse => "diverse",
+            SampleStrategy::Recent => "recent",
+        }
+    }
+}
+
+/// Default sample size.
+pub const DEFAULT_SAMPLE_K: i64 = 3;
+
+/// sample_memory arguments, unvalidated.
+#[derive(Debug, Clone, Default)]
+pub struct RawSample {
+    /// k.
+    pub k: Option<i64>,
+    /// strategy.
+    pub strategy: Option<SampleStrategy>,
+    /// memory_type.
+    pub memory_type: Option<MemoryType>,
+}
+
+/// sample_memory arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleArgs {
+    /// How many (1..=50).
+    pub k: usize,
+    /// Strategy.
+    pub strategy: SampleStrategy,
+    /// Type filter.
+    pub memory_type: Option<MemoryType>,
+}
+
+impl RawSample {
+    /// Validates.
+    pub fn validate(self) -> Result<SampleArgs, ToolError> {
+        Ok(SampleArgs {
+            k: int_in("k", self.k, DEFAULT_SAMPLE_K, 1, MAX_TOP_K)?,
+            strategy: self.strategy.unwrap_or(SampleStrategy::Random),
+            memory_type: self.memory_type,
+        })
+    }
+}
+
+/// The OpenAI function schema the LLM sees.
+pub(super) fn schema() -> Value {
+    function(
+        "sample_memory",
+        "Show k memories: random, diverse (spread by meaning) or recent.",
+        json!({
+            "k": prop("integer", "1-50 (default 3)."),
+            "strategy": prop_enum("Default random.", &["random", "diverse", "recent"]),
+            "memory_type": prop_enum("Only this type.", &TYPES),
+        }),
+        &[],
+    )
+}
+
+/// The arguments from an LLM's JSON, validated as on the typed path.
+pub(super) fn from_json(a: &mut Args) -> Result<SampleArgs, ToolError> {
+    RawSample {
+        k: a.int("k")?,
+        strategy: a.choice(
+            "strategy",
+            &[("random", SampleStrategy::Random), ("diverse", SampleStrategy::Diverse), ("recent", SampleStrategy::Recent)],
+        )?,
+        memory_type: a.memory_type("memory_type")?,
+    }
+    .validate()
+}
+
+/// Canonical JSON of the arguments (for the trace).
+pub(super) fn canonical(a: &SampleArgs) -> Value {
+    json!({"k": a.k, "strategy": a.strategy.as_str(), "memory_type": a.memory_type.map(MemoryType::as_str)})
+}
 
 fn rng(ctx: ToolContext<'_>) -> ChaCha8Rng {
     // Mix the step in so successive calls differ while staying reproducible.

@@ -1,9 +1,106 @@
 //! search_memory: ranked semantic search with scores, optional threshold and metadata filters.
 //! Results always show memory ids (MemUpdate's search hid them, which made update and delete unusable).
 
-use crate::memory::EpisodeMemory;
+use serde_json::{json, Value};
 
-use super::{OutputKind, Plan, Prepared, SearchArgs, ToolOutput};
+use crate::memory::{EpisodeMemory, Filter, MemoryType};
+
+use super::args::*;
+use super::json::{function, prop, prop_enum, Args, TYPES};
+use super::{OutputKind, Plan, Prepared, ToolError, ToolOutput};
+
+// ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
+
+/// search_memory arguments, unvalidated.
+#[derive(Debug, Clone, Default)]
+pub struct RawSearch {
+    /// query.
+    pub query: Option<String>,
+    /// top_k.
+    pub top_k: Option<i64>,
+    /// threshold.
+    pub threshold: Option<f64>,
+    /// memory_type.
+    pub memory_type: Option<MemoryType>,
+    /// speaker.
+    pub speaker: Option<String>,
+    /// session.
+    pub session: Option<i64>,
+}
+
+/// search_memory arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchArgs {
+    /// The query text.
+    pub query: String,
+    /// Results wanted (1..=50).
+    pub top_k: usize,
+    /// Minimum score in [0, 1].
+    pub threshold: Option<f32>,
+    /// Metadata filter.
+    pub filter: Filter,
+}
+
+impl RawSearch {
+    /// Validates.
+    pub fn validate(self, limits: &ToolLimits) -> Result<SearchArgs, ToolError> {
+        let query = text_arg("query", self.query, limits)?;
+        let top_k = int_in("top_k", self.top_k, DEFAULT_TOP_K, 1, MAX_TOP_K)?;
+        let threshold = match self.threshold {
+            None => None,
+            Some(t) if t.is_finite() && (0.0..=1.0).contains(&t) => Some(t as f32),
+            Some(t) => return Err(ToolError::invalid("threshold", format!("must be a number between 0 and 1, got {t:?}"))),
+        };
+        let speaker = label("speaker", self.speaker)?.map(|s| s.to_lowercase());
+        let session = match self.session {
+            None => None,
+            Some(s) if (0..=u32::MAX as i64).contains(&s) => Some(s as u32),
+            Some(s) => return Err(ToolError::invalid("session", format!("must be a non-negative session number, got {s}"))),
+        };
+        Ok(SearchArgs { query, top_k, threshold, filter: Filter { memory_type: self.memory_type, speaker, session } })
+    }
+}
+
+/// Default search size.
+pub const DEFAULT_TOP_K: i64 = 5;
+
+/// The OpenAI function schema the LLM sees.
+pub(super) fn schema() -> Value {
+    function(
+        "search_memory",
+        "Search memories by meaning. Returns lines [id score] text (evidence), best first.",
+        json!({
+            "query": prop("string", "What to look for."),
+            "top_k": prop("integer", "Results, 1-50 (default 5)."),
+            "threshold": prop("number", "Minimum similarity, 0-1."),
+            "memory_type": prop_enum("Only this type.", &TYPES),
+            "speaker": prop("string", "Only this speaker."),
+            "session": prop("integer", "Only this session number."),
+        }),
+        &["query"],
+    )
+}
+
+/// The arguments from an LLM's JSON, validated as on the typed path.
+pub(super) fn from_json(a: &mut Args, limits: &ToolLimits) -> Result<SearchArgs, ToolError> {
+    RawSearch {
+        query: a.string("query")?,
+        top_k: a.int("top_k")?,
+        threshold: a.number("threshold")?,
+        memory_type: a.memory_type("memory_type")?,
+        speaker: a.string("speaker")?,
+        session: a.int("session")?,
+    }
+    .validate(limits)
+}
+
+/// Canonical JSON of the arguments (for the trace).
+pub(super) fn canonical(a: &SearchArgs) -> Value {
+    json!({
+        "query": a.query, "top_k": a.top_k, "threshold": a.threshold,
+        "memory_type": a.filter.memory_type.map(MemoryType::as_str), "speaker": a.filter.speaker, "session": a.filter.session,
+    })
+}
 
 pub(super) fn prepare(a: &SearchArgs) -> Prepared {
     Prepared { texts: vec![a.query.clone()], plan: Plan::Search(a.clone()) }

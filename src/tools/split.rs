@@ -7,11 +7,105 @@
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
+use serde_json::{json, Value};
+
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord};
 use crate::text::{char_len, content_words, dedup_key, ensure_terminal, lower, segments, time_expressions};
 
-use super::args::by_name;
-use super::{join_ids, require_room, OutputKind, Plan, Prepared, SplitArgs, TextError, ToolContext, ToolError, ToolOutput};
+use super::args::*;
+use super::json::{function, prop, prop_enum, Args};
+use super::{join_ids, require_room, OutputKind, Plan, Prepared, TextError, ToolContext, ToolError, ToolOutput};
+
+// ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
+
+/// Split's max_parts range and default.
+pub const SPLIT_PARTS: (i64, i64, i64) = (2, 5, 3);
+
+/// split_memory arguments, unvalidated.
+#[derive(Debug, Clone, Default)]
+pub struct RawSplit {
+    /// memory_id.
+    pub memory_id: Option<String>,
+    /// split_criteria.
+    pub split_criteria: Option<SplitCriteria>,
+    /// max_parts.
+    pub max_parts: Option<i64>,
+    /// parts.
+    pub parts: Option<Vec<String>>,
+}
+
+/// split_memory arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitArgs {
+    /// The memory to split.
+    pub id: MemoryId,
+    /// Criterion.
+    pub criteria: SplitCriteria,
+    /// Most parts (2..=5).
+    pub max_parts: usize,
+    /// Explicit parts.
+    pub parts: Option<Vec<String>>,
+}
+
+impl RawSplit {
+    /// Validates.
+    pub fn validate(self, limits: &ToolLimits) -> Result<SplitArgs, ToolError> {
+        let id = match self.memory_id.as_deref().map(str::trim) {
+            None | Some("") => return Err(ToolError::invalid("memory_id", "is required")),
+            Some(s) => parse_id("memory_id", s)?,
+        };
+        let criteria =
+            self.split_criteria.ok_or_else(|| ToolError::invalid("split_criteria", "is required (temporal, thematic or speaker)"))?;
+        let max_parts = int_in("max_parts", self.max_parts, SPLIT_PARTS.2, SPLIT_PARTS.0, SPLIT_PARTS.1)?;
+        let parts = match self.parts {
+            None => None,
+            Some(ps) => {
+                if ps.len() < 2 || ps.len() > max_parts {
+                    return Err(ToolError::invalid("parts", format!("must list 2 to {max_parts} texts, got {}", ps.len())));
+                }
+                let mut out = Vec::with_capacity(ps.len());
+                for p in &ps {
+                    out.push(checked_text("parts", p, limits.max_text_chars)?);
+                }
+                Some(out)
+            }
+        };
+        Ok(SplitArgs { id, criteria, max_parts, parts })
+    }
+}
+
+/// The OpenAI function schema the LLM sees.
+pub(super) fn schema() -> Value {
+    function(
+        "split_memory",
+        "Split one memory into 2..max_parts focused memories that keep its evidence.",
+        json!({
+            "memory_id": prop("string", "Id, e.g. m0042."),
+            "split_criteria": prop_enum("At time expressions, by topic, or by person.", &SplitCriteria::ALL.map(SplitCriteria::as_str)),
+            "max_parts": prop("integer", "2-5 (default 3)."),
+            "parts": prop("array", "Part texts to use instead (list)."),
+        }),
+        &["memory_id", "split_criteria"],
+    )
+}
+
+/// The arguments from an LLM's JSON, validated as on the typed path.
+pub(super) fn from_json(a: &mut Args, limits: &ToolLimits) -> Result<SplitArgs, ToolError> {
+    RawSplit {
+        memory_id: a.string("memory_id")?,
+        split_criteria: a.parsed("split_criteria")?,
+        max_parts: a.int("max_parts")?,
+        // `[]` is unset, as on the typed path (proto3 cannot send an empty list apart from none).
+        parts: a.strings("parts")?.filter(|p| !p.is_empty()),
+    }
+    .validate(limits)
+}
+
+/// Canonical JSON of the arguments (for the trace).
+pub(super) fn canonical(a: &SplitArgs) -> Value {
+    json!({"memory_id": a.id.to_string(), "split_criteria": a.criteria.as_str(),
+            "max_parts": a.max_parts, "parts": a.parts})
+}
 
 /// How `split_memory` decides where one memory becomes several.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

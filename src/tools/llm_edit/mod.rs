@@ -17,7 +17,8 @@ use crate::llm::ChatRequest;
 use crate::memory::EpisodeMemory;
 use prompts::{merge_request, parse_merge, parse_split, sources_chars, split_request};
 
-use super::{MergeArgs, SplitArgs, ToolCall, ToolLimits};
+use super::args::id_strings;
+use super::{MergeArgs, RawMerge, RawSplit, SplitArgs, ToolCall, ToolLimits};
 
 /// What the reply must become.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,11 +57,19 @@ pub fn with_llm_text(call: &ToolCall, kind: EditKind, reply: &str, limits: &Tool
     match (call, kind) {
         (ToolCall::Merge(a), EditKind::Merge { sources_chars }) => {
             let text = parse_merge(reply, limits.max_text_chars, sources_chars)?;
-            Ok(ToolCall::Merge(MergeArgs { content: Some(text), ..a.clone() }))
+            // Through `validate`, as any call's arguments: the model's text meets the caller's rules.
+            let raw = RawMerge { memory_ids: Some(id_strings(&a.ids)), strategy: Some(a.strategy), content: Some(text) };
+            Ok(ToolCall::Merge(raw.validate(limits).map_err(|e| e.to_string())?))
         }
         (ToolCall::Split(a), EditKind::Split) => {
             let parts = parse_split(reply, a.max_parts, limits.max_text_chars)?;
-            Ok(ToolCall::Split(SplitArgs { parts: Some(parts), ..a.clone() }))
+            let raw = RawSplit {
+                memory_id: Some(a.id.to_string()),
+                split_criteria: Some(a.criteria),
+                max_parts: Some(a.max_parts as i64),
+                parts: Some(parts),
+            };
+            Ok(ToolCall::Split(raw.validate(limits).map_err(|e| e.to_string())?))
         }
         (
             ToolCall::Merge(_) | ToolCall::Split(_) | ToolCall::Search(_) | ToolCall::Manage(_) | ToolCall::Delete(_) | ToolCall::Sample(_),
