@@ -33,6 +33,9 @@ pub enum SampleStrategy {
 }
 
 impl SampleStrategy {
+    /// Every strategy, in schema order.
+    pub const ALL: [SampleStrategy; 3] = [SampleStrategy::Random, SampleStrategy::Diverse, SampleStrategy::Recent];
+
     /// Schema name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -40,6 +43,13 @@ impl SampleStrategy {
             SampleStrategy::Diverse => "diverse",
             SampleStrategy::Recent => "recent",
         }
+    }
+}
+
+impl std::str::FromStr for SampleStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        by_name(&Self::ALL, Self::as_str, s)
     }
 }
 
@@ -86,7 +96,7 @@ pub(super) fn schema() -> Value {
         "Show k memories: random, diverse (spread by meaning) or recent.",
         json!({
             "k": prop("integer", "1-50 (default 3)."),
-            "strategy": prop_enum("Default random.", &["random", "diverse", "recent"]),
+            "strategy": prop_enum("Default random.", &SampleStrategy::ALL.map(SampleStrategy::as_str)),
             "memory_type": prop_enum("Only this type.", &TYPES),
         }),
         &[],
@@ -95,15 +105,7 @@ pub(super) fn schema() -> Value {
 
 /// The arguments from an LLM's JSON, validated as on the typed path.
 pub(super) fn from_json(a: &mut Args) -> Result<SampleArgs, ToolError> {
-    RawSample {
-        k: a.int("k")?,
-        strategy: a.choice(
-            "strategy",
-            &[("random", SampleStrategy::Random), ("diverse", SampleStrategy::Diverse), ("recent", SampleStrategy::Recent)],
-        )?,
-        memory_type: a.memory_type("memory_type")?,
-    }
-    .validate()
+    RawSample { k: a.int("k")?, strategy: a.parsed("strategy")?, memory_type: a.memory_type("memory_type")? }.validate()
 }
 
 /// Canonical JSON of the arguments (for the trace).
