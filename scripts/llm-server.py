@@ -105,7 +105,7 @@ class Model:
         )
 
     def complete(self, prompt: str, max_tokens: int | None, temperature: float, top_p: float, seed: int | None, stop: list[str]):
-        """(text, finish_reason, prompt_tokens, completion_tokens)."""
+        """(text, finish_reason, prompt_tokens, completion_tokens, seconds generating)."""
         tokens = self.vocab.tokenize(prompt, add_special=True, parse_special=True)
         room = self.n_ctx - len(tokens)
         if room <= 0:
@@ -244,8 +244,12 @@ class Handler(BaseHTTPRequestHandler):
     def error(self, status: int, message: str, param=None, code=None, kind="invalid_request_error") -> None:
         self.send_json(status, {"error": {"message": message, "type": kind, "param": param, "code": code}})
 
+    def route(self) -> str:
+        """The request path without query string or trailing slash."""
+        return self.path.split("?", 1)[0].rstrip("/")
+
     def do_GET(self):
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path = self.route()
         if path in ("/v1/models", "/models"):
             self.send_json(200, {"object": "list", "data": [{"id": self.model.name, "object": "model", "created": 0, "owned_by": "local"}]})
         elif path == "/health":
@@ -258,7 +262,7 @@ class Handler(BaseHTTPRequestHandler):
             self.error(404, f"no route GET {path}", code="not_found")
 
     def do_POST(self):
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path = self.route()
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
             self.close_connection = True

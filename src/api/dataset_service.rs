@@ -53,8 +53,7 @@ impl DatasetApi for DatasetService {
         let ds = self.env.dataset();
         let split = split_in(split_raw)?;
         if category > 5 {
-            let message = format!("must be 0 (all) or 1 to 5, got {category}");
-            return Err(EpisodeError::InvalidArgument { field: "category".into(), message }.into());
+            return Err(EpisodeError::invalid("category", format!("must be 0 (all) or 1 to 5, got {category}")).into());
         }
         let conv = conversation_id.trim();
         if !conv.is_empty() && ds.conversation(conv).is_none() {
@@ -73,8 +72,7 @@ impl DatasetApi for DatasetService {
             .collect();
         let total = matching.len();
         if offset > total {
-            let message = "past the end of this listing".to_string();
-            return Err(EpisodeError::InvalidArgument { field: "page_token".into(), message }.into());
+            return Err(EpisodeError::invalid("page_token", "past the end of this listing").into());
         }
         let page: Vec<pb::QuestionRecord> = matching.iter().skip(offset).take(size).map(|q| (*q).into()).collect();
         let end = offset + page.len();

@@ -74,7 +74,8 @@ pub enum EpisodeError {
 }
 
 impl EpisodeError {
-    pub(super) fn invalid(field: &str, message: impl Into<String>) -> Self {
+    /// An invalid argument naming its field.
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         EpisodeError::InvalidArgument { field: field.to_string(), message: message.into() }
     }
     pub(super) fn precondition(message: impl Into<String>) -> Self {

@@ -63,8 +63,7 @@ pub fn clean_answer(text: &str, question: &str) -> String {
             s = &s[at..];
         }
     }
-    let s = reply::strip_label(s, &ANSWER_LABELS);
-    let answer = reply::collapse(reply::strip_quotes(s));
+    let answer = reply::unlabel(s, &ANSWER_LABELS);
     if answer.is_empty() {
         reply::collapse(text)
     } else {

@@ -80,6 +80,12 @@ fn only_inside_words(s: &str, q: char) -> bool {
         .all(|(i, &c)| c != q || (i > 0 && chars[i - 1].is_alphanumeric() && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric())))
 }
 
+/// `s` without a leading label from `labels` and one pair of surrounding quotes, whitespace collapsed:
+/// the last steps every free-text reply goes through.
+pub fn unlabel(s: &str, labels: &[&str]) -> String {
+    collapse(strip_quotes(strip_label(s, labels)))
+}
+
 /// `s` without a leading label from `labels` followed by a colon, such as `Merged memory:` (any case,
 /// optionally `**bold**`).
 pub fn strip_label<'a>(s: &'a str, labels: &[&str]) -> &'a str {

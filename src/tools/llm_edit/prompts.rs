@@ -236,8 +236,7 @@ const LABELS: [&str; 16] = [
 fn clean_reply(reply: &str) -> String {
     let s = reply::unfence(reply.trim());
     let s = reply::strip_preamble(s);
-    let s = reply::strip_label(s, &LABELS);
-    reply::collapse(reply::strip_quotes(s))
+    reply::unlabel(s, &LABELS)
 }
 
 /// What kind of non-memory `text` (cleaned, non-empty) is: "a refusal" ("I cannot", "I'm sorry", "As an

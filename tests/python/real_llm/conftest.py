@@ -16,7 +16,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -50,12 +49,13 @@ class LlmServer:
         self.proc: Optional[subprocess.Popen] = None
         self.port = 0
         self.url = ""
+        self.log_file = log_dir / "requests.jsonl"
 
     def start(self) -> "LlmServer":
         cmd = [self.python, str(SERVER), "--model", self.gguf, "--model-name", self.model, "--port", str(self.port), "--exit-with-stdin"]
-        cmd += ["--log-requests", str(self.log_dir / "requests.jsonl")]
-        stderr = open(self.log_dir / "stderr.log", "ab")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        cmd += ["--log-requests", str(self.log_file)]
+        with open(self.log_dir / "stderr.log", "ab") as stderr:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
         line = self.proc.stdout.readline()  # printed once the model is loaded and the socket listens
         match = re.search(r"listening on (http://127\.0\.0\.1:(\d+)/v1)", line)
         if not match:
@@ -93,8 +93,7 @@ class LlmServer:
 
     def requests(self) -> list[dict]:
         """Every completion logged so far (messages and reply), oldest first."""
-        path = self.log_dir / "requests.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [json.loads(line) for line in self.log_file.read_text().splitlines()] if self.log_file.exists() else []
 
 
 @pytest.fixture(scope="session")

@@ -146,7 +146,10 @@ def test_llm_edit_merges_and_splits_through_grpc(llm):
         client.create_episode("conv-26:q0", episode_id="edits", max_steps=10)
         memories = {m.id: m for m in client.list_memories("edits", page_size=500).memories}
         outcomes = []
-        for strategy, ids in [("summarize", ["m0000", "m0002"]), ("extract_common", ["m0004", "m0006"])]:
+        merges = [("summarize", ["m0000", "m0002"]), ("extract_common", ["m0004", "m0006"])]
+        joined_ids = ["m0008", "m0010"]
+        touched = {i for _, ids in merges for i in ids} | set(joined_ids)
+        for strategy, ids in merges:
             sources = [memories[i] for i in ids]
             asked = edit_requests(llm)
             text, resp = client.call_tool("edits", "merge_memory", {"memory_ids": ids, "strategy": strategy})
@@ -159,9 +162,9 @@ def test_llm_edit_merges_and_splits_through_grpc(llm):
             assert merged.text.strip() and len(merged.text) <= 2000
             outcomes.append((strategy, check_note(text, llm, f"{strategy} strategy")))
         # Splits: a two-sentence memory made by an offline concatenation (a clear case), and the longest memory.
-        _, resp = client.call_tool("edits", "merge_memory", {"memory_ids": ["m0008", "m0010"], "strategy": "concatenate"})
+        _, resp = client.call_tool("edits", "merge_memory", {"memory_ids": joined_ids, "strategy": "concatenate"})
         joined = resp.merge.memory
-        longest = max(memories.values(), key=lambda m: len(m.text) if m.id not in ("m0000", "m0002", "m0004", "m0006", "m0008", "m0010") else 0)
+        longest = max((m for m in memories.values() if m.id not in touched), key=lambda m: len(m.text))
         for original, criteria in [(joined, "temporal"), (longest, "thematic")]:
             asked = edit_requests(llm)
             try:
