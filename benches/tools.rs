@@ -1,9 +1,9 @@
 //! Tool-call latency: each of the six tools, end to end, on a real conversation's memory.
 //!
 //! What it measures, and why (these numbers are quoted in the README's Performance section): the
-//! server-side cost of one `CallTool` minus the gRPC and task hops, i.e. `tools::prepare` (validation
+//! server-side cost of one `CallTool` minus the gRPC and task hops, i.e. `Tool::prepare` (validation
 //! and the offline text work of merge/split) + embedding the texts it asks for (`HashEmbedder`,
-//! synchronously, as the blocking-pool task does) + `tools::apply`. Calls are built once from JSON
+//! synchronously, as the blocking-pool task does) + `Tool::apply`, through `ToolCall::run_blocking`. Calls are built once from JSON
 //! arguments like an LLM's with `tools::json::parse_call`, outside the timing (`tools/parse_call`
 //! times that step on its own).
 //!
@@ -28,7 +28,7 @@ use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::{build_base, initial_records};
 use memgym::memory::{BaseMemory, EpisodeMemory, IndexConfig, MemoryId};
 use memgym::tools::json::parse_call;
-use memgym::tools::{apply, prepare, ToolCall, ToolContext, ToolLimits, ToolOutput};
+use memgym::tools::{Tool, ToolCall, ToolContext, ToolLimits, ToolOutput};
 
 const SEED: u64 = 7;
 
@@ -42,14 +42,11 @@ fn conv41(embed: &EmbedService) -> Arc<BaseMemory> {
 /// recording the trace.
 fn run(mem: &mut EpisodeMemory, call: &ToolCall, embed: &EmbedService, limits: &ToolLimits) -> ToolOutput {
     let ctx = ToolContext { step: 1, seed: SEED, limits };
-    let prepared = prepare(mem, call, ctx).expect("the benchmarked call is valid on M₀");
-    let vectors = if prepared.texts().is_empty() {
-        Vec::new()
-    } else {
-        let texts: Vec<&str> = prepared.texts().iter().map(String::as_str).collect();
+    call.run_blocking(mem, ctx, |texts| {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         embed.embed_blocking(&texts).expect("hash embedding cannot fail")
-    };
-    apply(mem, prepared, &vectors, ctx)
+    })
+    .expect("the benchmarked call is valid on M₀")
 }
 
 /// The id of the first memory that a thematic split turns into exactly two parts.
@@ -60,8 +57,8 @@ fn splittable(base: &Arc<BaseMemory>, limits: &ToolLimits) -> String {
         .map(|i| MemoryId(i as u32).to_string())
         .find(|id| {
             let args = format!(r#"{{"memory_id": "{id}", "split_criteria": "thematic"}}"#);
-            let call = parse_call("split_memory", &args, limits).expect("valid arguments");
-            prepare(&mem, &call, ctx).is_ok_and(|p| p.texts().len() == 2)
+            let Ok(ToolCall::Split(split)) = parse_call("split_memory", &args, limits) else { panic!("valid split arguments") };
+            split.prepare(&mem, ctx).is_ok_and(|p| p.texts.len() == 2)
         })
         .expect("some conv-41 memory splits thematically in two")
 }

@@ -8,7 +8,7 @@
 //! (lifecycle, registry, limits, reaper) → [`tools`] (one file per tool) → [`memory`] (records, shared
 //! M₀, per-episode overlay, exact/HNSW index) → [`embed`]. Beside them: [`dataset`] (LoCoMo ↔ Parquet)
 //! and [`reward`] (pure functions). Leaves: [`text`] (normalisation, stemming, sentences, clauses),
-//! [`fnv`] (the one hash), [`vector`] (dot products and top-k, bit-equal on every path). The harness sits beside the face (`main`, [`cli`], [`config`],
+//! [`fnv`] (the one hash), [`json`] (order-preserving JSON), [`vector`] (dot products and top-k, bit-equal on every path). The harness sits beside the face (`main`, [`cli`], [`config`],
 //! [`server`]), above [`api`], whose generated clients it uses: [`bench`] (the load generator) and
 //! [`eval`] (offline evaluations).
 
@@ -21,6 +21,7 @@ pub mod embed;
 pub mod episode;
 pub mod eval;
 pub mod fnv;
+pub mod json;
 pub mod llm;
 pub mod memory;
 pub mod openai_compat;
@@ -31,3 +32,8 @@ pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod vector;
+
+/// The one fake OpenAI server of the tests (`tests/support/`), shared with the integration tests.
+#[cfg(test)]
+#[path = "../tests/support/fake_openai.rs"]
+mod fake_openai;

@@ -122,7 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or all)"))?),
             };
             let opts = memgym::dataset::verl::VerlOptions { split, include_adversarial, agent_name };
-            let n = memgym::dataset::verl::write(&ds, &opts, &out)?;
+            let n = memgym::dataset::verl::write(&ds, &opts, &memgym::tools::TOOL_NAMES, &out)?;
             println!("wrote {} ({n} rows)", out.display());
             Ok(())
         }

@@ -14,6 +14,8 @@
 
 use tonic::Status;
 
+use crate::fnv::{fnv1a_extend as fnv, FNV1A_OFFSET};
+
 /// The listing a token belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rpc {
@@ -23,20 +25,9 @@ pub enum Rpc {
     Questions = 2,
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(FNV_PRIME);
-    }
-    h
-}
-
 /// The key of one listing: the RPC and the request's filters (every part, in order).
 pub fn listing_key(rpc: Rpc, parts: &[&str]) -> u64 {
-    let mut h = fnv(FNV_OFFSET, &[rpc as u8]);
+    let mut h = fnv(FNV1A_OFFSET, &[rpc as u8]);
     for part in parts {
         h = fnv(h, &(part.len() as u64).to_le_bytes());
         h = fnv(h, part.as_bytes());
@@ -45,7 +36,7 @@ pub fn listing_key(rpc: Rpc, parts: &[&str]) -> u64 {
 }
 
 fn check(rpc: Rpc, key: u64, position: u64) -> u32 {
-    let h = fnv(fnv(fnv(FNV_OFFSET, b"memgym-page"), &[rpc as u8]), &key.to_le_bytes());
+    let h = fnv(fnv(fnv(FNV1A_OFFSET, b"memgym-page"), &[rpc as u8]), &key.to_le_bytes());
     (fnv(h, &position.to_le_bytes()) >> 32) as u32
 }
 

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use super::evidence::normalize_evidence;
-use super::json::Json;
 use super::{
     memory_id, question_id, seed42_split, Conversation, Dataset, DatasetError, EvidenceRepairReport, MemoryRow, Question, Session,
     MEMORY_TYPE_EPISODIC, SOURCE_OBSERVATIONS,
 };
+use crate::json::Json;
 
 impl Dataset {
     /// Reads and converts `locomo10.json` (see the module docs for how rows are built).
@@ -33,8 +33,11 @@ impl Dataset {
     /// path, for a value that is missing or wrong (unknown conversation, missing session date,
     /// category outside 1..=5, observation without a well-formed dia id, …).
     pub fn from_locomo_json_bytes(bytes: &[u8], file: &str) -> Result<Dataset, DatasetError> {
-        let root: Json =
-            serde_json::from_slice(bytes).map_err(|e| DatasetError::JsonSyntax { file: file.to_owned(), message: e.to_string() })?;
+        let syntax = |message: String| DatasetError::JsonSyntax { file: file.to_owned(), message };
+        let root: Json = serde_json::from_slice(bytes).map_err(|e| syntax(e.to_string()))?;
+        if let Some(key) = root.first_duplicate() {
+            return Err(syntax(format!("duplicate key {}", crate::quote::quoted(key))));
+        }
         let mut converter = Converter {
             file,
             conversations: Vec::new(),

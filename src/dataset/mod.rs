@@ -77,7 +77,6 @@
 //! [`Dataset::validate`] called on a hand-built value).
 
 mod evidence;
-mod json;
 mod locomo;
 mod parquet_io;
 mod stats;

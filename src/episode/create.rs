@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::fnv::{fnv1a_extend, FNV1A_OFFSET};
 use crate::memory::EpisodeMemory;
 use crate::reward::Target;
 
@@ -83,10 +84,7 @@ impl Environment {
                     category: None,
                     evidence: evidence.clone(),
                 };
-                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-                for b in memories.iter().flat_map(|m| m.text.trim().bytes().chain(std::iter::once(0))) {
-                    h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-                }
+                let h = memories.iter().fold(FNV1A_OFFSET, |h, m| fnv1a_extend(fnv1a_extend(h, m.text.trim().as_bytes()), &[0]));
                 (None, target, None, None, format!("custom:{}:{}:{h:016x}", question.trim(), memories.len()))
             }
         };

@@ -65,11 +65,7 @@ pub struct Registry {
 }
 
 fn shard_of(id: &str) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (h % SHARDS as u64) as usize
+    (crate::fnv::fnv1a(id.as_bytes()) % SHARDS as u64) as usize
 }
 
 impl Registry {

@@ -2,7 +2,7 @@
 //! merge or split (`--llm-edit`), then prepare → embed → apply, the step count and the trace.
 
 use crate::memory::EpisodeMemory;
-use crate::tools::{self, ToolCall, ToolContext};
+use crate::tools::{self, Tool, ToolCall, ToolContext, ToolOutput};
 
 use super::*;
 
@@ -32,16 +32,14 @@ impl Environment {
         let ctx = ToolContext { step: ep.steps_used + 1, seed: ep.seed, limits: &self.config.limits.tools };
         // --llm-edit: the LLM writes the text of merge/split; nothing has changed yet if this is abandoned.
         let (edited, note) = self.llm_text(&ep.memory, &call).await;
-        let prepared = match tools::prepare(&ep.memory, edited.as_ref().unwrap_or(&call), ctx) {
-            Ok(p) => p,
-            Err(e) => {
-                ep.rejected += 1;
-                return Err(e.into());
-            }
+        let mut output = match edited.as_ref().unwrap_or(&call) {
+            ToolCall::Search(a) => self.run(&mut ep, a, ctx).await?,
+            ToolCall::Manage(a) => self.run(&mut ep, a, ctx).await?,
+            ToolCall::Delete(a) => self.run(&mut ep, a, ctx).await?,
+            ToolCall::Sample(a) => self.run(&mut ep, a, ctx).await?,
+            ToolCall::Merge(a) => self.run(&mut ep, a, ctx).await?,
+            ToolCall::Split(a) => self.run(&mut ep, a, ctx).await?,
         };
-        // Nothing has changed yet: if this await is abandoned, the episode is as it was.
-        let vectors = self.embed.embed(prepared.texts().to_vec()).await?;
-        let mut output = tools::apply(&mut ep.memory, prepared, &vectors, ctx);
         if let Some(note) = note {
             output.text.push('\n');
             output.text.push_str(&note);
@@ -51,6 +49,20 @@ impl Environment {
         ep.trace.push(TraceEntry { step, tool_name: call.name(), arguments_json: call.arguments_json(), result_ids: output.result_ids() });
         let steps_left = ep.max_steps - step;
         Ok(ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 } })
+    }
+
+    /// Prepare → embed → apply for one tool; a refused call is counted and changes nothing.
+    async fn run<T: Tool + Sync>(&self, ep: &mut Episode, args: &T, ctx: ToolContext<'_>) -> Result<ToolOutput, EpisodeError> {
+        let prepared = match args.prepare(&ep.memory, ctx) {
+            Ok(p) => p,
+            Err(e) => {
+                ep.rejected += 1;
+                return Err(e.into());
+            }
+        };
+        // Nothing has changed yet: if this await is abandoned, the episode is as it was.
+        let vectors = self.embed.embed(prepared.texts).await?;
+        Ok(T::apply(&mut ep.memory, prepared.plan, &vectors, ctx))
     }
 
     /// With `--llm-edit`, the call with the LLM's text for merge/split and the note for the tool text;

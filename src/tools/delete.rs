@@ -6,7 +6,7 @@ use crate::memory::{EpisodeMemory, MemoryId};
 
 use super::args::*;
 use super::json::{function, prop, Args};
-use super::{join_ids, require_distinct_live, OutputKind, Plan, Prepared, ToolError, ToolOutput};
+use super::{join_ids, require_distinct_live, OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
@@ -68,17 +68,22 @@ pub(super) fn canonical(a: &DeleteArgs) -> Value {
     json!({"memory_ids": id_strings(&a.ids), "reason": a.reason})
 }
 
-pub(super) fn prepare(mem: &EpisodeMemory, a: &DeleteArgs) -> Result<Prepared, ToolError> {
-    let field = if a.ids.len() == 1 { "memory_id" } else { "memory_ids" };
-    require_distinct_live(mem, field, &a.ids)?;
-    Ok(Prepared { plan: Plan::Delete(a.ids.clone()), texts: Vec::new() })
-}
+impl Tool for DeleteArgs {
+    /// The ids to remove.
+    type Plan = Vec<MemoryId>;
 
-pub(super) fn apply(mem: &mut EpisodeMemory, ids: Vec<MemoryId>) -> ToolOutput {
-    for id in &ids {
-        let removed = mem.remove(*id);
-        debug_assert!(removed.is_some(), "prepare checked the ids");
+    fn prepare(&self, mem: &EpisodeMemory, _ctx: ToolContext<'_>) -> Result<Prepared<Vec<MemoryId>>, ToolError> {
+        let field = if self.ids.len() == 1 { "memory_id" } else { "memory_ids" };
+        require_distinct_live(mem, field, &self.ids)?;
+        Ok(Prepared { plan: self.ids.clone(), texts: Vec::new() })
     }
-    let text = format!("deleted {} ({} memories left)", join_ids(&ids), mem.len());
-    ToolOutput { kind: OutputKind::Deleted { ids, remaining: mem.len() }, text }
+
+    fn apply(mem: &mut EpisodeMemory, ids: Vec<MemoryId>, _vectors: &[Vec<f32>], _ctx: ToolContext<'_>) -> ToolOutput {
+        for id in &ids {
+            let removed = mem.remove(*id);
+            debug_assert!(removed.is_some(), "prepare checked the ids");
+        }
+        let text = format!("deleted {} ({} memories left)", join_ids(&ids), mem.len());
+        ToolOutput { kind: OutputKind::Deleted { ids, remaining: mem.len() }, text }
+    }
 }

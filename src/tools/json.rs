@@ -10,12 +10,11 @@
 //! names the argument and quotes at most a prefix of a bad value ([`crate::quote`]). The parsed values
 //! go through the same validation as the typed RPCs.
 
-use std::fmt;
 use std::str::FromStr;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Map, Value};
 
+use crate::json::Json;
 use crate::memory::MemoryType;
 use crate::quote::{name, quoted};
 
@@ -43,24 +42,30 @@ pub fn tool_schemas() -> Vec<Value> {
     vec![search::schema(), manage::schema(), delete::schema(), sample::schema(), merge::schema(), split::schema()]
 }
 
+/// Reads one tool's arguments into its validated call.
+type Reader = fn(&mut Args, &ToolLimits) -> Result<ToolCall, ToolError>;
+
+/// Each tool's argument reader, in [`TOOL_NAMES`] order.
+const READERS: [Reader; 6] = [
+    |a, l| search::from_json(a, l).map(ToolCall::Search),
+    |a, l| manage::from_json(a, l).map(ToolCall::Manage),
+    |a, l| delete::from_json(a, l).map(ToolCall::Delete),
+    |a, _| sample::from_json(a).map(ToolCall::Sample),
+    |a, l| merge::from_json(a, l).map(ToolCall::Merge),
+    |a, l| split::from_json(a, l).map(ToolCall::Split),
+];
+
 /// Parses `arguments_json` for `tool_name` into a validated call.
 pub fn parse_call(tool_name: &str, arguments_json: &str, limits: &ToolLimits) -> Result<ToolCall, ToolError> {
     let name = tool_name.trim();
-    if !TOOL_NAMES.contains(&name) {
+    let Some(i) = TOOL_NAMES.iter().position(|n| *n == name) else {
         return Err(ToolError::invalid(
             "tool_name",
             format!("unknown tool {} (expected one of {})", quoted(tool_name), TOOL_NAMES.join(", ")),
         ));
-    }
-    let mut a = Args { obj: top_level_object(arguments_json)?, used: Vec::new() };
-    let call = match name {
-        "search_memory" => ToolCall::Search(search::from_json(&mut a, limits)?),
-        "manage_memory" => ToolCall::Manage(manage::from_json(&mut a, limits)?),
-        "delete_memory" => ToolCall::Delete(delete::from_json(&mut a, limits)?),
-        "sample_memory" => ToolCall::Sample(sample::from_json(&mut a)?),
-        "merge_memory" => ToolCall::Merge(merge::from_json(&mut a, limits)?),
-        _ => ToolCall::Split(split::from_json(&mut a, limits)?),
     };
+    let mut a = Args { obj: top_level_object(arguments_json)?, used: Vec::new() };
+    let call = READERS[i](&mut a, limits)?;
     a.refuse_unknown()?;
     Ok(call)
 }
@@ -72,73 +77,17 @@ fn top_level_object(arguments_json: &str) -> Result<Map<String, Value>, ToolErro
     if raw.is_empty() {
         return Ok(Map::new());
     }
-    let Members(members) = serde_json::from_str(raw)
+    let parsed: Json = serde_json::from_str(raw)
         .map_err(|e| ToolError::invalid("arguments_json", format!("not valid JSON: {}", crate::quote::cut(&e.to_string()))))?;
-    let members = members.ok_or_else(|| ToolError::invalid("arguments_json", "must be a JSON object"))?;
+    let Json::Object(members) = parsed else { return Err(ToolError::invalid("arguments_json", "must be a JSON object")) };
     let mut obj = Map::new();
     for (k, v) in members {
         if obj.contains_key(&k) {
             return Err(ToolError::invalid(&name(&k), "is given more than once (duplicate JSON key)"));
         }
-        obj.insert(k, v);
+        obj.insert(k, v.into());
     }
     Ok(obj)
-}
-
-/// The members of a top-level JSON object in order, repeated keys kept; `None` for any other JSON value.
-struct Members(Option<Vec<(String, Value)>>);
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(MembersVisitor)
-    }
-}
-
-struct MembersVisitor;
-
-impl<'de> Visitor<'de> for MembersVisitor {
-    type Value = Members;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-        let mut out = Vec::new();
-        while let Some(entry) = map.next_entry::<String, Value>()? {
-            out.push(entry);
-        }
-        Ok(Members(Some(out)))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Members, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Members(None))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Members, E> {
-        Ok(Members(None))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Members, E> {
-        Ok(Members(None))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Members, E> {
-        Ok(Members(None))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Members, E> {
-        Ok(Members(None))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Members, E> {
-        Ok(Members(None))
-    }
-
-    fn visit_unit<E>(self) -> Result<Members, E> {
-        Ok(Members(None))
-    }
 }
 
 pub(super) struct Args {

@@ -7,7 +7,7 @@ use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, MemoryType};
 
 use super::args::*;
 use super::json::{function, prop, prop_enum, Args, TYPES};
-use super::{require_room, OutputKind, Plan, Prepared, ToolContext, ToolError, ToolOutput};
+use super::{require_room, OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
@@ -123,50 +123,67 @@ pub(super) fn canonical(a: &ManageArgs) -> Value {
             "memory_type": a.memory_type.map(MemoryType::as_str), "speaker": a.speaker, "source": a.source})
 }
 
-pub(super) fn prepare(mem: &EpisodeMemory, a: &ManageArgs, ctx: ToolContext<'_>) -> Result<Prepared, ToolError> {
-    let plan = match a.op {
-        ManageOp::Create => {
-            require_room(mem, ctx.limits, 0, 1)?;
-            Plan::Create(MemoryRecord {
-                id: mem.peek_next_id(),
-                text: a.content.clone(),
-                memory_type: a.memory_type.unwrap_or(MemoryType::Semantic),
-                speaker: a.speaker.clone(),
-                session: None,
-                session_date: None,
-                evidence: Vec::new(),
-                source: a.source.clone().unwrap_or_else(|| "agent".to_string()),
-                created_step: ctx.step,
-            })
-        }
-        ManageOp::Update(id) => {
-            let old = mem.get(id).ok_or(ToolError::MemoryNotFound { field: "memory_id".into(), id })?;
-            Plan::Update(MemoryRecord {
-                id,
-                text: a.content.clone(),
-                memory_type: a.memory_type.unwrap_or(old.memory_type),
-                speaker: a.speaker.clone().or_else(|| old.speaker.clone()),
-                session: old.session,
-                session_date: old.session_date.clone(),
-                evidence: old.evidence.clone(),
-                source: a.source.clone().unwrap_or_else(|| old.source.clone()),
-                created_step: ctx.step,
-            })
-        }
-    };
-    Ok(Prepared { texts: vec![a.content.clone()], plan })
+/// A checked create or update: the record to write (a create's id is allocated on apply).
+#[derive(Debug, Clone)]
+pub enum ManagePlan {
+    /// A new memory.
+    Create(MemoryRecord),
+    /// The replacement of a live memory.
+    Update(MemoryRecord),
 }
 
-pub(super) fn apply_create(mem: &mut EpisodeMemory, mut r: MemoryRecord, v: &[f32]) -> ToolOutput {
-    r.id = mem.allocate_id();
-    let text = format!("created {}", r.render_line(None));
-    mem.insert(r.clone(), v);
-    ToolOutput { kind: OutputKind::Created(r), text }
-}
+impl Tool for ManageArgs {
+    type Plan = ManagePlan;
 
-pub(super) fn apply_update(mem: &mut EpisodeMemory, r: MemoryRecord, v: &[f32]) -> ToolOutput {
-    let text = format!("updated {}", r.render_line(None));
-    let replaced = mem.replace(r.clone(), v);
-    debug_assert!(replaced, "prepare checked the id");
-    ToolOutput { kind: OutputKind::Updated(r), text }
+    fn prepare(&self, mem: &EpisodeMemory, ctx: ToolContext<'_>) -> Result<Prepared<ManagePlan>, ToolError> {
+        let a = self;
+        let plan = match a.op {
+            ManageOp::Create => {
+                require_room(mem, ctx.limits, 0, 1)?;
+                ManagePlan::Create(MemoryRecord {
+                    id: mem.peek_next_id(),
+                    text: a.content.clone(),
+                    memory_type: a.memory_type.unwrap_or(MemoryType::Semantic),
+                    speaker: a.speaker.clone(),
+                    session: None,
+                    session_date: None,
+                    evidence: Vec::new(),
+                    source: a.source.clone().unwrap_or_else(|| "agent".to_string()),
+                    created_step: ctx.step,
+                })
+            }
+            ManageOp::Update(id) => {
+                let old = mem.get(id).ok_or(ToolError::MemoryNotFound { field: "memory_id".into(), id })?;
+                ManagePlan::Update(MemoryRecord {
+                    id,
+                    text: a.content.clone(),
+                    memory_type: a.memory_type.unwrap_or(old.memory_type),
+                    speaker: a.speaker.clone().or_else(|| old.speaker.clone()),
+                    session: old.session,
+                    session_date: old.session_date.clone(),
+                    evidence: old.evidence.clone(),
+                    source: a.source.clone().unwrap_or_else(|| old.source.clone()),
+                    created_step: ctx.step,
+                })
+            }
+        };
+        Ok(Prepared { texts: vec![a.content.clone()], plan })
+    }
+
+    fn apply(mem: &mut EpisodeMemory, plan: ManagePlan, vectors: &[Vec<f32>], _ctx: ToolContext<'_>) -> ToolOutput {
+        match plan {
+            ManagePlan::Create(mut r) => {
+                r.id = mem.allocate_id();
+                let text = format!("created {}", r.render_line(None));
+                mem.insert(r.clone(), &vectors[0]);
+                ToolOutput { kind: OutputKind::Created(r), text }
+            }
+            ManagePlan::Update(r) => {
+                let text = format!("updated {}", r.render_line(None));
+                let replaced = mem.replace(r.clone(), &vectors[0]);
+                debug_assert!(replaced, "prepare checked the id");
+                ToolOutput { kind: OutputKind::Updated(r), text }
+            }
+        }
+    }
 }

@@ -15,7 +15,7 @@ use crate::text::{char_len, content_words, dedup_key, ensure_terminal, sentences
 
 use super::args::*;
 use super::json::{function, prop, prop_enum, Args};
-use super::{join_ids, require_distinct_live, require_room, OutputKind, Plan, Prepared, TextError, ToolContext, ToolError, ToolOutput};
+use super::{join_ids, require_distinct_live, require_room, OutputKind, Prepared, TextError, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
@@ -140,51 +140,64 @@ pub(super) fn union_evidence<'a>(lists: impl IntoIterator<Item = &'a [String]>) 
     all
 }
 
-pub(super) fn prepare(mem: &EpisodeMemory, a: &MergeArgs, ctx: ToolContext<'_>) -> Result<Prepared, ToolError> {
-    let sources = require_distinct_live(mem, "memory_ids", &a.ids)?;
-    require_room(mem, ctx.limits, a.ids.len(), 1)?;
-    let text = match &a.content {
-        Some(c) => c.clone(),
-        None => {
-            let texts: Vec<&str> = sources.iter().map(|r| r.text.as_str()).collect();
-            merge_texts(&texts, a.strategy).map_err(|e| ToolError::FailedPrecondition { message: format!("cannot merge: {e}") })?
-        }
-    };
-    let n = text.chars().count();
-    if n == 0 {
-        return Err(ToolError::FailedPrecondition { message: "cannot merge: the strategy left no text; pass content".into() });
-    }
-    if n > ctx.limits.max_text_chars {
-        return Err(ToolError::FailedPrecondition {
-            message: format!(
-                "the merged text would be {n} characters, over the limit of {}; use summarize or pass content",
-                ctx.limits.max_text_chars
-            ),
-        });
-    }
-    let merged = MemoryRecord {
-        id: mem.peek_next_id(),
-        text: text.clone(),
-        memory_type: agreed(sources.iter().map(|r| Some(r.memory_type))).unwrap_or(MemoryType::Semantic),
-        speaker: agreed(sources.iter().map(|r| r.speaker.clone())),
-        session: agreed(sources.iter().map(|r| r.session)),
-        session_date: agreed(sources.iter().map(|r| r.session_date.clone())),
-        evidence: union_evidence(sources.iter().map(|r| r.evidence.as_slice())),
-        source: "merge".to_string(),
-        created_step: ctx.step,
-    };
-    Ok(Prepared { plan: Plan::Merge { sources: a.ids.clone(), merged }, texts: vec![text] })
+/// A checked merge: the sources to remove and the record that replaces them.
+#[derive(Debug, Clone)]
+pub struct MergePlan {
+    sources: Vec<MemoryId>,
+    merged: MemoryRecord,
 }
 
-pub(super) fn apply(mem: &mut EpisodeMemory, sources: Vec<MemoryId>, mut merged: MemoryRecord, v: &[f32]) -> ToolOutput {
-    for id in &sources {
-        let removed = mem.remove(*id);
-        debug_assert!(removed.is_some(), "prepare checked the ids");
+impl Tool for MergeArgs {
+    type Plan = MergePlan;
+
+    fn prepare(&self, mem: &EpisodeMemory, ctx: ToolContext<'_>) -> Result<Prepared<MergePlan>, ToolError> {
+        let a = self;
+        let sources = require_distinct_live(mem, "memory_ids", &a.ids)?;
+        require_room(mem, ctx.limits, a.ids.len(), 1)?;
+        let text = match &a.content {
+            Some(c) => c.clone(),
+            None => {
+                let texts: Vec<&str> = sources.iter().map(|r| r.text.as_str()).collect();
+                merge_texts(&texts, a.strategy).map_err(|e| ToolError::FailedPrecondition { message: format!("cannot merge: {e}") })?
+            }
+        };
+        let n = text.chars().count();
+        if n == 0 {
+            return Err(ToolError::FailedPrecondition { message: "cannot merge: the strategy left no text; pass content".into() });
+        }
+        if n > ctx.limits.max_text_chars {
+            return Err(ToolError::FailedPrecondition {
+                message: format!(
+                    "the merged text would be {n} characters, over the limit of {}; use summarize or pass content",
+                    ctx.limits.max_text_chars
+                ),
+            });
+        }
+        let merged = MemoryRecord {
+            id: mem.peek_next_id(),
+            text: text.clone(),
+            memory_type: agreed(sources.iter().map(|r| Some(r.memory_type))).unwrap_or(MemoryType::Semantic),
+            speaker: agreed(sources.iter().map(|r| r.speaker.clone())),
+            session: agreed(sources.iter().map(|r| r.session)),
+            session_date: agreed(sources.iter().map(|r| r.session_date.clone())),
+            evidence: union_evidence(sources.iter().map(|r| r.evidence.as_slice())),
+            source: "merge".to_string(),
+            created_step: ctx.step,
+        };
+        Ok(Prepared { plan: MergePlan { sources: a.ids.clone(), merged }, texts: vec![text] })
     }
-    merged.id = mem.allocate_id();
-    let text = format!("merged {} into {}", join_ids(&sources), merged.render_line(None));
-    mem.insert(merged.clone(), v);
-    ToolOutput { kind: OutputKind::Merged { memory: merged, removed: sources }, text }
+
+    fn apply(mem: &mut EpisodeMemory, plan: MergePlan, vectors: &[Vec<f32>], _ctx: ToolContext<'_>) -> ToolOutput {
+        let MergePlan { sources, mut merged } = plan;
+        for id in &sources {
+            let removed = mem.remove(*id);
+            debug_assert!(removed.is_some(), "prepare checked the ids");
+        }
+        merged.id = mem.allocate_id();
+        let text = format!("merged {} into {}", join_ids(&sources), merged.render_line(None));
+        mem.insert(merged.clone(), &vectors[0]);
+        ToolOutput { kind: OutputKind::Merged { memory: merged, removed: sources }, text }
+    }
 }
 
 /// A distinct sentence of the merge sources, already terminated.

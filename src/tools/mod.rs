@@ -1,6 +1,6 @@
 //! The six memory-editing tools, one file each, and the two-phase protocol they share.
 //!
-//! A call is first **prepared** against the episode's memory without changing it: every argument and
+//! Each tool's validated arguments implement [`Tool`]. A call is first **prepared** against the episode's memory without changing it: every argument and
 //! precondition is checked and the texts that need vectors are computed. The caller embeds those texts
 //! (off the async workers), then **applies** the plan, which cannot fail. So a rejected call changes
 //! nothing, and a call abandoned while embedding (client gone, deadline) changes nothing either.
@@ -22,11 +22,11 @@ mod split;
 
 pub use args::ToolLimits;
 pub use delete::{DeleteArgs, RawDelete};
-pub use manage::{ManageArgs, ManageOp, ManageOpKind, RawManage};
-pub use merge::{merge_texts, MergeArgs, MergeStrategy, RawMerge};
+pub use manage::{ManageArgs, ManageOp, ManageOpKind, ManagePlan, RawManage};
+pub use merge::{merge_texts, MergeArgs, MergePlan, MergeStrategy, RawMerge};
 pub use sample::{RawSample, SampleArgs, SampleStrategy};
 pub use search::{RawSearch, SearchArgs};
-pub use split::{split_text, RawSplit, SplitArgs, SplitCriteria};
+pub use split::{split_text, RawSplit, SplitArgs, SplitCriteria, SplitPlan};
 
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, SearchPath};
 
@@ -123,6 +123,34 @@ impl ToolCall {
     pub fn arguments_json(&self) -> String {
         json::canonical_arguments(self).to_string()
     }
+
+    /// Prepare → embed → apply without an episode, `embed` giving one vector per text synchronously
+    /// (benches and tests). The episode's step runs the same phases per tool with its async embedder.
+    pub fn run_blocking(
+        &self,
+        mem: &mut EpisodeMemory,
+        ctx: ToolContext<'_>,
+        embed: impl FnOnce(&[String]) -> Vec<Vec<f32>>,
+    ) -> Result<ToolOutput, ToolError> {
+        fn one<T: Tool>(
+            mem: &mut EpisodeMemory,
+            args: &T,
+            ctx: ToolContext<'_>,
+            embed: impl FnOnce(&[String]) -> Vec<Vec<f32>>,
+        ) -> Result<ToolOutput, ToolError> {
+            let p = args.prepare(mem, ctx)?;
+            let vectors = if p.texts.is_empty() { Vec::new() } else { embed(&p.texts) };
+            Ok(T::apply(mem, p.plan, &vectors, ctx))
+        }
+        match self {
+            ToolCall::Search(a) => one(mem, a, ctx, embed),
+            ToolCall::Manage(a) => one(mem, a, ctx, embed),
+            ToolCall::Delete(a) => one(mem, a, ctx, embed),
+            ToolCall::Sample(a) => one(mem, a, ctx, embed),
+            ToolCall::Merge(a) => one(mem, a, ctx, embed),
+            ToolCall::Split(a) => one(mem, a, ctx, embed),
+        }
+    }
 }
 
 /// What a tool needs from the episode besides its memory.
@@ -136,29 +164,26 @@ pub struct ToolContext<'a> {
     pub limits: &'a ToolLimits,
 }
 
-/// A validated call with the texts it needs embedded.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    plan: Plan,
-    texts: Vec<String>,
+/// The two-phase protocol, implemented by each tool's validated arguments in the tool's own file.
+pub trait Tool {
+    /// What [`Tool::prepare`] decided, carried to [`Tool::apply`].
+    type Plan: Send;
+
+    /// Checks the call against `mem` and computes the plan and the texts that need vectors. Changes nothing.
+    fn prepare(&self, mem: &EpisodeMemory, ctx: ToolContext<'_>) -> Result<Prepared<Self::Plan>, ToolError>;
+
+    /// Applies a plan with one unit vector per text of [`Prepared::texts`], in order. Cannot fail: every
+    /// check ran in [`Tool::prepare`] against the same memory state.
+    fn apply(mem: &mut EpisodeMemory, plan: Self::Plan, vectors: &[Vec<f32>], ctx: ToolContext<'_>) -> ToolOutput;
 }
 
+/// A checked call: its plan and the texts it needs embedded before [`Tool::apply`].
 #[derive(Debug, Clone)]
-enum Plan {
-    Search(SearchArgs),
-    Create(MemoryRecord),
-    Update(MemoryRecord),
-    Delete(Vec<MemoryId>),
-    Sample(SampleArgs),
-    Merge { sources: Vec<MemoryId>, merged: MemoryRecord },
-    Split { source: MemoryId, parts: Vec<MemoryRecord> },
-}
-
-impl Prepared {
-    /// Texts to embed before [`apply`], in order.
-    pub fn texts(&self) -> &[String] {
-        &self.texts
-    }
+pub struct Prepared<P> {
+    /// What to apply.
+    pub plan: P,
+    /// Texts to embed, in order.
+    pub texts: Vec<String>,
 }
 
 /// The result of a tool call: typed data plus the compact text for the LLM.
@@ -220,33 +245,6 @@ impl ToolOutput {
             OutputKind::Merged { memory, removed } => std::iter::once(memory.id).chain(removed.iter().copied()).collect(),
             OutputKind::Split { parts, removed } => parts.iter().map(|r| r.id).chain(std::iter::once(*removed)).collect(),
         }
-    }
-}
-
-/// Validates `call` against `mem` and computes what must be embedded. Changes nothing.
-pub fn prepare(mem: &EpisodeMemory, call: &ToolCall, ctx: ToolContext<'_>) -> Result<Prepared, ToolError> {
-    match call {
-        ToolCall::Search(a) => Ok(search::prepare(a)),
-        ToolCall::Manage(a) => manage::prepare(mem, a, ctx),
-        ToolCall::Delete(a) => delete::prepare(mem, a),
-        ToolCall::Sample(a) => Ok(Prepared { plan: Plan::Sample(a.clone()), texts: Vec::new() }),
-        ToolCall::Merge(a) => merge::prepare(mem, a, ctx),
-        ToolCall::Split(a) => split::prepare(mem, a, ctx),
-    }
-}
-
-/// Applies a prepared call with one unit vector per text of [`Prepared::texts`]. Cannot fail: all
-/// checks ran in [`prepare`] against the same memory state.
-pub fn apply(mem: &mut EpisodeMemory, prepared: Prepared, vectors: &[Vec<f32>], ctx: ToolContext<'_>) -> ToolOutput {
-    debug_assert_eq!(vectors.len(), prepared.texts.len());
-    match prepared.plan {
-        Plan::Search(a) => search::apply(mem, &a, &vectors[0]),
-        Plan::Create(r) => manage::apply_create(mem, r, &vectors[0]),
-        Plan::Update(r) => manage::apply_update(mem, r, &vectors[0]),
-        Plan::Delete(ids) => delete::apply(mem, ids),
-        Plan::Sample(a) => sample::apply(mem, &a, ctx),
-        Plan::Merge { sources, merged } => merge::apply(mem, sources, merged, &vectors[0]),
-        Plan::Split { source, parts } => split::apply(mem, source, parts, vectors),
     }
 }
 

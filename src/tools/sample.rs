@@ -17,7 +17,7 @@ use crate::vector::dot;
 
 use super::args::*;
 use super::json::{function, prop, prop_enum, Args, TYPES};
-use super::{OutputKind, ToolContext, ToolError, ToolOutput};
+use super::{OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
@@ -119,7 +119,20 @@ fn rng(ctx: ToolContext<'_>) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed)
 }
 
-pub(super) fn apply(mem: &EpisodeMemory, a: &SampleArgs, ctx: ToolContext<'_>) -> ToolOutput {
+impl Tool for SampleArgs {
+    /// Sampling reads the memory as it is when applied; it embeds nothing.
+    type Plan = SampleArgs;
+
+    fn prepare(&self, _mem: &EpisodeMemory, _ctx: ToolContext<'_>) -> Result<Prepared<SampleArgs>, ToolError> {
+        Ok(Prepared { plan: self.clone(), texts: Vec::new() })
+    }
+
+    fn apply(mem: &mut EpisodeMemory, a: SampleArgs, _vectors: &[Vec<f32>], ctx: ToolContext<'_>) -> ToolOutput {
+        sample(mem, &a, ctx)
+    }
+}
+
+fn sample(mem: &EpisodeMemory, a: &SampleArgs, ctx: ToolContext<'_>) -> ToolOutput {
     let pool: Vec<(&MemoryRecord, &[f32])> = mem.iter().filter(|(r, _)| a.memory_type.is_none_or(|t| r.memory_type == t)).collect();
     let k = a.k.min(pool.len());
     let picked: Vec<usize> = match a.strategy {

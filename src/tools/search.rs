@@ -7,7 +7,7 @@ use crate::memory::{EpisodeMemory, Filter, MemoryType};
 
 use super::args::*;
 use super::json::{function, prop, prop_enum, Args, TYPES};
-use super::{OutputKind, Plan, Prepared, ToolError, ToolOutput};
+use super::{OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
@@ -102,11 +102,19 @@ pub(super) fn canonical(a: &SearchArgs) -> Value {
     })
 }
 
-pub(super) fn prepare(a: &SearchArgs) -> Prepared {
-    Prepared { texts: vec![a.query.clone()], plan: Plan::Search(a.clone()) }
+impl Tool for SearchArgs {
+    type Plan = SearchArgs;
+
+    fn prepare(&self, _mem: &EpisodeMemory, _ctx: ToolContext<'_>) -> Result<Prepared<SearchArgs>, ToolError> {
+        Ok(Prepared { texts: vec![self.query.clone()], plan: self.clone() })
+    }
+
+    fn apply(mem: &mut EpisodeMemory, a: SearchArgs, vectors: &[Vec<f32>], _ctx: ToolContext<'_>) -> ToolOutput {
+        search(mem, &a, &vectors[0])
+    }
 }
 
-pub(super) fn apply(mem: &EpisodeMemory, a: &SearchArgs, query: &[f32]) -> ToolOutput {
+fn search(mem: &EpisodeMemory, a: &SearchArgs, query: &[f32]) -> ToolOutput {
     let (hits, path) = mem.search_text(query, &a.query, a.top_k, &a.filter, a.threshold);
     let text = if hits.is_empty() {
         let why = match a.threshold {

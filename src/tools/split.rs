@@ -14,7 +14,7 @@ use crate::text::{char_len, content_words, dedup_key, ensure_terminal, lower, se
 
 use super::args::*;
 use super::json::{function, prop, prop_enum, Args};
-use super::{join_ids, require_room, OutputKind, Plan, Prepared, TextError, ToolContext, ToolError, ToolOutput};
+use super::{join_ids, require_room, OutputKind, Prepared, TextError, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
@@ -155,35 +155,54 @@ pub(super) fn known_speakers<'m>(mem: &'m EpisodeMemory, original: &'m MemoryRec
     speakers
 }
 
-pub(super) fn prepare(mem: &EpisodeMemory, a: &SplitArgs, ctx: ToolContext<'_>) -> Result<Prepared, ToolError> {
-    let original = mem.get(a.id).ok_or(ToolError::MemoryNotFound { field: "memory_id".into(), id: a.id })?;
-    let texts = match &a.parts {
-        Some(p) => p.clone(),
-        None => split_text(&original.text, a.criteria, a.max_parts, &known_speakers(mem, original))
-            .map_err(|e| ToolError::FailedPrecondition { message: format!("cannot split {}: {e}", a.id) })?,
-    };
-    if texts.iter().any(|t| t.chars().count() > ctx.limits.max_text_chars) {
-        return Err(ToolError::invalid("parts", format!("a part is over the limit of {} characters", ctx.limits.max_text_chars)));
-    }
-    require_room(mem, ctx.limits, 1, texts.len())?;
-    let parts = texts
-        .iter()
-        .map(|t| MemoryRecord { id: MemoryId(0), text: t.clone(), source: "split".to_string(), created_step: ctx.step, ..original.clone() })
-        .collect();
-    Ok(Prepared { plan: Plan::Split { source: a.id, parts }, texts })
+/// A checked split: the memory to remove and its parts.
+#[derive(Debug, Clone)]
+pub struct SplitPlan {
+    source: MemoryId,
+    parts: Vec<MemoryRecord>,
 }
 
-pub(super) fn apply(mem: &mut EpisodeMemory, source: MemoryId, mut parts: Vec<MemoryRecord>, vectors: &[Vec<f32>]) -> ToolOutput {
-    let removed = mem.remove(source);
-    debug_assert!(removed.is_some(), "prepare checked the id");
-    for (p, v) in parts.iter_mut().zip(vectors) {
-        p.id = mem.allocate_id();
-        mem.insert(p.clone(), v);
+impl Tool for SplitArgs {
+    type Plan = SplitPlan;
+
+    fn prepare(&self, mem: &EpisodeMemory, ctx: ToolContext<'_>) -> Result<Prepared<SplitPlan>, ToolError> {
+        let a = self;
+        let original = mem.get(a.id).ok_or(ToolError::MemoryNotFound { field: "memory_id".into(), id: a.id })?;
+        let texts = match &a.parts {
+            Some(p) => p.clone(),
+            None => split_text(&original.text, a.criteria, a.max_parts, &known_speakers(mem, original))
+                .map_err(|e| ToolError::FailedPrecondition { message: format!("cannot split {}: {e}", a.id) })?,
+        };
+        if texts.iter().any(|t| t.chars().count() > ctx.limits.max_text_chars) {
+            return Err(ToolError::invalid("parts", format!("a part is over the limit of {} characters", ctx.limits.max_text_chars)));
+        }
+        require_room(mem, ctx.limits, 1, texts.len())?;
+        let parts = texts
+            .iter()
+            .map(|t| MemoryRecord {
+                id: MemoryId(0),
+                text: t.clone(),
+                source: "split".to_string(),
+                created_step: ctx.step,
+                ..original.clone()
+            })
+            .collect();
+        Ok(Prepared { plan: SplitPlan { source: a.id, parts }, texts })
     }
-    let ids: Vec<MemoryId> = parts.iter().map(|p| p.id).collect();
-    let lines: Vec<String> = parts.iter().map(|p| p.render_line(None)).collect();
-    let text = format!("split {source} into {}:\n{}", join_ids(&ids), lines.join("\n"));
-    ToolOutput { kind: OutputKind::Split { parts, removed: source }, text }
+
+    fn apply(mem: &mut EpisodeMemory, plan: SplitPlan, vectors: &[Vec<f32>], _ctx: ToolContext<'_>) -> ToolOutput {
+        let SplitPlan { source, mut parts } = plan;
+        let removed = mem.remove(source);
+        debug_assert!(removed.is_some(), "prepare checked the id");
+        for (p, v) in parts.iter_mut().zip(vectors) {
+            p.id = mem.allocate_id();
+            mem.insert(p.clone(), v);
+        }
+        let ids: Vec<MemoryId> = parts.iter().map(|p| p.id).collect();
+        let lines: Vec<String> = parts.iter().map(|p| p.render_line(None)).collect();
+        let text = format!("split {source} into {}:\n{}", join_ids(&ids), lines.join("\n"));
+        ToolOutput { kind: OutputKind::Split { parts, removed: source }, text }
+    }
 }
 
 /// Splits one memory into 2..=`max_parts` parts under `criteria`.

@@ -46,11 +46,14 @@ fn memory() -> EpisodeMemory {
 
 fn run(mem: &mut EpisodeMemory, call: ToolCall, step: u32) -> Result<ToolOutput, ToolError> {
     let limits = ToolLimits::default();
-    let ctx = ToolContext { step, seed: 7, limits: &limits };
-    let p = prepare(mem, &call, ctx)?;
-    let refs: Vec<&str> = p.texts().iter().map(String::as_str).collect();
-    let vs = embedder().embed_blocking(&refs).unwrap();
-    Ok(apply(mem, p, &vs, ctx))
+    run_in(mem, &call, ToolContext { step, seed: 7, limits: &limits })
+}
+
+fn run_in(mem: &mut EpisodeMemory, call: &ToolCall, ctx: ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+    call.run_blocking(mem, ctx, |texts| {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embedder().embed_blocking(&refs).unwrap()
+    })
 }
 
 fn call(name: &str, args: &str) -> ToolCall {
@@ -241,16 +244,14 @@ fn the_memory_cap_refuses_growth_but_not_shrinking() {
     let limits = ToolLimits { max_memories: 7, ..ToolLimits::default() };
     let ctx = ToolContext { step: 1, seed: 0, limits: &limits };
     let create = call("manage_memory", r#"{"operation": "create", "content": "one more"}"#);
-    let p = prepare(&m, &create, ctx).unwrap();
-    let vs = embedder().embed_blocking(&["one more"]).unwrap();
-    apply(&mut m, p, &vs, ctx);
+    run_in(&mut m, &create, ctx).unwrap();
     assert_eq!(m.len(), 7);
-    assert!(matches!(prepare(&m, &create, ctx).unwrap_err(), ToolError::ResourceExhausted { .. }));
+    assert!(matches!(run_in(&mut m, &create, ctx).unwrap_err(), ToolError::ResourceExhausted { .. }));
     let split = call("split_memory", r#"{"memory_id": "m0000", "split_criteria": "thematic", "parts": ["a b c", "d e f"]}"#);
-    assert!(matches!(prepare(&m, &split, ctx).unwrap_err(), ToolError::ResourceExhausted { .. }));
+    assert!(matches!(run_in(&mut m, &split, ctx).unwrap_err(), ToolError::ResourceExhausted { .. }));
     // Merging shrinks the memory, so it is allowed at the cap.
     let merge = call("merge_memory", r#"{"memory_ids": ["m0001", "m0003"], "strategy": "concatenate"}"#);
-    assert!(prepare(&m, &merge, ctx).is_ok());
+    assert!(run_in(&mut m, &merge, ctx).is_ok());
 }
 
 /// The offline merge and split strategies together with the `text` functions they are built on.

@@ -11,7 +11,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
-use crate::fake_llm::{Canned, FakeLlm};
+use crate::fake_openai::{Canned, FakeOpenAi};
 
 /// Starts the binary with `flags` and returns it with the address it logged.
 fn start_binary(flags: &[&str]) -> (std::process::Child, String) {
@@ -69,7 +69,7 @@ async fn serve_answers_and_exits_cleanly_on_sigterm() {
 /// finishes, and the process exits as soon as it has: long before the drain deadline (60 s here).
 #[tokio::test]
 async fn sigterm_ends_health_watches_and_exits_once_in_flight_calls_finish() {
-    let llm = FakeLlm::start(|_| Canned::answer("bees").after(Duration::from_millis(1500))).await;
+    let llm = FakeOpenAi::start(|_| Canned::answer("bees").after(Duration::from_millis(1500))).await;
     let (mut child, addr) =
         start_binary(&["--llm-base-url", llm.url.as_str(), "--llm-model", "m", "--evaluator", "llm-f1", "--drain-secs", "60"]);
     let channel = tonic::transport::Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();

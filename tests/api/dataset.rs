@@ -74,7 +74,7 @@ async fn verl_rows_with_include_adversarial_open_their_episodes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("test.parquet");
     let opts = VerlOptions { include_adversarial: true, ..VerlOptions::new(Some(memgym::dataset::Split::Test)) };
-    verl::write(&ds, &opts, &out).unwrap();
+    verl::write(&ds, &opts, &memgym::tools::TOOL_NAMES, &out).unwrap();
     let file = std::fs::File::open(&out).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
     let mut rows = Vec::new(); // (conversation_id, question_id, include_adversarial, category)

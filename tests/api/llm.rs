@@ -1,12 +1,12 @@
 //! The LLM evaluators and `--llm-edit` end to end: the real server on loopback, a real gRPC client, and a
-//! real HTTP server on loopback speaking the OpenAI chat-completions API (`tests/support/fake_llm.rs`).
+//! real HTTP server on loopback speaking the OpenAI chat-completions API (`tests/support/fake_openai.rs`).
 
 use std::time::Duration;
 
 use memgym::api::pb;
 use tonic::Code;
 
-use crate::fake_llm::{last_user, Canned, FakeLlm};
+use crate::fake_openai::{last_user, Canned, FakeOpenAi};
 use crate::helpers::{spawn_app, App};
 
 const MODEL: &str = "test-llm";
@@ -22,7 +22,7 @@ fn reader(body: &serde_json::Value) -> Canned {
     Canned::answer(if context.contains("bees") { "bees" } else { "Not mentioned in the conversation" })
 }
 
-async fn app_with(llm: &FakeLlm, flags: &[&str]) -> App {
+async fn app_with(llm: &FakeOpenAi, flags: &[&str]) -> App {
     let mut argv = vec!["--llm-base-url", llm.url.as_str(), "--llm-model", MODEL];
     argv.extend_from_slice(flags);
     spawn_app(&argv).await
@@ -54,7 +54,7 @@ async fn score(app: &mut App, id: &str) -> Result<pb::ScoreEpisodeResponse, toni
 
 #[tokio::test]
 async fn llm_f1_sends_locomo_prompts_and_scores_canned_answers() {
-    let llm = FakeLlm::start(reader).await;
+    let llm = FakeOpenAi::start(reader).await;
     let mut app = app_with(&llm, &["--evaluator", "llm-f1"]).await;
     app.env.create_episode(custom("f1", pb::Evaluator::Unspecified)).await.unwrap();
     app.tool("f1", "delete_memory", serde_json::json!({"memory_id": "m0000"})).await.unwrap();
@@ -86,7 +86,7 @@ async fn llm_f1_sends_locomo_prompts_and_scores_canned_answers() {
 
 #[tokio::test]
 async fn llm_judge_per_episode_reports_verdicts_beside_f1() {
-    let llm = FakeLlm::start(reader).await;
+    let llm = FakeOpenAi::start(reader).await;
     // The server default stays offline; the episode asks for the judge.
     let mut app = app_with(&llm, &[]).await;
     let created = app.env.create_episode(custom("j", pb::Evaluator::LlmJudge)).await.unwrap().into_inner();
@@ -104,7 +104,7 @@ async fn llm_judge_per_episode_reports_verdicts_beside_f1() {
 
 #[tokio::test]
 async fn a_slow_endpoint_is_deadline_exceeded_and_changes_nothing() {
-    let llm = FakeLlm::start(|_| Canned::answer("bees").after(Duration::from_secs(3))).await;
+    let llm = FakeOpenAi::start(|_| Canned::answer("bees").after(Duration::from_secs(3))).await;
     let mut app = app_with(&llm, &["--evaluator", "llm-f1", "--llm-timeout-ms", "200", "--llm-max-retries", "1"]).await;
     app.env.create_episode(custom("slow", pb::Evaluator::Unspecified)).await.unwrap();
     let err = score(&mut app, "slow").await.unwrap_err();
@@ -121,7 +121,7 @@ async fn a_slow_endpoint_is_deadline_exceeded_and_changes_nothing() {
 
 #[tokio::test]
 async fn rate_limits_are_retried_and_server_errors_give_a_clear_unavailable() {
-    let llm = FakeLlm::start(reader).await;
+    let llm = FakeOpenAi::start(reader).await;
     llm.push([Canned::error(429, "rate limited")]);
     let mut app = app_with(&llm, &["--evaluator", "llm-f1"]).await;
     app.env.create_episode(custom("rl", pb::Evaluator::Unspecified)).await.unwrap();
@@ -146,7 +146,7 @@ async fn rate_limits_are_retried_and_server_errors_give_a_clear_unavailable() {
 
 #[tokio::test]
 async fn malformed_replies_are_unavailable_not_a_zero_reward() {
-    let llm = FakeLlm::start(|_| Canned::raw("<html>502 Bad Gateway</html>")).await;
+    let llm = FakeOpenAi::start(|_| Canned::raw("<html>502 Bad Gateway</html>")).await;
     let mut app = app_with(&llm, &["--evaluator", "llm-judge"]).await;
     app.env.create_episode(custom("bad", pb::Evaluator::Unspecified)).await.unwrap();
     let err = score(&mut app, "bad").await.unwrap_err();
@@ -161,7 +161,7 @@ async fn malformed_replies_are_unavailable_not_a_zero_reward() {
 
 #[tokio::test]
 async fn p_old_is_requested_once_per_question_across_a_grpo_group() {
-    let llm = FakeLlm::start(|_| Canned::answer("something").after(Duration::from_millis(50))).await;
+    let llm = FakeOpenAi::start(|_| Canned::answer("something").after(Duration::from_millis(50))).await;
     // No answer cache: only the p_old cache can spare requests.
     let app = app_with(&llm, &["--evaluator", "llm-f1", "--llm-cache", "0"]).await;
     let mut tasks = Vec::new();
@@ -198,7 +198,7 @@ async fn llm_evaluators_without_an_endpoint_are_refused_clearly() {
 
 #[tokio::test]
 async fn llm_edit_writes_merge_text_through_call_tool() {
-    let llm = FakeLlm::start(|_| Canned::answer("Ann keeps bees and loves green.")).await;
+    let llm = FakeOpenAi::start(|_| Canned::answer("Ann keeps bees and loves green.")).await;
     let mut app = app_with(&llm, &["--llm-edit"]).await;
     app.env.create_episode(custom("ed", pb::Evaluator::Unspecified)).await.unwrap();
     let r = app.tool("ed", "merge_memory", serde_json::json!({"memory_ids": ["m0000", "m0001"], "strategy": "summarize"})).await.unwrap();
@@ -247,7 +247,7 @@ async fn bare_client(addr: std::net::SocketAddr) -> memgym::api::pb::memory_env_
 /// `api::deadline` every one of these calls came back CANCELLED.
 #[tokio::test]
 async fn a_deadline_passing_inside_the_server_is_deadline_exceeded_never_cancelled() {
-    let llm = FakeLlm::start(|_| Canned::answer("bees").after(Duration::from_secs(5))).await;
+    let llm = FakeOpenAi::start(|_| Canned::answer("bees").after(Duration::from_secs(5))).await;
     let mut app = app_with(&llm, &["--evaluator", "llm-f1"]).await;
     app.env.create_episode(custom("late", pb::Evaluator::Unspecified)).await.unwrap();
     let mut bare = bare_client(app.server.addr).await;
@@ -267,7 +267,7 @@ async fn a_deadline_passing_inside_the_server_is_deadline_exceeded_never_cancell
 /// model's doing, not the client's: stripped, never a refused call).
 #[tokio::test]
 async fn llm_edit_text_is_stripped_of_control_and_bidi_characters() {
-    let llm = FakeLlm::start(|_| Canned::answer("Ann keeps \u{1b}[31mbees\u{0} and loves \u{202e}green.")).await;
+    let llm = FakeOpenAi::start(|_| Canned::answer("Ann keeps \u{1b}[31mbees\u{0} and loves \u{202e}green.")).await;
     let mut app = app_with(&llm, &["--llm-edit"]).await;
     app.env.create_episode(custom("strip", pb::Evaluator::Unspecified)).await.unwrap();
     app.tool("strip", "merge_memory", serde_json::json!({"memory_ids": ["m0000", "m0001"], "strategy": "summarize"})).await.unwrap();

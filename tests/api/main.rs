@@ -11,5 +11,5 @@ mod llm;
 mod memory_text;
 mod paging;
 
-#[path = "../support/fake_llm.rs"]
-mod fake_llm;
+#[path = "../support/fake_openai.rs"]
+mod fake_openai;

@@ -1,22 +1,19 @@
-//! [`OpenAiChat`] against a real HTTP server on loopback (`tests/support/fake_llm.rs`).
+//! [`OpenAiChat`] against a real HTTP server on loopback (`tests/support/fake_openai.rs`).
 
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::llm::{ChatMessage, Llm};
 
-#[path = "../../../tests/support/fake_llm.rs"]
-mod fake_llm;
+use crate::fake_openai::{self, Canned, FakeOpenAi};
 
-use fake_llm::{Canned, FakeLlm};
-
-fn client(server: &FakeLlm, f: impl FnOnce(ChatConfig) -> ChatConfig) -> OpenAiChat {
+fn client(server: &FakeOpenAi, f: impl FnOnce(ChatConfig) -> ChatConfig) -> OpenAiChat {
     OpenAiChat::new(f(ChatConfig { timeout: Duration::from_secs(5), ..ChatConfig::new(server.url.clone(), "test-model") })).unwrap()
 }
 
 #[tokio::test]
 async fn sends_the_exact_request_and_returns_the_content() {
-    let server = FakeLlm::start(|_| Canned::answer("7 May 2023")).await;
+    let server = FakeOpenAi::start(|_| Canned::answer("7 May 2023")).await;
     let chat = client(&server, |c| c);
     let request = ChatRequest {
         messages: vec![ChatMessage::system("be brief"), ChatMessage::user("When did Caroline go?")],
@@ -44,7 +41,7 @@ async fn sends_the_exact_request_and_returns_the_content() {
 
 #[tokio::test]
 async fn rate_limits_and_server_errors_are_retried_then_succeed() {
-    let server = FakeLlm::start(|_| Canned::answer("ok")).await;
+    let server = FakeOpenAi::start(|_| Canned::answer("ok")).await;
     server.push([Canned::error(429, "slow down"), Canned::error(503, "warming up")]);
     let chat = client(&server, |c| c);
     assert_eq!(chat.complete(&ChatRequest::user("q", 8)).await.unwrap(), "ok");
@@ -53,7 +50,7 @@ async fn rate_limits_and_server_errors_are_retried_then_succeed() {
 
 #[tokio::test]
 async fn server_errors_forever_give_a_clear_unavailable_error() {
-    let server = FakeLlm::start(|_| Canned::error(500, "model crashed")).await;
+    let server = FakeOpenAi::start(|_| Canned::error(500, "model crashed")).await;
     let chat = client(&server, |c| ChatConfig { max_retries: 2, ..c });
     let err = chat.complete(&ChatRequest::user("q", 8)).await.unwrap_err();
     let LlmError::Unavailable { message } = &err else { panic!("{err:?}") };
@@ -64,7 +61,7 @@ async fn server_errors_forever_give_a_clear_unavailable_error() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried() {
-    let server = FakeLlm::start(|_| Canned::error(404, "model 'x' does not exist")).await;
+    let server = FakeOpenAi::start(|_| Canned::error(404, "model 'x' does not exist")).await;
     let chat = client(&server, |c| c);
     let err = chat.complete(&ChatRequest::user("q", 8)).await.unwrap_err();
     assert!(
@@ -76,7 +73,7 @@ async fn client_errors_are_not_retried() {
 
 #[tokio::test]
 async fn a_slow_server_times_out_with_a_timeout_error() {
-    let server = FakeLlm::start(|_| Canned::answer("late").after(Duration::from_secs(5))).await;
+    let server = FakeOpenAi::start(|_| Canned::answer("late").after(Duration::from_secs(5))).await;
     let chat = client(&server, |c| ChatConfig { timeout: Duration::from_millis(150), max_retries: 1, ..c });
     let start = Instant::now();
     let err = chat.complete(&ChatRequest::user("q", 8)).await.unwrap_err();
@@ -90,7 +87,7 @@ async fn a_slow_server_times_out_with_a_timeout_error() {
 
 #[tokio::test]
 async fn malformed_replies_are_bad_reply_errors_and_not_retried() {
-    let server = FakeLlm::start(|_| Canned::answer("unused")).await;
+    let server = FakeOpenAi::start(|_| Canned::answer("unused")).await;
     server.push([
         Canned::raw("this is not json"),
         Canned::raw(r#"{"choices": []}"#),
@@ -106,7 +103,7 @@ async fn malformed_replies_are_bad_reply_errors_and_not_retried() {
 
 #[tokio::test]
 async fn concurrency_is_bounded_by_the_semaphore() {
-    let server = FakeLlm::start(|_| Canned::answer("ok").after(Duration::from_millis(100))).await;
+    let server = FakeOpenAi::start(|_| Canned::answer("ok").after(Duration::from_millis(100))).await;
     let chat = Arc::new(client(&server, |c| ChatConfig { concurrency: 2, ..c }));
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -123,7 +120,7 @@ async fn concurrency_is_bounded_by_the_semaphore() {
 
 #[tokio::test]
 async fn the_key_is_sent_as_bearer_and_never_printed() {
-    let server = FakeLlm::start(|_| Canned::answer("ok")).await;
+    let server = FakeOpenAi::start(|_| Canned::answer("ok")).await;
     let chat = client(&server, |c| ChatConfig { api_key: Some("sk-secret-123".into()), ..c });
     assert!(!format!("{chat:?}").contains("sk-secret-123"));
     assert!(format!("{chat:?}").contains("<redacted>"));
@@ -158,7 +155,7 @@ async fn an_unreachable_endpoint_is_unavailable_with_the_cause() {
 
 #[tokio::test]
 async fn the_cache_in_front_sends_one_request_per_distinct_prompt() {
-    let server = FakeLlm::start(|b| Canned::answer(&format!("re: {}", fake_llm::last_user(b)))).await;
+    let server = FakeOpenAi::start(|b| Canned::answer(&format!("re: {}", fake_openai::last_user(b)))).await;
     let llm = Llm::new(Arc::new(client(&server, |c| c)), 64);
     for _ in 0..3 {
         assert_eq!(llm.ask(&ChatRequest::user("a", 8)).await.unwrap(), "re: a");

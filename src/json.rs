@@ -1,6 +1,9 @@
-//! An order-preserving JSON value. `serde_json::Value` sorts object keys (the crate is built
-//! without `preserve_order`), but the memory order depends on the order of the speakers inside
-//! each LoCoMo observation object, so the converter parses into this type instead.
+//! An order-preserving JSON value whose objects keep every member, repeated keys included.
+//! `serde_json::Value` sorts object keys (the crate is built without `preserve_order`) and silently
+//! keeps the last of a repeated key. The LoCoMo converter needs the document order (the memory order
+//! follows the speakers inside each observation object), and both it and the tool-argument reader
+//! refuse a repeated key rather than guess ([`Json::first_duplicate`]). A leaf: it knows nothing of
+//! the crate.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -9,7 +12,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// A parsed JSON value whose objects keep their keys in document order.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Json {
+pub enum Json {
     /// `null`.
     Null,
     /// `true` / `false`.
@@ -20,13 +23,13 @@ pub(crate) enum Json {
     String(String),
     /// An array.
     Array(Vec<Json>),
-    /// An object, keys in document order (duplicates are rejected while parsing).
+    /// An object, members in document order, repeated keys kept.
     Object(Vec<(String, Json)>),
 }
 
 impl Json {
     /// A short description of the value for error messages: the number or a type name.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Json::Null => "null".to_owned(),
             Json::Bool(b) => b.to_string(),
@@ -38,11 +41,46 @@ impl Json {
         }
     }
 
-    /// The value of `key` if `self` is an object that has it.
-    pub(crate) fn get(&self, key: &str) -> Option<&Json> {
+    /// The value of `key` if `self` is an object that has it (the first, if repeated).
+    pub fn get(&self, key: &str) -> Option<&Json> {
         match self {
             Json::Object(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_) | Json::Array(_) => None,
+        }
+    }
+
+    /// The first key repeated inside one object, searching depth-first in document order; `None` when
+    /// every object's keys are distinct.
+    pub fn first_duplicate(&self) -> Option<&str> {
+        match self {
+            Json::Object(entries) => {
+                let mut seen: HashSet<&str> = HashSet::with_capacity(entries.len());
+                for (k, v) in entries {
+                    if !seen.insert(k) {
+                        return Some(k);
+                    }
+                    if let Some(d) = v.first_duplicate() {
+                        return Some(d);
+                    }
+                }
+                None
+            }
+            Json::Array(items) => items.iter().find_map(Json::first_duplicate),
+            Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_) => None,
+        }
+    }
+}
+
+impl From<Json> for serde_json::Value {
+    /// The `serde_json` value: object members in key order, the last of a repeated key kept.
+    fn from(j: Json) -> Self {
+        match j {
+            Json::Null => serde_json::Value::Null,
+            Json::Bool(b) => serde_json::Value::Bool(b),
+            Json::Number(n) => serde_json::Value::Number(n),
+            Json::String(s) => serde_json::Value::String(s),
+            Json::Array(items) => serde_json::Value::Array(items.into_iter().map(Into::into).collect()),
+            Json::Object(entries) => serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, v.into())).collect()),
         }
     }
 }
@@ -108,13 +146,8 @@ impl<'de> Visitor<'de> for JsonVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let mut entries: Vec<(String, Json)> = Vec::new();
-        let mut seen: HashSet<String> = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
-                return Err(de::Error::custom(format!("duplicate key {key:?}")));
-            }
-            let value = map.next_value::<Json>()?;
-            entries.push((key, value));
+        while let Some(entry) = map.next_entry::<String, Json>()? {
+            entries.push(entry);
         }
         Ok(Json::Object(entries))
     }
@@ -125,11 +158,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_key_order_and_rejects_duplicates() {
+    fn keeps_key_order_and_finds_duplicates() {
         let v: Json = serde_json::from_str(r#"{"b":1,"a":[true,null,"x",2.5]}"#).expect("parses");
         let Json::Object(entries) = &v else { panic!("not an object: {v:?}") };
         assert_eq!(entries[0].0, "b");
         assert_eq!(v.get("b"), Some(&Json::Number(1u64.into())));
-        assert!(serde_json::from_str::<Json>(r#"{"a":1,"a":2}"#).is_err());
+        assert_eq!(v.first_duplicate(), None);
+        let dup: Json = serde_json::from_str(r#"{"a":1,"a":2}"#).expect("parses");
+        assert_eq!(dup.first_duplicate(), Some("a"));
+        let nested: Json = serde_json::from_str(r#"[{"x":{"k":1,"j":2,"k":3}}, {"y":1,"y":2}]"#).expect("parses");
+        assert_eq!(nested.first_duplicate(), Some("k"), "depth-first, in document order");
+        assert_eq!(serde_json::Value::from(dup), serde_json::json!({"a": 2}), "serde_json keeps the last");
     }
 }
