@@ -10,9 +10,10 @@ GRPCURL=${2:-${GRPCURL:-grpcurl}}
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 A=127.0.0.1:$PORT
 LOG=$(mktemp)
-"$MEMGYM" serve --addr "$A" >"$LOG" 2>&1 &
+BANKS=$(mktemp -d)
+"$MEMGYM" serve --addr "$A" --banks-dir "$BANKS" >"$LOG" 2>&1 &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -f "$LOG"' EXIT
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$LOG" "$BANKS"' EXIT
 for _ in $(seq 1 100); do
   "$GRPCURL" -plaintext -d '{"service":"memgym.v1.MemoryEnv"}' "$A" grpc.health.v1.Health/Check >/dev/null 2>&1 && break
   sleep 0.2

@@ -262,6 +262,25 @@ pub struct ServeArgs {
     /// Environment settings.
     #[command(flatten)]
     pub env: EnvArgs,
+    /// Banks settings.
+    #[command(flatten)]
+    pub banks: BanksArgs,
+}
+
+/// Where the memory banks live.
+#[derive(Debug, Args)]
+pub struct BanksArgs {
+    /// Directory of the embedded banks database (`banks.db`, SQLite, held by this server alone).
+    /// Default: $XDG_DATA_HOME/memgym/banks, else ~/.local/share/memgym/banks.
+    #[arg(long, env = "MEMGYM_BANKS_DIR", value_name = "DIR")]
+    pub banks_dir: Option<PathBuf>,
+    /// Serve no banks (the Banks service is then not registered).
+    #[arg(long, conflicts_with = "banks_dir")]
+    pub no_banks: bool,
+    /// A bank whose vectors come from another embedder than the server's: refuse to serve it, or
+    /// reembed its texts (one write) and serve it.
+    #[arg(long, env = "MEMGYM_BANKS_ON_EMBEDDER_CHANGE", default_value = "refuse", value_name = "refuse|reembed")]
+    pub banks_on_embedder_change: String,
 }
 
 /// `memgym dataset ...`.

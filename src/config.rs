@@ -206,6 +206,32 @@ pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
     Ok(Arc::new(env))
 }
 
+/// The default banks directory: `$XDG_DATA_HOME/memgym/banks`, else `~/.local/share/memgym/banks`,
+/// else `./memgym-banks`.
+pub fn default_banks_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("memgym/banks");
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".local/share/memgym/banks"),
+        None => PathBuf::from("memgym-banks"),
+    }
+}
+
+/// The banks the flags describe, on the environment's embedder and LLM; `None` with `--no-banks`.
+pub fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow::Result<Option<Arc<crate::banks::Banks>>> {
+    use crate::banks::{store::sqlite::SqliteStore, Banks, BanksConfig, OnEmbedderChange};
+    if a.no_banks {
+        return Ok(None);
+    }
+    let on_change: OnEmbedderChange =
+        a.banks_on_embedder_change.parse().map_err(anyhow::Error::msg).context("--banks-on-embedder-change")?;
+    let dir = a.banks_dir.clone().unwrap_or_else(default_banks_dir);
+    let store = SqliteStore::open(&dir).with_context(|| format!("opening the banks in {}", dir.display()))?;
+    let config = BanksConfig { on_embedder_change: on_change, index: env.config().index.clone(), ..BanksConfig::default() };
+    Ok(Some(Arc::new(Banks::new(Arc::new(store), env.embedder().clone(), env.llm().cloned(), config))))
+}
+
 /// Embeds M₀ and writes `vectors-<embedder>.parquet` into `out`.
 pub fn embed_dataset(data_dir: Option<&Path>, out: &Path, a: &EmbedArgs) -> anyhow::Result<PathBuf> {
     let dataset = load_dataset(data_dir)?;

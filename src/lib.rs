@@ -13,6 +13,7 @@
 //! [`eval`] (offline evaluations).
 
 pub mod api;
+pub mod banks;
 pub mod bench;
 pub mod cli;
 pub mod config;

@@ -39,13 +39,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(a) => {
             let env = config::build_environment(&a.env)?;
+            let banks = config::build_banks(&a.banks, &env)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 let listener =
                     tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),
-                    embedder = %env.embedder().identity(), "memgym serving");
-                server::serve(listener, env, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await
+                    embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
+                server::serve_with(listener, env, banks, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await
             })
         }
         Command::Dataset(DatasetCommand::Convert { locomo, out }) => {

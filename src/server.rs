@@ -1,5 +1,6 @@
-//! Builds and runs the gRPC server: the two memgym services, standard health, reflection (v1 and
-//! v1alpha, so grpcurl 1.8 works), the idle reaper, and graceful shutdown with a drain deadline.
+//! Builds and runs the gRPC server: the memgym services (episodes, dataset, and the banks when the
+//! server has them), standard health, reflection (v1 and v1alpha, so grpcurl 1.8 works), the idle
+//! reaper, the banks' usage flusher, and graceful shutdown with a drain deadline.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,9 +17,11 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::api::deadline::DeadlineLayer;
+use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
 use crate::api::pb::memory_env_server::MemoryEnvServer;
-use crate::api::{DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
+use crate::api::{BanksService, DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
+use crate::banks::Banks;
 use crate::episode::Environment;
 
 /// Largest request the server decodes (custom episodes can carry thousands of memories).
@@ -41,9 +44,25 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
 ) -> anyhow::Result<()> {
+    serve_with(listener, env, None, shutdown, drain).await
+}
+
+/// [`serve`] with the banks service too, when `banks` is given.
+pub async fn serve_with(
+    listener: TcpListener,
+    env: Arc<Environment>,
+    banks: Option<Arc<Banks>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: Duration,
+) -> anyhow::Result<()> {
     let (mut health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MemoryEnvServer<MemoryEnvService>>().await;
     health_reporter.set_serving::<DatasetServer<DatasetService>>().await;
+    let mut health_names = HEALTH_NAMES.to_vec();
+    if banks.is_some() {
+        health_reporter.set_serving::<BanksServer<BanksService>>().await;
+        health_names.push(<BanksServer<BanksService> as NamedService>::NAME);
+    }
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -56,6 +75,8 @@ pub async fn serve(
     let reaper = spawn_reaper(env.clone());
     let env_svc = MemoryEnvServer::new(MemoryEnvService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let data_svc = DatasetServer::new(DatasetService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let banks_svc = banks.clone().map(|b| BanksServer::new(BanksService::new(b)).max_decoding_message_size(MAX_MESSAGE_BYTES));
+    let mut flusher = banks.as_ref().map(|b| b.spawn_usage_flusher());
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let router = Server::builder()
@@ -68,7 +89,8 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(env_svc)
-        .add_service(data_svc);
+        .add_service(data_svc)
+        .add_optional_service(banks_svc);
     // serve_with_incoming does not apply the builder's tcp_nodelay to accepted sockets: without it, small
     // unary replies wait for delayed ACKs (~40 ms per call, seen in `memgym bench`).
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -77,11 +99,11 @@ pub async fn serve(
     }));
 
     tokio::select! {
-        r = &mut server => { reaper.abort(); return Ok(r??); }
+        r = &mut server => { reaper.abort(); stop_banks(flusher.take(), banks.as_ref()).await; return Ok(r??); }
         () = shutdown => {}
     }
     tracing::info!("shutting down: health NOT_SERVING, draining in-flight calls");
-    for name in HEALTH_NAMES {
+    for name in &health_names {
         health_reporter.set_service_status(name, ServingStatus::NotServing).await;
     }
     let _ = stop_tx.send(());
@@ -95,21 +117,34 @@ pub async fn serve(
         loop {
             tokio::select! {
                 r = &mut server => return r,
-                _ = tick.tick() => end_health_watches(&mut health_reporter).await,
+                _ = tick.tick() => end_health_watches(&mut health_reporter, &health_names).await,
             }
         }
     };
-    match tokio::time::timeout(drain, drained).await {
-        Ok(r) => Ok(r??),
+    let out = match tokio::time::timeout(drain, drained).await {
+        Ok(r) => r.map_err(anyhow::Error::from).and_then(|r| r.map_err(anyhow::Error::from)),
         Err(_) => {
             tracing::warn!(?drain, "drain deadline passed with connections still open; stopping");
             server.abort();
             Ok(())
         }
+    };
+    stop_banks(flusher.take(), banks.as_ref()).await;
+    out
+}
+
+/// Stops the usage flusher and writes the usage counted since its last flush.
+async fn stop_banks(flusher: Option<JoinHandle<()>>, banks: Option<&Arc<Banks>>) {
+    if let Some(f) = flusher {
+        f.abort();
+    }
+    if let Some(b) = banks {
+        b.flush_usage().await;
     }
 }
 
-/// Every name the health service reports: the whole server ("") and each memgym service.
+/// Every name the health service reports: the whole server ("") and each memgym service (the banks
+/// service is added when served).
 const HEALTH_NAMES: [&str; 3] =
     ["", <MemoryEnvServer<MemoryEnvService> as NamedService>::NAME, <DatasetServer<DatasetService> as NamedService>::NAME];
 
@@ -119,8 +154,8 @@ const WATCH_SWEEP: Duration = Duration::from_millis(200);
 /// Ends every open health Watch stream (dropping a status's sender ends its streams, after they have seen
 /// the last status) and registers the names again as NOT_SERVING, so a late Check still answers
 /// NOT_SERVING rather than NOT_FOUND.
-async fn end_health_watches(reporter: &mut HealthReporter) {
-    for name in HEALTH_NAMES {
+async fn end_health_watches(reporter: &mut HealthReporter, names: &[&str]) {
+    for name in names {
         reporter.clear_service_status(name).await;
         reporter.set_service_status(name, ServingStatus::NotServing).await;
     }
@@ -188,12 +223,18 @@ impl Running {
 
 /// Starts `env` on `127.0.0.1:0` (or `addr`) in the background.
 pub async fn spawn(env: Arc<Environment>, addr: SocketAddr) -> anyhow::Result<Running> {
+    spawn_with(env, None, addr).await
+}
+
+/// [`spawn`] with the banks service too.
+pub async fn spawn_with(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr: SocketAddr) -> anyhow::Result<Running> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = oneshot::channel::<()>();
-    let handle = tokio::spawn(serve(
+    let handle = tokio::spawn(serve_with(
         listener,
         env,
+        banks,
         async {
             let _ = rx.await;
         },

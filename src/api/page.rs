@@ -23,6 +23,8 @@ pub enum Rpc {
     Memories = 1,
     /// `ListQuestions`.
     Questions = 2,
+    /// `ListExperiences`.
+    Experiences = 3,
 }
 
 /// The key of one listing: the RPC and the request's filters (every part, in order).

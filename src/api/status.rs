@@ -4,6 +4,8 @@
 
 use tonic::{Code, Status};
 
+use crate::banks::store::StoreError;
+use crate::banks::BankError;
 use crate::embed::EmbedError;
 use crate::episode::EpisodeError;
 use crate::llm::LlmError;
@@ -55,6 +57,34 @@ impl From<EpisodeError> for Status {
             EpisodeError::AlreadyExists { .. } => Code::AlreadyExists,
             EpisodeError::FailedPrecondition { .. } | EpisodeError::EpisodeEnded { .. } => Code::FailedPrecondition,
             EpisodeError::ResourceExhausted { .. } => Code::ResourceExhausted,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+impl From<StoreError> for Status {
+    fn from(e: StoreError) -> Self {
+        let code = match &e {
+            StoreError::Unavailable { .. } => Code::Unavailable,
+            StoreError::Corrupt { .. } => Code::DataLoss,
+            StoreError::AlreadyExists(_) => Code::AlreadyExists,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+impl From<BankError> for Status {
+    fn from(e: BankError) -> Self {
+        let code = match e {
+            BankError::Store(x) => return x.into(),
+            BankError::Embed(x) => return x.into(),
+            BankError::Llm(x) => return x.into(),
+            BankError::InvalidArgument { .. } => Code::InvalidArgument,
+            BankError::BankNotFound { .. } | BankError::ExperienceNotFound { .. } => Code::NotFound,
+            BankError::AlreadyExists { .. } => Code::AlreadyExists,
+            BankError::VersionConflict { .. } => Code::Aborted,
+            BankError::FailedPrecondition { .. } => Code::FailedPrecondition,
+            BankError::ResourceExhausted { .. } => Code::ResourceExhausted,
         };
         Status::new(code, e.to_string())
     }

@@ -42,6 +42,8 @@ impl Target {
                 .arg("serve")
                 .arg("--addr")
                 .arg(addr.to_string())
+                // The bench drives episodes; the in-process server it compares with has no banks either.
+                .arg("--no-banks")
                 .args(forwarded_serve_args(std::env::args_os()))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

@@ -130,12 +130,14 @@ pub struct Filter {
     pub speaker: Option<String>,
     /// Only this session.
     pub session: Option<u32>,
+    /// Only records whose `source` label is exactly this (a bank's domain).
+    pub source: Option<String>,
 }
 
 impl Filter {
     /// True when no condition is set.
     pub fn is_empty(&self) -> bool {
-        self.memory_type.is_none() && self.speaker.is_none() && self.session.is_none()
+        self.memory_type.is_none() && self.speaker.is_none() && self.session.is_none() && self.source.is_none()
     }
 
     /// Whether a record passes.
@@ -153,6 +155,11 @@ impl Filter {
         }
         if let Some(sess) = self.session {
             if r.session != Some(sess) {
+                return false;
+            }
+        }
+        if let Some(src) = &self.source {
+            if r.source != *src {
                 return false;
             }
         }

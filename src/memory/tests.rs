@@ -72,7 +72,7 @@ proptest! {
             let id = mem.allocate_id();
             mem.insert(record(id.0, "Ann", 3), &vs[n + a]);
         }
-        let filter = Filter { memory_type: None, speaker: speaker.map(|s| if s { "ann".into() } else { "bob".into() }), session };
+        let filter = Filter { memory_type: None, speaker: speaker.map(|s| if s { "ann".into() } else { "bob".into() }), session, source: None };
         let q = &vs[n + adds];
         let (got, path) = mem.search(q, k, &filter, None);
         prop_assert_eq!(path, SearchPath::Exact);

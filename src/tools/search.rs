@@ -57,7 +57,7 @@ impl RawSearch {
             Some(s) if (0..=u32::MAX as i64).contains(&s) => Some(s as u32),
             Some(s) => return Err(ToolError::invalid("session", format!("must be a non-negative session number, got {s}"))),
         };
-        Ok(SearchArgs { query, top_k, threshold, filter: Filter { memory_type: self.memory_type, speaker, session } })
+        Ok(SearchArgs { query, top_k, threshold, filter: Filter { memory_type: self.memory_type, speaker, session, source: None } })
     }
 }
 

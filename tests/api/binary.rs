@@ -14,10 +14,24 @@ use tonic_health::pb::HealthCheckRequest;
 use crate::fake_openai::{Canned, FakeOpenAi};
 
 /// Starts the binary with `flags` and returns it with the address it logged.
-fn start_binary(flags: &[&str]) -> (std::process::Child, String) {
+pub fn start_binary(flags: &[&str]) -> (std::process::Child, String) {
+    start_binary_env(flags, &[])
+}
+
+/// [`start_binary`] with extra environment variables.
+pub fn start_binary_env(flags: &[&str], vars: &[(&str, &str)]) -> (std::process::Child, String) {
+    // Each server its own banks database (a SQLite banks file has one owner), unless the test picks one.
+    let banks = if flags.iter().any(|f| *f == "--banks-dir" || *f == "--no-banks") {
+        Vec::new()
+    } else {
+        let dir = tempfile::tempdir().unwrap().keep();
+        vec!["--banks-dir".to_string(), dir.display().to_string()]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_memgym"))
         .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(banks)
         .args(flags)
+        .envs(vars.iter().copied())
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())
         .spawn()
@@ -119,7 +133,7 @@ fn a_corrupt_data_file_stops_the_server_with_a_clear_error() {
     }
     std::fs::write(dir.path().join("memories.parquet"), b"PAR1 this is not a parquet file").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_memgym"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--addr", "127.0.0.1:0", "--no-banks", "--data-dir"])
         .arg(dir.path())
         .output()
         .expect("the binary runs");

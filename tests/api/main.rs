@@ -1,6 +1,7 @@
 //! Integration tests: the real server on 127.0.0.1:0, driven by a real gRPC client.
 
 mod bad_input;
+mod banks;
 mod bench;
 mod binary;
 mod dataset;

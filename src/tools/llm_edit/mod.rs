@@ -11,7 +11,7 @@
 //! 3. When the reply is unusable or the endpoint fails, the call runs with the offline strategy
 //!    unchanged and the tool text says so ([`fallback_note`]).
 
-mod prompts;
+pub mod prompts;
 
 use crate::llm::ChatRequest;
 use crate::memory::EpisodeMemory;

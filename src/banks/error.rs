@@ -1,0 +1,80 @@
+//! The banks layer's one error type; `api::status` maps each variant to one gRPC code.
+
+use crate::embed::EmbedError;
+use crate::llm::LlmError;
+use crate::quote::quoted;
+
+use super::store::StoreError;
+
+/// Errors of the banks layer. Every refused write changes nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum BankError {
+    /// A request field is malformed (for operations the field reads `operations[i].field`).
+    #[error("invalid argument {field}: {message}")]
+    InvalidArgument {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No bank has this name.
+    #[error("bank {} not found", quoted(.name))]
+    BankNotFound {
+        /// The name.
+        name: String,
+    },
+    /// The bank holds no experience with this id.
+    #[error("{field}: experience {id} not found in bank {}", quoted(.bank))]
+    ExperienceNotFound {
+        /// The bank.
+        bank: String,
+        /// The field that named it (`id`, `ids`, `operations[2].delete_id`, …).
+        field: String,
+        /// The id as shown ("G12").
+        id: String,
+    },
+    /// A bank with this name exists.
+    #[error("bank {} already exists", quoted(.name))]
+    AlreadyExists {
+        /// The name.
+        name: String,
+    },
+    /// The write named a version the bank is no longer (or not yet) at.
+    #[error("bank {} is at version {current}, not the expected {expected}; nothing was written (read it again and retry)", quoted(.name))]
+    VersionConflict {
+        /// The bank.
+        name: String,
+        /// The version the write expected.
+        expected: u64,
+        /// The bank's version.
+        current: u64,
+    },
+    /// The bank's state forbids the call.
+    #[error("{message}")]
+    FailedPrecondition {
+        /// Why.
+        message: String,
+    },
+    /// A cap is reached.
+    #[error("{message}")]
+    ResourceExhausted {
+        /// Which cap.
+        message: String,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The embedder failed.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// The LLM failed where no fallback applies.
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+}
+
+impl BankError {
+    /// An [`BankError::InvalidArgument`].
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        BankError::InvalidArgument { field: field.to_string(), message: message.into() }
+    }
+}

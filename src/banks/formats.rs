@@ -1,0 +1,224 @@
+//! Moving a library in and out: seed 001's `ExperienceManager` file (`{"experiences": {"G0": text, …},
+//! "next_id": N}`), upstream Training-Free GRPO's per-step file (`{"G0": text, …}`) and memgym's own
+//! (every field and counter, no vectors: they are embedded again on import).
+//!
+//! An import is one write. Into a new or empty bank it keeps the file's ids; with `replace` it first
+//! removes the bank's experiences. The counter becomes the largest of the bank's, the file's `next_id`
+//! and the largest id + 1, so no id the bank ever issued is issued again. Files from the seeds carry no
+//! confidence, domain or epoch: those take the defaults of `add`. Exports list experiences in id order.
+
+use serde_json::{json, Value};
+
+use super::experience::{DEFAULT_CONFIDENCE, DEFAULT_DOMAIN};
+use super::library::{show_id, Experience};
+use super::ops::parse_id;
+use super::store::BankMeta;
+use super::{BankError, Banks};
+use crate::json::Json;
+use crate::quote::quoted;
+
+/// A library file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Seed 001's file.
+    Seed,
+    /// Upstream's per-step file.
+    Upstream,
+    /// memgym's own.
+    Memgym,
+}
+
+/// The tag of memgym's own format.
+pub const MEMGYM_FORMAT: &str = "memgym-bank";
+
+/// A parsed file: experiences in file order and the file's counter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    /// The experiences.
+    pub experiences: Vec<Experience>,
+    /// The file's `next_id` (0 when it has none).
+    pub next_id: u64,
+    /// The file's epoch (memgym format).
+    pub epoch: Option<u64>,
+}
+
+fn bad(message: impl Into<String>) -> BankError {
+    BankError::invalid("data", message)
+}
+
+fn defaults(id: u64, text: String, epoch: u64) -> Experience {
+    Experience {
+        id,
+        text,
+        confidence: DEFAULT_CONFIDENCE,
+        domain: DEFAULT_DOMAIN.to_string(),
+        created_epoch: epoch,
+        usage_count: 0,
+        last_used_epoch: None,
+    }
+}
+
+/// Reads `{"G0": "text", …}` members in file order.
+fn id_texts(members: &[(String, Json)], path: &str, epoch: u64) -> Result<Vec<Experience>, BankError> {
+    let mut out = Vec::with_capacity(members.len());
+    for (k, v) in members {
+        let id = parse_id(&Value::String(k.clone())).map_err(|m| bad(format!("{path}: key {}: {m}", quoted(k))))?;
+        let Json::String(text) = v else { return Err(bad(format!("{path}.{k}: must be a string, got {}", v.describe()))) };
+        out.push(defaults(id, text.clone(), epoch));
+    }
+    Ok(out)
+}
+
+fn u64_of(v: &Json, path: &str) -> Result<u64, BankError> {
+    match v {
+        Json::Number(n) => n.as_u64().ok_or_else(|| bad(format!("{path}: must be a whole number >= 0, got {n}"))),
+        other @ (Json::Null | Json::Bool(_) | Json::String(_) | Json::Array(_) | Json::Object(_)) => {
+            Err(bad(format!("{path}: must be a number, got {}", other.describe())))
+        }
+    }
+}
+
+/// Parses a file. `epoch` stamps experiences the file gives no epoch.
+pub fn parse(format: Format, data: &str, epoch: u64) -> Result<File, BankError> {
+    let root: Json = serde_json::from_str(data).map_err(|e| bad(format!("not valid JSON: {}", crate::quote::cut(&e.to_string()))))?;
+    if let Some(k) = root.first_duplicate() {
+        return Err(bad(format!("key {} appears twice", quoted(k))));
+    }
+    let Json::Object(members) = &root else { return Err(bad(format!("must be a JSON object, got {}", root.describe()))) };
+    match format {
+        Format::Upstream => Ok(File { experiences: id_texts(members, "$", epoch)?, next_id: 0, epoch: None }),
+        Format::Seed => {
+            let Some(Json::Object(exps)) = root.get("experiences") else { return Err(bad("$.experiences: missing, or not an object")) };
+            let next_id = root.get("next_id").map(|v| u64_of(v, "$.next_id")).transpose()?.unwrap_or(0);
+            Ok(File { experiences: id_texts(exps, "$.experiences", epoch)?, next_id, epoch: None })
+        }
+        Format::Memgym => {
+            if root.get("format") != Some(&Json::String(MEMGYM_FORMAT.into())) {
+                return Err(bad(format!("$.format: must be {}", quoted(MEMGYM_FORMAT))));
+            }
+            let value: Value = root.clone().into();
+            let exps = value["experiences"].as_array().ok_or_else(|| bad("$.experiences: missing, or not an array"))?;
+            let mut out = Vec::with_capacity(exps.len());
+            for (i, e) in exps.iter().enumerate() {
+                let p = |f: &str| format!("$.experiences[{i}].{f}");
+                let id = parse_id(&e["id"]).map_err(|m| bad(format!("{}: {m}", p("id"))))?;
+                let text = e["text"].as_str().ok_or_else(|| bad(format!("{}: must be a string", p("text"))))?.to_string();
+                let confidence = e["confidence"]
+                    .as_f64()
+                    .filter(|c| (0.0..=1.0).contains(c))
+                    .ok_or_else(|| bad(format!("{}: must be a number in [0, 1]", p("confidence"))))?;
+                let domain = e["domain"].as_str().ok_or_else(|| bad(format!("{}: must be a string", p("domain"))))?.to_string();
+                let num = |f: &str| e[f].as_u64().ok_or_else(|| bad(format!("{}: must be a whole number >= 0", p(f))));
+                let last_used_epoch = match &e["last_used_epoch"] {
+                    Value::Null => None,
+                    Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) | Value::Object(_) => {
+                        Some(num("last_used_epoch")?)
+                    }
+                };
+                out.push(Experience {
+                    id,
+                    text,
+                    confidence,
+                    domain,
+                    created_epoch: num("created_epoch")?,
+                    usage_count: num("usage_count")?,
+                    last_used_epoch,
+                });
+            }
+            Ok(File { experiences: out, next_id: value["next_id"].as_u64().unwrap_or(0), epoch: value["epoch"].as_u64() })
+        }
+    }
+}
+
+fn object_in_order<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let members: Vec<String> = entries.map(|(k, v)| format!("{}: {}", Value::String(k.into()), Value::String(v.into()))).collect();
+    format!("{{{}}}", members.join(", "))
+}
+
+/// Writes a library in `format` (experiences in id order).
+pub fn render(format: Format, meta: &BankMeta, exps: &[Experience]) -> String {
+    let ids: Vec<String> = exps.iter().map(|e| show_id(e.id)).collect();
+    let pairs = || ids.iter().map(String::as_str).zip(exps.iter().map(|e| e.text.as_str()));
+    match format {
+        Format::Upstream => object_in_order(pairs()),
+        Format::Seed => format!("{{\"experiences\": {}, \"next_id\": {}}}", object_in_order(pairs()), meta.next_id),
+        Format::Memgym => {
+            let list: Vec<Value> = exps
+                .iter()
+                .map(|e| {
+                    json!({"id": show_id(e.id), "text": e.text, "confidence": e.confidence, "domain": e.domain,
+                           "created_epoch": e.created_epoch, "usage_count": e.usage_count, "last_used_epoch": e.last_used_epoch})
+                })
+                .collect();
+            json!({"format": MEMGYM_FORMAT, "version": 1, "name": meta.name, "next_id": meta.next_id, "epoch": meta.epoch,
+                   "max_size": meta.max_size, "experiences": list})
+            .to_string()
+        }
+    }
+}
+
+impl Banks {
+    /// Imports a file into `bank` (created if missing): the number imported and the counters after.
+    pub async fn import(
+        &self,
+        bank: &str,
+        format: Format,
+        data: &str,
+        replace: bool,
+        expected: Option<u64>,
+    ) -> Result<(usize, BankMeta), BankError> {
+        super::check_name("bank", bank)?;
+        let limits = self.config().limits;
+        if self.store_meta(bank).await?.is_none() {
+            self.create(bank, None, true).await?;
+        }
+        self.write(bank, expected, |lib, draft| {
+            let file = parse(format, data, lib.meta().epoch)?;
+            if !replace && !lib.is_empty() {
+                return Err(BankError::FailedPrecondition {
+                    message: format!("bank {} holds {} experiences; import into an empty bank, or pass replace", quoted(bank), lib.len()),
+                });
+            }
+            let mut seen = std::collections::HashSet::new();
+            for e in &file.experiences {
+                if !seen.insert(e.id) {
+                    return Err(bad(format!("{} appears twice", show_id(e.id))));
+                }
+                let n = e.text.chars().count();
+                if e.text.trim().is_empty() {
+                    return Err(bad(format!("{}: the text is empty", show_id(e.id))));
+                }
+                if n > limits.max_text_chars {
+                    return Err(BankError::ResourceExhausted {
+                        message: format!("{}: {n} characters, over the limit of {}", show_id(e.id), limits.max_text_chars),
+                    });
+                }
+            }
+            draft.clear = replace;
+            let max_id = file.experiences.iter().map(|e| e.id + 1).max().unwrap_or(0);
+            draft.next_id = draft.next_id.max(file.next_id).max(max_id);
+            if let Some(epoch) = file.epoch {
+                draft.epoch = epoch;
+            }
+            let n = file.experiences.len();
+            for e in file.experiences {
+                draft.put(e);
+            }
+            Ok(n)
+        })
+        .await
+    }
+
+    /// Exports `bank` in `format`.
+    pub async fn export(&self, bank: &str, format: Format) -> Result<(String, BankMeta), BankError> {
+        self.read(bank, |lib| {
+            let exps: Vec<Experience> = lib.iter().map(|e| lib.with_usage(e)).collect();
+            (render(format, lib.meta(), &exps), lib.meta().clone())
+        })
+        .await
+    }
+
+    async fn store_meta(&self, bank: &str) -> Result<Option<BankMeta>, BankError> {
+        Ok(self.store.meta(bank).await?)
+    }
+}

@@ -1,0 +1,396 @@
+//! One experience library held in memory: its counters, its experiences by id, and their vectors in the
+//! memory engine the episodes use (an [`EpisodeMemory`] overlay on a [`BaseMemory`], so the exact scan,
+//! HNSW above the threshold and the filters carry over). The database is the truth; a [`Library`] is
+//! built from it on open and changed only after a commit succeeded.
+//!
+//! Writes follow the episode tools' protocol: a write is first **planned** against the library without
+//! changing it ([`Draft`]: every check, and the final state of every id it touches), then the texts are
+//! embedded and the plan committed to the store, and only then **applied** here, which cannot fail.
+//!
+//! Experience ids are the N of "G{N}"; the engine's own ids are internal. The domain rides in the engine
+//! record's `source` field, so a domain filter is the engine's `Filter::source`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType, SearchPath};
+
+pub use super::store::Experience;
+use super::store::{BankMeta, RowChange, StoredExperience, UsageDelta};
+
+/// The id as shown: "G12".
+pub fn show_id(id: u64) -> String {
+    format!("G{id}")
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    exp: Experience,
+    mem: MemoryId,
+}
+
+/// Usage counted since load, and the part not yet written to the store.
+#[derive(Debug, Default)]
+struct UsageBook {
+    /// id → (count, last epoch), the totals.
+    totals: HashMap<u64, (u64, Option<u64>)>,
+    /// id → (count, last epoch) not yet flushed.
+    pending: HashMap<u64, (u64, u64)>,
+}
+
+/// A planned write: the final state of every id it touches (`None`: deleted), in id order, and the
+/// counters after it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Draft {
+    /// Final state per touched id.
+    pub finals: BTreeMap<u64, Option<Experience>>,
+    /// Remove every experience first (an import that replaces the bank).
+    pub clear: bool,
+    /// The id counter after the write.
+    pub next_id: u64,
+    /// The epoch after the write.
+    pub epoch: u64,
+}
+
+impl Draft {
+    /// A draft that starts from `lib`'s counters and changes nothing yet.
+    pub fn of(lib: &Library) -> Draft {
+        Draft { finals: BTreeMap::new(), clear: false, next_id: lib.meta.next_id, epoch: lib.meta.epoch }
+    }
+
+    /// The experience with `id` as this draft leaves it.
+    pub fn get<'a>(&'a self, lib: &'a Library, id: u64) -> Option<&'a Experience> {
+        match self.finals.get(&id) {
+            Some(state) => state.as_ref(),
+            None if self.clear => None,
+            None => lib.get(id),
+        }
+    }
+
+    /// Puts an experience (new or replacing).
+    pub fn put(&mut self, exp: Experience) {
+        self.finals.insert(exp.id, Some(exp));
+    }
+
+    /// Deletes an id.
+    pub fn delete(&mut self, id: u64) {
+        self.finals.insert(id, None);
+    }
+
+    /// A fresh id.
+    pub fn allocate(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Whether the draft changes anything.
+    pub fn is_empty(&self, lib: &Library) -> bool {
+        self.finals.is_empty() && !self.clear && self.next_id == lib.meta.next_id && self.epoch == lib.meta.epoch
+    }
+
+    /// The experiences this draft writes, in id order (these need vectors).
+    pub fn puts(&self) -> impl Iterator<Item = &Experience> {
+        self.finals.values().flatten()
+    }
+
+    /// The ids this draft deletes.
+    pub fn deletes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.finals.iter().filter(|(_, s)| s.is_none()).map(|(id, _)| *id)
+    }
+
+    /// Live experiences after the draft (for the cap).
+    pub fn len_after(&self, lib: &Library) -> usize {
+        let mut n = if self.clear { 0 } else { lib.len() };
+        for (id, state) in &self.finals {
+            let before = !self.clear && lib.get(*id).is_some();
+            match (before, state.is_some()) {
+                (false, true) => n += 1,
+                (true, false) => n -= 1,
+                _ => {}
+            }
+        }
+        n
+    }
+}
+
+/// One retrieval hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// Cosine similarity.
+    pub similarity: f32,
+    /// The experience (usage as before this retrieval).
+    pub exp: Experience,
+}
+
+/// One bank's experiences in memory.
+#[derive(Debug)]
+pub struct Library {
+    meta: BankMeta,
+    slots: BTreeMap<u64, Slot>,
+    by_mem: HashMap<MemoryId, u64>,
+    index: EpisodeMemory,
+    config: IndexConfig,
+    usage: Mutex<UsageBook>,
+}
+
+fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
+    MemoryRecord {
+        id: mem,
+        text: exp.text.clone(),
+        memory_type: MemoryType::Procedural,
+        speaker: None,
+        session: None,
+        session_date: None,
+        evidence: Vec::new(),
+        source: exp.domain.clone(),
+        created_step: 0,
+    }
+}
+
+impl Library {
+    /// Builds the library from stored rows (index build included: run it off the async workers).
+    pub fn build(meta: BankMeta, rows: Vec<StoredExperience>, config: &IndexConfig) -> Library {
+        let dim = meta.embedder_dim as usize;
+        let mut vectors = Vec::with_capacity(rows.len() * dim);
+        let mut slots = BTreeMap::new();
+        let mut records = Vec::with_capacity(rows.len());
+        let mut totals = HashMap::with_capacity(rows.len());
+        for (i, row) in rows.into_iter().enumerate() {
+            let mem = MemoryId(i as u32);
+            let exp = row.exp;
+            records.push(record(mem, &exp));
+            if row.vector.len() == dim {
+                vectors.extend_from_slice(&row.vector);
+            } else {
+                vectors.extend(std::iter::repeat_n(0.0, dim));
+            }
+            totals.insert(exp.id, (exp.usage_count, exp.last_used_epoch));
+            slots.insert(exp.id, Slot { exp, mem });
+        }
+        let by_mem = slots.values().map(|s| (s.mem, s.exp.id)).collect();
+        let base = BaseMemory::build(format!("bank:{}", meta.name), records, vectors, dim, config.clone());
+        Library {
+            meta,
+            slots,
+            by_mem,
+            index: EpisodeMemory::new(Arc::new(base)),
+            config: config.clone(),
+            usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
+        }
+    }
+
+    /// The counters.
+    pub fn meta(&self) -> &BankMeta {
+        &self.meta
+    }
+
+    /// Live experiences.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when the library is empty.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The experience with `id`, usage as loaded or last written (see [`Library::with_usage`]).
+    pub fn get(&self, id: u64) -> Option<&Experience> {
+        self.slots.get(&id).map(|s| &s.exp)
+    }
+
+    /// A copy of `exp` with its current usage.
+    pub fn with_usage(&self, exp: &Experience) -> Experience {
+        let book = self.usage.lock();
+        let mut out = exp.clone();
+        if let Some((count, last)) = book.totals.get(&exp.id) {
+            out.usage_count = *count;
+            out.last_used_epoch = *last;
+        }
+        out
+    }
+
+    /// Every experience in id order (usage not refreshed; see [`Library::with_usage`]).
+    pub fn iter(&self) -> impl Iterator<Item = &Experience> + '_ {
+        self.slots.values().map(|s| &s.exp)
+    }
+
+    /// The stored vector of `id`.
+    pub fn vector(&self, id: u64) -> Option<&[f32]> {
+        self.slots.get(&id).and_then(|s| self.index.vector(s.mem))
+    }
+
+    /// Top-`k` experiences by cosine similarity to `query` (a unit vector), at or above `min`, in
+    /// `domain` if given; best first, ties by id. Counts usage at `epoch` when `count`.
+    pub fn retrieve(&self, query: &[f32], k: usize, min: Option<f32>, domain: Option<&str>, count: bool) -> (Vec<Hit>, SearchPath) {
+        let filter = Filter { source: domain.map(str::to_string), ..Filter::default() };
+        let (scored, path) = self.index.search(query, k, &filter, min);
+        let mut hits: Vec<Hit> = scored
+            .iter()
+            .filter_map(|s| {
+                let slot = self.by_mem.get(&s.record.id).and_then(|id| self.slots.get(id))?;
+                Some(Hit { similarity: s.score, exp: self.with_usage(&slot.exp) })
+            })
+            .collect();
+        // The engine breaks ties by its own id; the library's order is by experience id.
+        hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity).then(a.exp.id.cmp(&b.exp.id)));
+        if count && !hits.is_empty() {
+            let epoch = self.meta.epoch;
+            let mut book = self.usage.lock();
+            for h in &hits {
+                let t = book.totals.entry(h.exp.id).or_insert((0, None));
+                t.0 += 1;
+                t.1 = Some(t.1.map_or(epoch, |e| e.max(epoch)));
+                let p = book.pending.entry(h.exp.id).or_insert((0, epoch));
+                p.0 += 1;
+                p.1 = p.1.max(epoch);
+            }
+        }
+        (hits, path)
+    }
+
+    /// Takes the usage not yet written to the store.
+    pub fn take_usage(&self) -> Vec<UsageDelta> {
+        let mut book = self.usage.lock();
+        let mut out: Vec<UsageDelta> =
+            book.pending.drain().map(|(id, (count, last_used_epoch))| UsageDelta { id, count, last_used_epoch }).collect();
+        out.sort_by_key(|d| d.id);
+        out
+    }
+
+    /// Puts usage back after a failed flush, so it is written with the next one.
+    pub fn return_usage(&self, deltas: &[UsageDelta]) {
+        let mut book = self.usage.lock();
+        for d in deltas {
+            let p = book.pending.entry(d.id).or_insert((0, d.last_used_epoch));
+            p.0 += d.count;
+            p.1 = p.1.max(d.last_used_epoch);
+        }
+    }
+
+    /// The stored rows of a draft's puts with their vectors (one per put, in [`Draft::puts`] order).
+    /// An experience that keeps its id keeps its usage; the usage it carries excludes the increments not
+    /// yet flushed, which the flusher adds.
+    pub fn stored(&self, draft: &Draft, vectors: &[Vec<f32>]) -> Vec<StoredExperience> {
+        let book = self.usage.lock();
+        draft
+            .puts()
+            .zip(vectors)
+            .map(|(e, v)| {
+                let mut exp = e.clone();
+                if let Some((count, last)) = book.totals.get(&exp.id) {
+                    let pending = book.pending.get(&exp.id).map_or(0, |p| p.0);
+                    exp.usage_count = count.saturating_sub(pending);
+                    exp.last_used_epoch = *last;
+                }
+                StoredExperience { exp, vector: v.clone() }
+            })
+            .collect()
+    }
+
+    /// Applies a committed draft (one unit vector per put, in [`Draft::puts`] order) and the counters
+    /// the store now holds. Cannot fail.
+    pub fn apply(&mut self, draft: Draft, vectors: &[Vec<f32>], meta: BankMeta) {
+        if draft.clear {
+            let ids: Vec<u64> = self.slots.keys().copied().collect();
+            for id in ids {
+                self.remove(id);
+            }
+        }
+        let mut vectors = vectors.iter();
+        for (id, state) in draft.finals {
+            let kept = self.usage.lock().totals.get(&id).copied();
+            self.remove(id);
+            if let Some(exp) = state {
+                let v = vectors.next().map(Vec::as_slice).unwrap_or(&[]);
+                self.insert(exp, v);
+                if let Some(k) = kept {
+                    self.usage.lock().totals.insert(id, k);
+                }
+            }
+        }
+        self.meta = meta;
+        self.maybe_compact();
+    }
+
+    /// Applies row changes read from a shared store (another replica's writes) and its counters.
+    pub fn catch_up(&mut self, meta: BankMeta, rows: Vec<RowChange>) {
+        for row in rows {
+            match row {
+                RowChange::Put(StoredExperience { exp, vector }) => {
+                    let id = exp.id;
+                    self.remove(id);
+                    let pending = self.usage.lock().pending.get(&id).map_or(0, |p| p.0);
+                    let (count, last) = (exp.usage_count + pending, exp.last_used_epoch);
+                    self.insert(exp, &vector);
+                    self.usage.lock().totals.insert(id, (count, last));
+                }
+                RowChange::Deleted(id) => {
+                    self.remove(id);
+                }
+            }
+        }
+        self.meta = meta;
+        self.maybe_compact();
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(slot) = self.slots.remove(&id) {
+            self.index.remove(slot.mem);
+            self.by_mem.remove(&slot.mem);
+            self.usage.lock().totals.remove(&id);
+        }
+    }
+
+    fn insert(&mut self, exp: Experience, vector: &[f32]) {
+        let mem = self.index.allocate_id();
+        let zeros;
+        let v = if vector.len() == self.index.dim() {
+            vector
+        } else {
+            zeros = vec![0.0; self.index.dim()];
+            &zeros
+        };
+        self.index.insert(record(mem, &exp), v);
+        self.by_mem.insert(mem, exp.id);
+        self.usage.lock().totals.entry(exp.id).or_insert((exp.usage_count, exp.last_used_epoch));
+        self.slots.insert(exp.id, Slot { exp, mem });
+    }
+
+    /// Rebuilds the engine's base from the live experiences once the overlay holds more than a quarter
+    /// of them (at least 1,024), so searches stay on the exact scan or HNSW of the base.
+    fn maybe_compact(&mut self) {
+        let overlay = self.index.changed_count();
+        if overlay <= 1_024 || overlay * 4 <= self.slots.len() {
+            return;
+        }
+        self.compact();
+    }
+
+    /// Rebuilds the engine's base from the live experiences.
+    pub fn compact(&mut self) {
+        let dim = self.index.dim();
+        let mut records = Vec::with_capacity(self.slots.len());
+        let mut vectors = Vec::with_capacity(self.slots.len() * dim);
+        for (i, slot) in self.slots.values().enumerate() {
+            let mem = MemoryId(i as u32);
+            records.push(record(mem, &slot.exp));
+            match self.index.vector(slot.mem) {
+                Some(v) => vectors.extend_from_slice(v),
+                None => vectors.extend(std::iter::repeat_n(0.0, dim)),
+            }
+        }
+        let base = BaseMemory::build(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone());
+        self.index = EpisodeMemory::new(Arc::new(base));
+        for (i, slot) in self.slots.values_mut().enumerate() {
+            slot.mem = MemoryId(i as u32);
+        }
+        self.by_mem = self.slots.values().map(|s| (s.mem, s.exp.id)).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,873 @@
+//! Edit operations on an experience library, parsed leniently from an LLM's reply.
+//!
+//! In Training-Free GRPO an experience library holds short natural-language experiences with ids
+//! `G0`, `G1`, …; after each group of rollouts an LLM proposes edits to it as JSON operations. This
+//! module turns such a reply into normalised [`Op`]s, one result per operation, so that one bad
+//! operation never discards the good ones beside it.
+//!
+//! Two vocabularies are in use and both are accepted, also mixed within one batch:
+//!
+//! - seed 001's: `{"option": "add" | "modify" | "delete" | "merge" | "keep", "experience": text,
+//!   "modified_from": "G17", "delete_id": "G5", "merged_from": ["G1", "G3"]}`;
+//! - upstream youtu-agent's: `{"operation": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "G3",
+//!   "content": text}`. A `DELETE` needs no content (upstream silently dropped a `DELETE` whose
+//!   content was null; here it deletes).
+//!
+//! Both may carry `"confidence"` (a number in [0, 1]) and `"domain"` (a string of 1 to 64
+//! characters) on add, modify and merge.
+//!
+//! Leniency rules:
+//!
+//! - operation names and ids are trimmed and case-insensitive (`" Update "`, `"g12"`); an id is
+//!   `"G12"`, `"12"` or the number `12`;
+//! - aliases: `update` = `modify`, `none` = `keep`, `remove` = `delete`; the text is `experience` or
+//!   `content`; the target of a modify is `modified_from` or `id`, of a delete `delete_id` or `id`;
+//!   the sources of a merge are `merged_from` or `ids`. Both spellings at once must agree;
+//! - a missing `option`/`operation` means add when the operation has a text (upstream's rule);
+//! - a `null` value counts as absent; unknown keys (`"reason"`, `"rationale"`, …) and keys the
+//!   operation does not use (the text of a delete, anything on a keep) are ignored and reported in
+//!   [`Parsed::ignored_keys`] (unless null); key names themselves are matched exactly;
+//! - the batch is a JSON array of operations, an object with an `"operations"` (or `"ops"`,
+//!   `"updates"`) array, or a single operation object; when the whole reply is not JSON the first
+//!   fenced block (```` ```json ```` or ```` ``` ````) that parses is used, else the first
+//!   bracket-balanced `[…]` that parses, else the first balanced `{…}` that parses (an object that
+//!   encloses the array wins, so a single operation in prose is not mistaken for its `merged_from`).
+//!
+//! Texts are trimmed, must be non-empty, at most [`OpLimits::max_text_chars`] characters and free of
+//! control characters other than newline and tab; a merge names 2 to [`OpLimits::max_merge_ids`]
+//! distinct ids; a batch holds at most [`OpLimits::max_ops`] operations. Every error names the
+//! operation's index and the field, and quotes at most a short prefix of a bad value. Parsing never
+//! panics and its work and memory stay within a small multiple of the reply's size.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::quote::{cut, quoted};
+
+/// The normalised operations.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A new experience.
+    Add {
+        /// The experience, trimmed.
+        text: String,
+        /// How sure the proposer is, in [0, 1].
+        confidence: Option<f64>,
+        /// The domain the experience applies to.
+        domain: Option<String>,
+    },
+    /// Replace an experience's text (and its confidence and domain).
+    Modify {
+        /// The experience replaced (`G{id}`).
+        id: u64,
+        /// The new text, trimmed.
+        text: String,
+        /// How sure the proposer is, in [0, 1].
+        confidence: Option<f64>,
+        /// The domain the experience applies to.
+        domain: Option<String>,
+    },
+    /// Remove an experience.
+    Delete {
+        /// The experience removed (`G{id}`).
+        id: u64,
+    },
+    /// Replace >= 2 experiences by one new one.
+    Merge {
+        /// The experiences replaced: at least two, distinct, in the order given.
+        ids: Vec<u64>,
+        /// The merged text, trimmed.
+        text: String,
+        /// How sure the proposer is, in [0, 1].
+        confidence: Option<f64>,
+        /// The domain the experience applies to.
+        domain: Option<String>,
+    },
+    /// Do nothing.
+    Keep,
+}
+
+impl Op {
+    /// The operation's name in seed 001's vocabulary: "add", "modify", "delete", "merge" or "keep".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Add { .. } => "add",
+            Op::Modify { .. } => "modify",
+            Op::Delete { .. } => "delete",
+            Op::Merge { .. } => "merge",
+            Op::Keep => "keep",
+        }
+    }
+}
+
+/// One parsed operation and what was ignored in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The operation.
+    pub op: Op,
+    /// Keys of the operation object with a non-null value that were not used (unknown keys, or keys this kind ignores), in key order.
+    pub ignored_keys: Vec<String>,
+}
+
+/// Why one operation is unusable: its index in the batch, the field, and what is wrong.
+///
+/// Displays as `operations[3].content: must not be empty`, or `operations[3]: must be a JSON object,
+/// got a string` when the field is empty (the operation as a whole is wrong).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct OpError {
+    /// The operation's index in the batch.
+    pub index: usize,
+    /// The field at fault (`"merged_from[1]"` for one element), or empty for the whole operation.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "operations[{}]: {}", self.index, self.message)
+        } else {
+            write!(f, "operations[{}].{}: {}", self.index, self.field, self.message)
+        }
+    }
+}
+
+/// Why the batch as a whole is unusable (not JSON anywhere, not an array/object, too many ops).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BatchError {
+    /// No JSON value could be found in the reply.
+    #[error("operations: {message}")]
+    NotJson {
+        /// What was looked for, a quoted prefix of the reply and the parser's complaint.
+        message: String,
+    },
+    /// The JSON found is neither an array of operations, a wrapper object nor one operation.
+    #[error("operations: must be an array of operations, an object with an \"operations\" array, or one operation, got {found}")]
+    NotABatch {
+        /// The kind of JSON value found: "a string", "a number", ….
+        found: &'static str,
+    },
+    /// More operations than [`OpLimits::max_ops`].
+    #[error("operations: {count} operations in one batch, at most {max} allowed")]
+    TooMany {
+        /// Operations in the batch.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// Limits checked while parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpLimits {
+    /// Operations in one batch at most (1000).
+    pub max_ops: usize,
+    /// Characters (not bytes) of an experience's text at most, after trimming (4000).
+    pub max_text_chars: usize,
+    /// Ids one merge may name at most (32).
+    pub max_merge_ids: usize,
+}
+
+impl Default for OpLimits {
+    fn default() -> Self {
+        OpLimits { max_ops: 1000, max_text_chars: 4000, max_merge_ids: 32 }
+    }
+}
+
+/// Candidate starts tried per kind of delimiter when looking for JSON inside prose (bounds the work to
+/// a small multiple of the input size).
+const MAX_TRIES: usize = 16;
+/// Characters of a domain at most.
+const MAX_DOMAIN_CHARS: usize = 64;
+/// The accepted operation names, for error messages.
+const KINDS: &str = "add, modify (update), delete (remove), merge, keep (none)";
+
+/// Parses a batch: the batch-level error, or one result per operation in order (a bad op does not stop the others).
+pub fn parse_batch(text: &str, limits: &OpLimits) -> Result<Vec<Result<Parsed, OpError>>, BatchError> {
+    let ops = operations_of(find_json(text)?)?;
+    if ops.len() > limits.max_ops {
+        return Err(BatchError::TooMany { count: ops.len(), max: limits.max_ops });
+    }
+    Ok(ops.iter().enumerate().map(|(index, value)| parse_op(index, value, limits)).collect())
+}
+
+/// The JSON value of an LLM reply: the whole reply, else the first fenced block, `[…]` or `{…}` that parses.
+fn find_json(text: &str) -> Result<Value, BatchError> {
+    let whole = match serde_json::from_str::<Value>(text) {
+        Ok(value) => return Ok(value),
+        Err(e) => e,
+    };
+    if let Some(value) = fenced(text) {
+        return Ok(value);
+    }
+    match (balanced(text, b'[', b']'), balanced(text, b'{', b'}')) {
+        // An object around the array (one operation with a `merged_from`, a wrapper) is the batch.
+        (Some((a_start, a_end, array)), Some((o_start, o_end, object))) => {
+            Ok(if o_start < a_start && a_end <= o_end { object } else { array })
+        }
+        (Some((_, _, array)), None) => Ok(array),
+        (None, Some((_, _, object))) => Ok(object),
+        (None, None) if text.trim().is_empty() => Err(BatchError::NotJson { message: "the reply is empty".to_string() }),
+        (None, None) => {
+            Err(BatchError::NotJson { message: format!("no JSON array or object found in {}: {}", quoted(text), cut(&whole.to_string())) })
+        }
+    }
+}
+
+/// The first ```` ``` ```` fenced block (after an optional language tag) whose content parses as an array or object.
+fn fenced(text: &str) -> Option<Value> {
+    let mut rest = text;
+    for _ in 0..MAX_TRIES {
+        let after = rest.get(rest.find("```")? + 3..)?;
+        let tag = after.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'))).unwrap_or(after.len());
+        let body = after.get(tag..)?;
+        let close = body.find("```")?;
+        match serde_json::from_str::<Value>(body.get(..close)?) {
+            Ok(value @ (Value::Array(_) | Value::Object(_))) => return Some(value),
+            Ok(Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) | Err(_) => {}
+        }
+        rest = body.get(close + 3..)?;
+    }
+    None
+}
+
+/// The first `open`…`close` span (balanced, skipping JSON strings) that parses: its byte range and value.
+fn balanced(text: &str, open: u8, close: u8) -> Option<(usize, usize, Value)> {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for _ in 0..MAX_TRIES {
+        let start = from + bytes.get(from..)?.iter().position(|&b| b == open)?;
+        from = start + 1;
+        let Some(end) = matching(bytes, start, open, close) else { continue };
+        if let Some(Ok(value)) = text.get(start..end).map(serde_json::from_str::<Value>) {
+            return Some((start, end, value));
+        }
+    }
+    None
+}
+
+/// The end (exclusive) of the span opened by `bytes[start]`, aware of JSON strings and escapes.
+fn matching(bytes: &[u8], start: usize, open: u8, close: u8) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, &b) in bytes.iter().enumerate().skip(start) {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (_, b'"') => in_string = !in_string,
+            (false, _) if b == open => depth += 1,
+            (false, _) if b == close && depth <= 1 => return Some(i + 1),
+            (false, _) if b == close => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The operation objects of a batch value.
+fn operations_of(value: Value) -> Result<Vec<Value>, BatchError> {
+    let inner = match value {
+        Value::Object(mut map) => match ["operations", "ops", "updates"].into_iter().find_map(|key| map.remove(key)) {
+            Some(Value::Object(op)) => return Ok(vec![Value::Object(op)]),
+            Some(inner) => inner,
+            None => return Ok(vec![Value::Object(map)]),
+        },
+        batch @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_)) => batch,
+    };
+    match inner {
+        Value::Array(ops) => Ok(ops),
+        ref other @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_)) => {
+            Err(BatchError::NotABatch { found: kind_of(other) })
+        }
+    }
+}
+
+/// "a string", "an array", … for messages.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// An operation object being read: remembers which keys were used.
+struct Fields<'a> {
+    index: usize,
+    map: &'a Map<String, Value>,
+    used: Vec<&'static str>,
+}
+
+impl<'a> Fields<'a> {
+    /// The value at `key` unless absent or null; marks the key used.
+    fn get(&mut self, key: &'static str) -> Option<&'a Value> {
+        self.used.push(key);
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.map.get(key).is_some_and(|v| !v.is_null())
+    }
+
+    fn err(&self, field: &str, message: impl Into<String>) -> OpError {
+        OpError { index: self.index, field: field.to_string(), message: message.into() }
+    }
+
+    /// The kind named at `key`.
+    fn kind(&self, key: &str, value: &Value) -> Result<&'static str, OpError> {
+        let Value::String(name) = value else {
+            return Err(self.err(key, format!("must be a string, one of {KINDS}, got {}", kind_of(value))));
+        };
+        let trimmed = name.trim();
+        Ok(match (trimmed.len() <= 8).then(|| trimmed.to_ascii_lowercase()).as_deref() {
+            Some("add") => "add",
+            Some("modify" | "update") => "modify",
+            Some("delete" | "remove") => "delete",
+            Some("merge") => "merge",
+            Some("keep" | "none") => "keep",
+            Some(_) | None => return Err(self.err(key, format!("unknown operation {}, expected one of {KINDS}", quoted(name)))),
+        })
+    }
+
+    /// The id at `key`.
+    fn id(&self, key: &str, value: &Value) -> Result<u64, OpError> {
+        parse_id(value).map_err(|m| self.err(key, m))
+    }
+
+    /// The target of a modify or delete: `primary` or `id`, which must agree when both are given.
+    fn target(&mut self, primary: &'static str, upstream: bool, verb: &str) -> Result<u64, OpError> {
+        match (self.get(primary), self.get("id")) {
+            (Some(a), Some(b)) => {
+                let (a, b) = (self.id(primary, a)?, self.id("id", b)?);
+                if a == b {
+                    Ok(a)
+                } else {
+                    Err(self.err("id", format!("{} conflicts with \"{primary}\": {}; give the id once", show_id(b), show_id(a))))
+                }
+            }
+            (Some(a), None) => self.id(primary, a),
+            (None, Some(b)) => self.id("id", b),
+            (None, None) => Err(self.err(if upstream { "id" } else { primary }, format!("missing: the id to {verb}, like \"G12\""))),
+        }
+    }
+
+    /// The sources of a merge: `merged_from` or `ids`, at least two distinct ids.
+    fn merge_ids(&mut self, limits: &OpLimits) -> Result<Vec<u64>, OpError> {
+        let (key, value) = match (self.get("merged_from"), self.get("ids")) {
+            (Some(a), Some(b)) if a != b => return Err(self.err("ids", "conflicts with \"merged_from\"; give the ids once")),
+            (Some(a), _) => ("merged_from", a),
+            (None, Some(b)) => ("ids", b),
+            (None, None) => return Err(self.err("merged_from", "missing: the ids of the experiences to merge, like [\"G1\", \"G3\"]")),
+        };
+        let Value::Array(items) = value else {
+            return Err(self.err(key, format!("must be an array of at least 2 ids like [\"G1\", \"G3\"], got {}", kind_of(value))));
+        };
+        if items.len() > limits.max_merge_ids {
+            return Err(self.err(key, format!("has {} ids, at most {} allowed", items.len(), limits.max_merge_ids)));
+        }
+        let mut ids = Vec::with_capacity(items.len());
+        let mut seen = HashSet::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let id = self.id(&format!("{key}[{i}]"), item)?;
+            if !seen.insert(id) {
+                return Err(self.err(key, format!("{} appears more than once", show_id(id))));
+            }
+            ids.push(id);
+        }
+        if ids.len() < 2 {
+            return Err(self.err(key, format!("needs at least 2 distinct ids, got {}", ids.len())));
+        }
+        Ok(ids)
+    }
+
+    /// The text (`experience` or `content`, which must agree when both are given), if any.
+    fn text(&mut self, limits: &OpLimits) -> Result<Option<String>, OpError> {
+        let (key, value) = match (self.get("experience"), self.get("content")) {
+            (Some(a), Some(b)) if a != b => return Err(self.err("content", "differs from \"experience\"; give the text once")),
+            (Some(a), _) => ("experience", a),
+            (None, Some(b)) => ("content", b),
+            (None, None) => return Ok(None),
+        };
+        let Value::String(text) = value else {
+            return Err(self.err(key, format!("must be a string, got {}", kind_of(value))));
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(self.err(key, "must not be empty"));
+        }
+        let chars = text.chars().count();
+        if chars > limits.max_text_chars {
+            return Err(self.err(key, format!("has {chars} characters, at most {} allowed", limits.max_text_chars)));
+        }
+        if let Some((at, c)) = text.chars().enumerate().find(|&(_, c)| c.is_control() && c != '\n' && c != '\t') {
+            return Err(
+                self.err(key, format!("contains control character U+{:04X} at character {at} (only \\n and \\t allowed)", c as u32))
+            );
+        }
+        Ok(Some(text.to_string()))
+    }
+
+    /// The required text and the optional confidence and domain of an add, modify or merge.
+    fn payload(&mut self, kind: &str, upstream: bool, limits: &OpLimits) -> Result<(String, Option<f64>, Option<String>), OpError> {
+        let Some(text) = self.text(limits)? else {
+            let key = if upstream { "content" } else { "experience" };
+            return Err(self.err(key, format!("missing: the experience's text is required for {kind}")));
+        };
+        Ok((text, self.confidence()?, self.domain()?))
+    }
+
+    /// The optional confidence, a number in [0, 1].
+    fn confidence(&mut self) -> Result<Option<f64>, OpError> {
+        let Some(value) = self.get("confidence") else { return Ok(None) };
+        match value.as_f64() {
+            Some(c) if c.is_finite() && (0.0..=1.0).contains(&c) => Ok(Some(c)),
+            Some(_) => Err(self.err("confidence", format!("must be a number in [0, 1], got {value}"))),
+            None => Err(self.err("confidence", format!("must be a number in [0, 1], got {}", kind_of(value)))),
+        }
+    }
+
+    /// The optional domain, a string of 1 to 64 characters without control characters.
+    fn domain(&mut self) -> Result<Option<String>, OpError> {
+        let Some(value) = self.get("domain") else { return Ok(None) };
+        let Value::String(domain) = value else {
+            return Err(self.err("domain", format!("must be a string, got {}", kind_of(value))));
+        };
+        let trimmed = domain.trim();
+        let chars = trimmed.chars().count();
+        if !(1..=MAX_DOMAIN_CHARS).contains(&chars) || trimmed.chars().any(char::is_control) {
+            return Err(
+                self.err("domain", format!("must be 1 to {MAX_DOMAIN_CHARS} characters, no control characters, got {}", quoted(domain)))
+            );
+        }
+        Ok(Some(trimmed.to_string()))
+    }
+}
+
+/// Parses one op object (already JSON) at `index`.
+pub fn parse_op(index: usize, value: &Value, limits: &OpLimits) -> Result<Parsed, OpError> {
+    let Value::Object(map) = value else {
+        return Err(OpError { index, field: String::new(), message: format!("must be a JSON object, got {}", kind_of(value)) });
+    };
+    let mut f = Fields { index, map, used: Vec::with_capacity(8) };
+    let (option, operation) = (f.get("option"), f.get("operation"));
+    let upstream = option.is_none() && (operation.is_some() || (!f.has("experience") && f.has("content")));
+    let kind = match (option, operation) {
+        (Some(a), Some(b)) => {
+            let (a, b) = (f.kind("option", a)?, f.kind("operation", b)?);
+            if a != b {
+                return Err(f.err("operation", format!("{b} conflicts with \"option\": {a}; give the operation once")));
+            }
+            a
+        }
+        (Some(a), None) => f.kind("option", a)?,
+        (None, Some(b)) => f.kind("operation", b)?,
+        (None, None) if f.has("experience") || f.has("content") => "add",
+        (None, None) => return Err(f.err("option", format!("missing: give \"option\" or \"operation\", one of {KINDS}"))),
+    };
+    let op = match kind {
+        "keep" => Op::Keep,
+        "delete" => Op::Delete { id: f.target("delete_id", upstream, "delete")? },
+        "add" => {
+            let (text, confidence, domain) = f.payload(kind, upstream, limits)?;
+            Op::Add { text, confidence, domain }
+        }
+        "modify" => {
+            let id = f.target("modified_from", upstream, "modify")?;
+            let (text, confidence, domain) = f.payload(kind, upstream, limits)?;
+            Op::Modify { id, text, confidence, domain }
+        }
+        // "merge", the last name `Fields::kind` returns.
+        _ => {
+            let ids = f.merge_ids(limits)?;
+            let (text, confidence, domain) = f.payload(kind, upstream, limits)?;
+            Op::Merge { ids, text, confidence, domain }
+        }
+    };
+    let ignored_keys = map.iter().filter(|(k, v)| !v.is_null() && !f.used.contains(&k.as_str())).map(|(k, _)| k.clone()).collect();
+    Ok(Parsed { op, ignored_keys })
+}
+
+/// Parses an id ("G12", "g12", " G12 ", 12, "12") into 12; error message says what an id looks like and quotes a prefix of the bad value.
+pub fn parse_id(value: &Value) -> Result<u64, String> {
+    const LOOKS: &str = "must be an experience id like \"G12\" (or 12)";
+    match value {
+        Value::String(s) => {
+            let t = s.trim();
+            let digits = t.strip_prefix(['G', 'g']).unwrap_or(t);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!("{LOOKS}, got {}", quoted(s)));
+            }
+            digits.parse::<u64>().map_err(|_| format!("{LOOKS}, got {} (too large)", quoted(s)))
+        }
+        Value::Number(n) => n.as_u64().ok_or_else(|| format!("{LOOKS}, got {n}")),
+        Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_) => Err(format!("{LOOKS}, got {}", kind_of(value))),
+    }
+}
+
+/// The id as shown: "G12".
+pub fn show_id(id: u64) -> String {
+    format!("G{id}")
+}
+
+/// Canonical JSON of an op in seed 001's vocabulary (for traces and export): {"option":"add","experience":...} etc., including confidence/domain when set.
+pub fn to_seed_json(op: &Op) -> Value {
+    let mut map = Map::new();
+    map.insert("option".into(), op.kind().into());
+    let (text, confidence, domain) = match op {
+        Op::Add { text, confidence, domain } => (Some(text), confidence, domain),
+        Op::Modify { id, text, confidence, domain } => {
+            map.insert("modified_from".into(), show_id(*id).into());
+            (Some(text), confidence, domain)
+        }
+        Op::Merge { ids, text, confidence, domain } => {
+            map.insert("merged_from".into(), ids.iter().map(|&id| Value::from(show_id(id))).collect());
+            (Some(text), confidence, domain)
+        }
+        Op::Delete { id } => {
+            map.insert("delete_id".into(), show_id(*id).into());
+            (None, &None, &None)
+        }
+        Op::Keep => (None, &None, &None),
+    };
+    if let Some(text) = text {
+        map.insert("experience".into(), text.as_str().into());
+    }
+    if let Some(c) = confidence.and_then(serde_json::Number::from_f64) {
+        map.insert("confidence".into(), Value::Number(c));
+    }
+    if let Some(domain) = domain {
+        map.insert("domain".into(), domain.as_str().into());
+    }
+    Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn ok(text: &str) -> Vec<Op> {
+        parse_batch(text, &OpLimits::default()).unwrap().into_iter().map(|r| r.unwrap().op).collect()
+    }
+    fn add(text: &str) -> Op {
+        Op::Add { text: text.into(), confidence: None, domain: None }
+    }
+    fn modify(id: u64, text: &str) -> Op {
+        Op::Modify { id, text: text.into(), confidence: None, domain: None }
+    }
+    fn merge(ids: &[u64], text: &str) -> Op {
+        Op::Merge { ids: ids.to_vec(), text: text.into(), confidence: None, domain: None }
+    }
+    fn one(value: Value) -> Result<Parsed, OpError> {
+        parse_op(3, &value, &OpLimits::default())
+    }
+
+    const SEED: &str = r#"[{"option":"add","experience":"When solving..."},{"option":"modify","experience":"Updated...","modified_from":"G17"},{"option":"delete","delete_id":"G5"},{"option":"merge","experience":"Merged...","merged_from":["G1","G3"]}]"#;
+
+    #[test]
+    fn seed_vocabulary() {
+        let want = vec![add("When solving..."), modify(17, "Updated..."), Op::Delete { id: 5 }, merge(&[1, 3], "Merged...")];
+        assert_eq!(ok(SEED), want);
+        assert_eq!(ok(r#"[{"option":"keep"}]"#), vec![Op::Keep]);
+        assert_eq!(want.iter().map(Op::kind).collect::<Vec<_>>(), ["add", "modify", "delete", "merge"]);
+    }
+
+    #[test]
+    fn upstream_vocabulary_and_mixed() {
+        let text = r#"[{"operation":"ADD","content":"x"},{"operation":"UPDATE","id":"G3","content":"y"},{"operation":"DELETE","id":"G5","content":null},{"operation":"NONE"}]"#;
+        let parsed: Vec<Parsed> = parse_batch(text, &OpLimits::default()).unwrap().into_iter().map(Result::unwrap).collect();
+        assert_eq!(parsed.iter().map(|p| p.op.clone()).collect::<Vec<_>>(), vec![add("x"), modify(3, "y"), Op::Delete { id: 5 }, Op::Keep]);
+        assert!(parsed.iter().all(|p| p.ignored_keys.is_empty()));
+        let mixed =
+            r#"[{"operation":"ADD","content":"x"},{"option":"delete","delete_id":"G5"},{"option":"update","id":"g2","experience":"z"}]"#;
+        assert_eq!(ok(mixed), vec![add("x"), Op::Delete { id: 5 }, modify(2, "z")]);
+    }
+
+    #[test]
+    fn messy_replies() {
+        let want = vec![add("a [b] ]"), Op::Delete { id: 5 }];
+        let array = r#"[{"option":"add","experience":"a [b] ]"},{"option":"delete","delete_id":"G5"}]"#;
+        for text in [
+            format!("Here are my edits:\n```json\n{array}\n```\nThese keep the library small."),
+            format!("```\n{array}\n```"),
+            format!("Sure! ```JSON{array}``` done"),
+            format!("{array}\n\nI removed G5 because it [was] wrong."),
+            format!("Edits [draft]: {array} (end)"),
+            format!(r#"{{"operations": {array}, "reason": "x"}}"#),
+            format!(r#"Result: {{"updates": {array}}} ok"#),
+            format!("```json\nnot json```\n```\n\"a string\"\n```\nthen {array}"),
+        ] {
+            assert_eq!(ok(&text), want, "{text}");
+        }
+        assert_eq!(ok(r#"{"ops": {"option":"keep"}}"#), vec![Op::Keep]);
+        assert_eq!(ok(r#"{"operation":"ADD","content":"x"}"#), vec![add("x")]);
+        // A single operation in prose: its enclosing object wins over its `merged_from` array.
+        assert_eq!(
+            ok(r#"I propose {"option":"merge","merged_from":["G1","G3"],"experience":"m \"}\""} now."#),
+            vec![merge(&[1, 3], "m \"}\"")]
+        );
+        assert_eq!(ok("[]"), vec![]);
+    }
+
+    #[test]
+    fn names_ids_and_aliases() {
+        assert_eq!(ok(r#"[{"content":"x"},{"experience":"  y  ","reason":"r"}]"#), vec![add("x"), add("y")]);
+        assert_eq!(
+            ok(r#"[{"option":"Add","experience":"x"},{"operation":" update ","modified_from":" G12 ","content":"y"}]"#),
+            vec![add("x"), modify(12, "y")]
+        );
+        assert_eq!(
+            ok(r#"[{"option":"REMOVE","id":12},{"option":"remove","id":"12"},{"option":"delete","delete_id":"g12","id":"G12"}]"#),
+            vec![Op::Delete { id: 12 }; 3]
+        );
+        assert_eq!(
+            ok(r#"[{"option":"merge","ids":[1,"g2"," G3 "],"content":"m"},{"option":"None","id":"junk"}]"#),
+            vec![merge(&[1, 2, 3], "m"), Op::Keep]
+        );
+        assert_eq!(ok(r#"[{"option":"add","operation":"ADD","experience":"x","content":"x"}]"#), vec![add("x")]);
+        for (value, id) in
+            [(json!("G12"), 12), (json!("g12"), 12), (json!(" G12 "), 12), (json!(12), 12), (json!("12"), 12), (json!("G0"), 0)]
+        {
+            assert_eq!(parse_id(&value), Ok(id));
+        }
+        let bad: Vec<Value> =
+            serde_json::from_str(r#"["G", "H12", "G-1", -1, 1.5, null, "G99999999999999999999999", "G1 G2", [1]]"#).unwrap();
+        for bad in bad.into_iter().chain([json!("x".repeat(500))]) {
+            let message = parse_id(&bad).unwrap_err();
+            assert!(message.contains("\"G12\"") && message.len() < 300, "{message}");
+        }
+        assert_eq!(show_id(12), "G12");
+    }
+
+    #[test]
+    fn extensions_and_ignored_keys() {
+        let p = one(
+            json!({"option":"merge","merged_from":["G1","G2"],"experience":"m","confidence":0.5,"domain":" math ","reason":"r","id":"G9"}),
+        )
+        .unwrap();
+        assert_eq!(p.op, Op::Merge { ids: vec![1, 2], text: "m".into(), confidence: Some(0.5), domain: Some("math".into()) });
+        assert_eq!(p.ignored_keys, ["id", "reason"]);
+        let p = one(json!({"operation":"UPDATE","id":"G1","content":"t","confidence":1,"domain":null})).unwrap();
+        assert_eq!(p.op, Op::Modify { id: 1, text: "t".into(), confidence: Some(1.0), domain: None });
+        assert!(p.ignored_keys.is_empty());
+        let p = one(json!({"option":"keep","experience":"x","id":"garbage","confidence":7,"domain":null})).unwrap();
+        assert_eq!((p.op, p.ignored_keys), (Op::Keep, vec!["confidence".to_string(), "experience".into(), "id".into()]));
+        assert_eq!(one(json!({"option":"delete","id":"G1","experience":"x"})).unwrap().ignored_keys, ["experience"]);
+    }
+
+    #[test]
+    fn op_errors_name_index_and_field() {
+        let long = "x".repeat(4001);
+        let cases = [
+            (json!("add"), "", "must be a JSON object, got a string"),
+            (json!({"option":"rewrite","experience":"x"}), "option", "unknown operation \"rewrite\", expected one of add"),
+            (json!({"operation":5}), "operation", "must be a string"),
+            (json!({"option":"add","operation":"DELETE","experience":"x"}), "operation", "conflicts"),
+            (json!({"reason":"x"}), "option", "missing"),
+            (json!({"option":"add"}), "experience", "missing"),
+            (json!({"operation":"ADD"}), "content", "missing"),
+            (json!({"option":"add","experience":"   "}), "experience", "must not be empty"),
+            (json!({"option":"add","content":long}), "content", "has 4001 characters, at most 4000"),
+            (json!({"option":"add","experience":"a\u{7}b"}), "experience", "U+0007 at character 1"),
+            (json!({"option":"add","experience":["x"]}), "experience", "must be a string, got an array"),
+            (json!({"option":"add","experience":"a","content":"b"}), "content", "differs"),
+            (json!({"option":"modify","experience":"x"}), "modified_from", "missing"),
+            (json!({"operation":"UPDATE","content":"x"}), "id", "missing"),
+            (json!({"option":"modify","modified_from":"X1","experience":"x"}), "modified_from", "like \"G12\""),
+            (json!({"option":"modify","modified_from":"G1","id":"G2","experience":"x"}), "id", "G2 conflicts"),
+            (json!({"operation":"DELETE","content":"x"}), "id", "missing"),
+            (json!({"option":"delete","delete_id":true}), "delete_id", "got a boolean"),
+            (json!({"option":"merge","experience":"x"}), "merged_from", "missing"),
+            (json!({"option":"merge","merged_from":"G1,G2","experience":"x"}), "merged_from", "must be an array"),
+            (json!({"option":"merge","merged_from":["G1"],"experience":"x"}), "merged_from", "at least 2 distinct"),
+            (json!({"option":"merge","ids":["G1","g1"],"experience":"x"}), "ids", "G1 appears more than once"),
+            (json!({"option":"merge","merged_from":["G1","x"],"experience":"x"}), "merged_from[1]", "got \"x\""),
+            (json!({"option":"merge","merged_from":(0..33).collect::<Vec<_>>(),"experience":"x"}), "merged_from", "33 ids, at most 32"),
+            (json!({"option":"merge","merged_from":["G1","G2"],"ids":["G1"],"experience":"x"}), "ids", "conflicts"),
+            (json!({"option":"add","experience":"x","confidence":1.5}), "confidence", "in [0, 1], got 1.5"),
+            (json!({"option":"add","experience":"x","confidence":"high"}), "confidence", "got a string"),
+            (json!({"option":"add","experience":"x","domain":""}), "domain", "1 to 64"),
+            (json!({"option":"add","experience":"x","domain":"d".repeat(65)}), "domain", "1 to 64"),
+            (json!({"option":"add","experience":"x","domain":7}), "domain", "must be a string"),
+        ];
+        for (value, field, fragment) in cases {
+            let e = one(value.clone()).unwrap_err();
+            assert_eq!((e.index, e.field.as_str()), (3, field), "{value}: {e}");
+            assert!(e.message.contains(fragment) && e.to_string().len() < 400, "{value}: {e}");
+        }
+        let e = one(json!("add")).unwrap_err();
+        assert_eq!(e.to_string(), "operations[3]: must be a JSON object, got a string");
+        let e = one(json!({"option":"add"})).unwrap_err();
+        assert!(e.to_string().starts_with("operations[3].experience: missing"), "{e}");
+        // A bad operation does not stop the others.
+        let results = parse_batch(r#"[{"option":"add"},{"option":"keep"}]"#, &OpLimits::default()).unwrap();
+        assert!(results[0].is_err() && results[1] == Ok(Parsed { op: Op::Keep, ignored_keys: vec![] }));
+    }
+
+    #[test]
+    fn batch_errors() {
+        let limits = OpLimits::default();
+        assert!(matches!(parse_batch("", &limits), Err(BatchError::NotJson { .. })));
+        let e = parse_batch(&format!("I have no edits {}", "z".repeat(10_000)), &limits).unwrap_err();
+        assert!(matches!(e, BatchError::NotJson { .. }) && e.to_string().starts_with("operations: ") && e.to_string().len() < 600, "{e}");
+        assert_eq!(parse_batch("\"add\"", &limits), Err(BatchError::NotABatch { found: "a string" }));
+        assert_eq!(parse_batch("{\"operations\": 5}", &limits), Err(BatchError::NotABatch { found: "a number" }));
+        let many = format!("[{}]", vec!["{\"option\":\"keep\"}"; 1001].join(","));
+        let e = parse_batch(&many, &limits).unwrap_err();
+        assert_eq!(e, BatchError::TooMany { count: 1001, max: 1000 });
+        assert_eq!(e.to_string(), "operations: 1001 operations in one batch, at most 1000 allowed");
+    }
+
+    fn small_limits() -> OpLimits {
+        OpLimits { max_ops: 20, max_text_chars: 12, max_merge_ids: 4 }
+    }
+
+    fn check_limits(results: &[Result<Parsed, OpError>], limits: &OpLimits) {
+        assert!(results.len() <= limits.max_ops);
+        for r in results.iter().flatten() {
+            let (text, confidence) = match &r.op {
+                Op::Add { text, confidence, .. } | Op::Modify { text, confidence, .. } => (text, confidence),
+                Op::Merge { ids, text, confidence, .. } => {
+                    assert!(ids.len() >= 2 && ids.len() <= limits.max_merge_ids && ids.iter().collect::<HashSet<_>>().len() == ids.len());
+                    (text, confidence)
+                }
+                Op::Delete { .. } | Op::Keep => continue,
+            };
+            assert!(!text.is_empty() && text.trim() == text && text.chars().count() <= limits.max_text_chars);
+            assert!(confidence.is_none_or(|c| (0.0..=1.0).contains(&c)));
+        }
+    }
+
+    /// Arbitrary JSON, and batches of valid operations with one field replaced or added, so every kind and error path is reached.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let keys = "option operation experience content id ids merged_from modified_from delete_id confidence domain reason";
+        let keys = prop::sample::select(keys.split(' ').map(String::from).collect::<Vec<_>>());
+        let words = "add Modify ~UPDATE~ delete remove merge keep NONE rewrite G1 g2 ~3~ 4 G1 ~ x\u{1} a~[b]~] abcdefghijklmn";
+        let leaf = prop_oneof![
+            prop::sample::select(words.split(' ').map(|w| Value::from(w.replace('~', " "))).collect::<Vec<_>>()),
+            "[a-z {}\\[\\]\"]{0,16}".prop_map(Value::from),
+            prop::sample::select(
+                "0 1 2 0.5 -1 1.5 1e300 null true".split(' ').map(|v| serde_json::from_str(v).unwrap()).collect::<Vec<Value>>()
+            ),
+        ];
+        let op_keys = keys.clone();
+        let any = leaf.clone().prop_recursive(3, 24, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map(keys.clone(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        let op =
+            (valid_op(), prop::option::of((op_keys, prop_oneof![leaf.clone(), prop::collection::vec(leaf, 0..6).prop_map(Value::from)])))
+                .prop_map(|(op, field)| {
+                    let mut value = to_seed_json(&op);
+                    if let (Some((key, field)), Some(map)) = (field, value.as_object_mut()) {
+                        map.insert(key, field);
+                    }
+                    value
+                })
+                .boxed();
+        prop_oneof![
+            prop::collection::vec(op.clone(), 0..8).prop_map(Value::from),
+            prop::collection::vec(op, 0..3).prop_map(|ops| json!({ "operations": ops })),
+            any,
+        ]
+    }
+
+    /// Short valid operations (some longer than [`small_limits`] allow).
+    fn valid_op() -> impl Strategy<Value = Op> {
+        let text = "[a-zA-Z0-9]([a-zA-Z0-9 \n\t\\[\\]{}\"é]{0,14}[a-z])?";
+        let confidence = prop::option::of(0.0..=1.0f64);
+        let domain = prop::option::of("[a-z][a-z ]{0,20}[a-z]");
+        let id = 0..6u64;
+        prop_oneof![
+            (text, confidence.clone(), domain.clone()).prop_map(|(text, confidence, domain)| Op::Add { text, confidence, domain }),
+            (id.clone(), text, confidence.clone(), domain.clone()).prop_map(|(id, text, confidence, domain)| Op::Modify {
+                id,
+                text,
+                confidence,
+                domain
+            }),
+            id.clone().prop_map(|id| Op::Delete { id }),
+            (prop::collection::hash_set(id, 2..6), text, confidence, domain).prop_map(|(ids, text, confidence, domain)| Op::Merge {
+                ids: ids.into_iter().collect(),
+                text,
+                confidence,
+                domain
+            }),
+            Just(Op::Keep),
+        ]
+    }
+
+    /// `op` in seed 001's vocabulary rewritten with the aliases, upstream names and messy spellings `bits` choose.
+    fn aliased(op: &Op, bits: u8) -> Value {
+        let mut map = to_seed_json(op).as_object().cloned().unwrap_or_default();
+        let renames = [
+            (1, "option", "operation"),
+            (2, "experience", "content"),
+            (4, "modified_from", "id"),
+            (4, "delete_id", "id"),
+            (4, "merged_from", "ids"),
+        ];
+        for (bit, from, to) in renames {
+            if let Some(value) = (bits & bit != 0).then(|| map.remove(from)).flatten() {
+                map.insert(to.into(), value);
+            }
+        }
+        if let Some(name) = map.get_mut("operation") {
+            let upstream = [("add", "ADD"), ("modify", " Update"), ("delete", "REMOVE "), ("keep", "NONE"), ("merge", "Merge")];
+            *name = upstream.iter().find(|(seed, _)| *seed == op.kind()).map(|(_, name)| *name).into();
+        }
+        let id_keys = ["modified_from", "delete_id", "merged_from", "id", "ids"];
+        for (_, value) in map.iter_mut().filter(|(key, _)| bits & 8 != 0 && id_keys.contains(&key.as_str())) {
+            *value = match value.as_array() {
+                Some(ids) => ids.iter().map(|id| json!(parse_id(id).unwrap())).collect(),
+                None => json!(format!(" g{} ", parse_id(value).unwrap())),
+            };
+        }
+        if bits & 16 != 0 {
+            map.insert("reason".into(), "because".into());
+        }
+        if bits & 32 != 0 && op.kind() == "add" {
+            map.retain(|key, _| key != "option" && key != "operation");
+        }
+        Value::Object(map)
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in any::<String>(), messy in "[\\[\\]{}\"\\\\:,`a-z0-9 \n]{0,200}") {
+            for t in [&text, &messy] {
+                if let Ok(results) = parse_batch(t, &small_limits()) {
+                    check_limits(&results, &small_limits());
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_json_respects_limits(value in json_value(), prose in prop::bool::ANY) {
+            let text = if prose { format!("Edits:\n```json\n{value}\n```\nDone.") } else { value.to_string() };
+            if let Ok(results) = parse_batch(&text, &small_limits()) {
+                check_limits(&results, &small_limits());
+            }
+        }
+
+        #[test]
+        fn seed_json_round_trips(op in valid_op()) {
+            let value = to_seed_json(&op);
+            prop_assert_eq!(parse_op(0, &value, &OpLimits::default()), Ok(Parsed { op, ignored_keys: vec![] }));
+        }
+
+        #[test]
+        fn aliases_parse_to_the_same_op(op in valid_op(), bits in any::<u8>()) {
+            let ignored_keys = if bits & 16 != 0 { vec!["reason".to_string()] } else { vec![] };
+            prop_assert_eq!(parse_op(0, &aliased(&op, bits), &OpLimits::default()), Ok(Parsed { op, ignored_keys }));
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! The embedded default: every bank in one SQLite file (`banks.db` under `--banks-dir`), in WAL mode
+//! with `synchronous=FULL`, so a commit is on disk before it returns and a crash keeps either all of a
+//! transaction or none of it. The server holds the file exclusively: a second server on the same
+//! directory is refused at start with a message pointing at PostgreSQL, because two processes caching
+//! the same banks would each miss the other's writes. A file that is not a SQLite database, or fails
+//! `PRAGMA quick_check`, stops the server with an error naming it; it is never reset.
+//!
+//! rusqlite is blocking: every call runs on tokio's blocking pool with the one connection.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use super::{BankMeta, BankStore, Commit, Committed, Experience, RowChange, StoreError, StoredExperience, UsageDelta};
+
+/// The schema version this code writes.
+const SCHEMA: i64 = 1;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS memgym_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS banks (
+    name TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    uid INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    next_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    max_size INTEGER NOT NULL,
+    embedder_name TEXT NOT NULL,
+    embedder_dim INTEGER NOT NULL,
+    embedder_fingerprint TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS experiences (
+    bank TEXT NOT NULL,
+    id INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    domain TEXT NOT NULL,
+    created_epoch INTEGER NOT NULL,
+    usage_count INTEGER NOT NULL,
+    last_used_epoch INTEGER,
+    vector BLOB,
+    changed INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    PRIMARY KEY (bank, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS experiences_changed ON experiences (bank, changed);
+";
+
+/// Banks in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+    /// Crash-test hook: abort the process after writing this many rows inside a commit's transaction
+    /// (`MEMGYM_CRASH_AFTER_ROWS`, read at open; for the crash tests only).
+    crash_after_rows: Option<usize>,
+}
+
+/// The crash-test hook's variable.
+pub const CRASH_AFTER_ROWS_ENV: &str = "MEMGYM_CRASH_AFTER_ROWS";
+
+impl SqliteStore {
+    /// Opens (creating if needed) `dir/banks.db`, takes it exclusively and checks it.
+    pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
+        let path = dir.join("banks.db");
+        let unavailable = |message: String| StoreError::Unavailable { location: path.display().to_string(), message };
+        std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("creating {}: {e}", dir.display())))?;
+        let conn = Connection::open(&path).map_err(|e| classify(&path, e))?;
+        // The file has one owner: waiting for another server's lock would only delay the refusal.
+        conn.busy_timeout(std::time::Duration::ZERO).map_err(|e| classify(&path, e))?;
+        let crash_after_rows = std::env::var(CRASH_AFTER_ROWS_ENV).ok().and_then(|v| v.parse().ok());
+        let store = SqliteStore { path: path.clone(), conn: Arc::new(Mutex::new(conn)), crash_after_rows };
+        {
+            let conn = store.conn.lock();
+            // Not a database, or encrypted garbage: the first statement says so.
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(|e| classify(&path, e))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(unavailable(format!("cannot switch to WAL mode (got {mode})")));
+            }
+            conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA locking_mode=EXCLUSIVE;").map_err(|e| classify(&path, e))?;
+            // Take the exclusive lock now, so a second server fails at start and not at its first write.
+            conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;").map_err(|e| classify(&path, e))?;
+            let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(|e| classify(&path, e))?;
+            if check != "ok" {
+                return Err(StoreError::Corrupt { location: path.display().to_string(), message: format!("quick_check: {check}") });
+            }
+            conn.execute_batch(CREATE).map_err(|e| classify(&path, e))?;
+            let found: Option<i64> =
+                conn.query_row("SELECT version FROM memgym_schema", [], |r| r.get(0)).optional().map_err(|e| classify(&path, e))?;
+            match found {
+                None => {
+                    conn.execute("INSERT INTO memgym_schema (version) VALUES (?1)", [SCHEMA]).map_err(|e| classify(&path, e))?;
+                }
+                Some(SCHEMA) => {}
+                Some(v) => {
+                    return Err(StoreError::Corrupt {
+                        location: path.display().to_string(),
+                        message: format!("schema version {v}, this memgym reads {SCHEMA}"),
+                    })
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = Arc::clone(&self.conn);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || f(&mut conn.lock(), &path))
+            .await
+            .map_err(|e| StoreError::Unavailable { location: self.path.display().to_string(), message: format!("worker failed: {e}") })?
+    }
+}
+
+#[allow(clippy::wildcard_enum_match_arm)] // rusqlite's error enum is open: every other error is I/O-like
+/// A SQLite error as a store error: corruption is [`StoreError::Corrupt`], a lock held by another
+/// process says so, the rest is unavailable.
+fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    let location = path.display().to_string();
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
+        {
+            StoreError::Unavailable {
+                location,
+                message: "is in use by another memgym server (a SQLite banks file has one owner; serve several replicas from \
+                          PostgreSQL with --banks-url postgres://…)"
+                    .into(),
+            }
+        }
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
+        {
+            StoreError::Corrupt { location, message: e.to_string() }
+        }
+        _ => StoreError::Unavailable { location, message: e.to_string() },
+    }
+}
+
+fn to_i64(path: &Path, what: &str, v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v)
+        .map_err(|_| StoreError::Unavailable { location: path.display().to_string(), message: format!("{what} {v} is too large to store") })
+}
+
+fn to_u64(path: &Path, what: &str, v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt { location: path.display().to_string(), message: format!("negative {what} {v}") })
+}
+
+/// Little-endian f32s.
+fn vector_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_of(path: &Path, bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(StoreError::Corrupt { location: path.display().to_string(), message: format!("a vector of {} bytes", bytes.len()) });
+    }
+    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+const META_COLUMNS: &str =
+    "name, kind, uid, version, next_id, epoch, max_size, embedder_name, embedder_dim, embedder_fingerprint, created_at";
+
+fn read_meta(path: &Path, r: &rusqlite::Row<'_>) -> Result<BankMeta, StoreError> {
+    let get_i = |i: usize| r.get::<_, i64>(i).map_err(|e| classify(path, e));
+    let get_s = |i: usize| r.get::<_, String>(i).map_err(|e| classify(path, e));
+    Ok(BankMeta {
+        name: get_s(0)?,
+        kind: get_s(1)?,
+        uid: get_i(2)? as u64,
+        version: to_u64(path, "version", get_i(3)?)?,
+        next_id: to_u64(path, "next_id", get_i(4)?)?,
+        epoch: to_u64(path, "epoch", get_i(5)?)?,
+        max_size: u32::try_from(get_i(6)?)
+            .map_err(|_| StoreError::Corrupt { location: path.display().to_string(), message: "max_size out of range".into() })?,
+        embedder_name: get_s(7)?,
+        embedder_dim: u32::try_from(get_i(8)?)
+            .map_err(|_| StoreError::Corrupt { location: path.display().to_string(), message: "embedder_dim out of range".into() })?,
+        embedder_fingerprint: get_s(9)?,
+        created_at: get_s(10)?,
+    })
+}
+
+fn meta_of(tx: &Connection, path: &Path, name: &str) -> Result<Option<BankMeta>, StoreError> {
+    let mut stmt = tx.prepare_cached(&format!("SELECT {META_COLUMNS} FROM banks WHERE name = ?1")).map_err(|e| classify(path, e))?;
+    let mut rows = stmt.query([name]).map_err(|e| classify(path, e))?;
+    match rows.next().map_err(|e| classify(path, e))? {
+        Some(r) => Ok(Some(read_meta(path, r)?)),
+        None => Ok(None),
+    }
+}
+
+const EXP_COLUMNS: &str = "id, text, confidence, domain, created_epoch, usage_count, last_used_epoch, vector, deleted";
+
+fn read_row(path: &Path, r: &rusqlite::Row<'_>) -> Result<RowChange, StoreError> {
+    let err = |e| classify(path, e);
+    let id = to_u64(path, "id", r.get(0).map_err(err)?)?;
+    let deleted: i64 = r.get(8).map_err(err)?;
+    if deleted != 0 {
+        return Ok(RowChange::Deleted(id));
+    }
+    let vector: Option<Vec<u8>> = r.get(7).map_err(err)?;
+    let last: Option<i64> = r.get(6).map_err(err)?;
+    Ok(RowChange::Put(StoredExperience {
+        exp: Experience {
+            id,
+            text: r.get(1).map_err(err)?,
+            confidence: r.get(2).map_err(err)?,
+            domain: r.get(3).map_err(err)?,
+            created_epoch: to_u64(path, "created_epoch", r.get(4).map_err(err)?)?,
+            usage_count: to_u64(path, "usage_count", r.get(5).map_err(err)?)?,
+            last_used_epoch: last.map(|v| to_u64(path, "last_used_epoch", v)).transpose()?,
+        },
+        vector: vector_of(path, vector.as_deref().unwrap_or_default())?,
+    }))
+}
+
+fn rows_since(tx: &Connection, path: &Path, name: &str, since: Option<u64>) -> Result<Vec<RowChange>, StoreError> {
+    let sql = match since {
+        None => format!("SELECT {EXP_COLUMNS} FROM experiences WHERE bank = ?1 AND deleted = 0 AND ?2 = 0 ORDER BY id"),
+        Some(_) => format!("SELECT {EXP_COLUMNS} FROM experiences WHERE bank = ?1 AND changed > ?2 ORDER BY id"),
+    };
+    let mut stmt = tx.prepare_cached(&sql).map_err(|e| classify(path, e))?;
+    let mut rows = stmt.query(params![name, to_i64(path, "version", since.unwrap_or(0))?]).map_err(|e| classify(path, e))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(|e| classify(path, e))? {
+        out.push(read_row(path, r)?);
+    }
+    Ok(out)
+}
+
+fn write_commit(
+    tx: &Transaction<'_>,
+    path: &Path,
+    expected: u64,
+    c: &Commit,
+    crash_after_rows: Option<usize>,
+) -> Result<Committed, StoreError> {
+    let err = |e| classify(path, e);
+    let name = c.meta.name.as_str();
+    let Some(current) = meta_of(tx, path, name)? else { return Ok(Committed::Conflict { current: None }) };
+    if current.version != expected || current.uid != c.meta.uid {
+        return Ok(Committed::Conflict { current: Some(current.version) });
+    }
+    let v = to_i64(path, "version", c.meta.version)?;
+    if c.clear {
+        tx.execute(
+            "UPDATE experiences SET deleted = 1, text = '', vector = NULL, changed = ?2 WHERE bank = ?1 AND deleted = 0",
+            params![name, v],
+        )
+        .map_err(err)?;
+    }
+    {
+        let mut del = tx
+            .prepare_cached("UPDATE experiences SET deleted = 1, text = '', vector = NULL, changed = ?3 WHERE bank = ?1 AND id = ?2")
+            .map_err(err)?;
+        for id in &c.delete {
+            del.execute(params![name, to_i64(path, "id", *id)?, v]).map_err(err)?;
+        }
+        let mut put = tx
+            .prepare_cached(
+                "INSERT INTO experiences (bank, id, text, confidence, domain, created_epoch, usage_count, last_used_epoch, vector, changed, deleted)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0)
+                 ON CONFLICT (bank, id) DO UPDATE SET text = excluded.text, confidence = excluded.confidence, domain = excluded.domain,
+                   created_epoch = excluded.created_epoch, usage_count = excluded.usage_count, last_used_epoch = excluded.last_used_epoch,
+                   vector = excluded.vector, changed = excluded.changed, deleted = 0",
+            )
+            .map_err(err)?;
+        for (n, StoredExperience { exp: e, vector }) in c.put.iter().enumerate() {
+            if crash_after_rows == Some(n) {
+                tracing::warn!("{CRASH_AFTER_ROWS_ENV}: aborting in the middle of a commit");
+                std::process::abort();
+            }
+            put.execute(params![
+                name,
+                to_i64(path, "id", e.id)?,
+                e.text,
+                e.confidence,
+                e.domain,
+                to_i64(path, "created_epoch", e.created_epoch)?,
+                to_i64(path, "usage_count", e.usage_count)?,
+                e.last_used_epoch.map(|x| to_i64(path, "last_used_epoch", x)).transpose()?,
+                vector_bytes(vector),
+                v,
+            ])
+            .map_err(err)?;
+        }
+    }
+    let m = &c.meta;
+    tx.execute(
+        "UPDATE banks SET version = ?2, next_id = ?3, epoch = ?4, max_size = ?5, embedder_name = ?6, embedder_dim = ?7, embedder_fingerprint = ?8
+         WHERE name = ?1",
+        params![
+            name,
+            v,
+            to_i64(path, "next_id", m.next_id)?,
+            to_i64(path, "epoch", m.epoch)?,
+            i64::from(m.max_size),
+            m.embedder_name,
+            i64::from(m.embedder_dim),
+            m.embedder_fingerprint
+        ],
+    )
+    .map_err(err)?;
+    Ok(Committed::Done)
+}
+
+#[tonic::async_trait]
+impl BankStore for SqliteStore {
+    fn location(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
+
+    async fn list(&self) -> Result<Vec<BankMeta>, StoreError> {
+        self.with(|conn, path| {
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT {META_COLUMNS} FROM banks ORDER BY name")).map_err(|e| classify(path, e))?;
+            let mut rows = stmt.query([]).map_err(|e| classify(path, e))?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next().map_err(|e| classify(path, e))? {
+                out.push(read_meta(path, r)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn meta(&self, name: &str) -> Result<Option<BankMeta>, StoreError> {
+        let name = name.to_string();
+        self.with(move |conn, path| meta_of(conn, path, &name)).await
+    }
+
+    async fn create(&self, meta: &BankMeta) -> Result<(), StoreError> {
+        let m = meta.clone();
+        self.with(move |conn, path| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;
+            if meta_of(&tx, path, &m.name)?.is_some() {
+                return Err(StoreError::AlreadyExists(m.name.clone()));
+            }
+            // A bank of this name deleted earlier left tombstones: drop them with it.
+            tx.execute("DELETE FROM experiences WHERE bank = ?1", [&m.name]).map_err(|e| classify(path, e))?;
+            tx.execute(
+                &format!("INSERT INTO banks ({META_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                params![
+                    m.name,
+                    m.kind,
+                    m.uid as i64,
+                    to_i64(path, "version", m.version)?,
+                    to_i64(path, "next_id", m.next_id)?,
+                    to_i64(path, "epoch", m.epoch)?,
+                    i64::from(m.max_size),
+                    m.embedder_name,
+                    i64::from(m.embedder_dim),
+                    m.embedder_fingerprint,
+                    m.created_at
+                ],
+            )
+            .map_err(|e| classify(path, e))?;
+            tx.commit().map_err(|e| classify(path, e))
+        })
+        .await
+    }
+
+    async fn delete(&self, name: &str, expected: Option<u64>) -> Result<Committed, StoreError> {
+        let name = name.to_string();
+        self.with(move |conn, path| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;
+            let Some(current) = meta_of(&tx, path, &name)? else { return Ok(Committed::Conflict { current: None }) };
+            if expected.is_some_and(|v| v != current.version) {
+                return Ok(Committed::Conflict { current: Some(current.version) });
+            }
+            tx.execute("DELETE FROM experiences WHERE bank = ?1", [&name]).map_err(|e| classify(path, e))?;
+            tx.execute("DELETE FROM banks WHERE name = ?1", [&name]).map_err(|e| classify(path, e))?;
+            tx.commit().map_err(|e| classify(path, e))?;
+            Ok(Committed::Done)
+        })
+        .await
+    }
+
+    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Vec<StoredExperience>)>, StoreError> {
+        let name = name.to_string();
+        self.with(move |conn, path| {
+            let tx = conn.transaction().map_err(|e| classify(path, e))?;
+            let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
+            let rows = rows_since(&tx, path, &name, None)?;
+            let exps = rows
+                .into_iter()
+                .filter_map(|r| match r {
+                    RowChange::Put(e) => Some(e),
+                    RowChange::Deleted(_) => None,
+                })
+                .collect();
+            Ok(Some((meta, exps)))
+        })
+        .await
+    }
+
+    async fn changes(&self, name: &str, since: u64) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError> {
+        let name = name.to_string();
+        self.with(move |conn, path| {
+            let tx = conn.transaction().map_err(|e| classify(path, e))?;
+            let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
+            let rows = rows_since(&tx, path, &name, Some(since))?;
+            Ok(Some((meta, rows)))
+        })
+        .await
+    }
+
+    async fn commit(&self, expected: u64, commit: &Commit) -> Result<Committed, StoreError> {
+        let c = commit.clone();
+        let crash = self.crash_after_rows;
+        self.with(move |conn, path| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;
+            let out = write_commit(&tx, path, expected, &c, crash)?;
+            if out == Committed::Done {
+                tx.commit().map_err(|e| classify(path, e))?;
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn add_usage(&self, name: &str, deltas: &[UsageDelta]) -> Result<(), StoreError> {
+        let name = name.to_string();
+        let deltas = deltas.to_vec();
+        self.with(move |conn, path| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;
+            {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "UPDATE experiences SET usage_count = usage_count + ?3,
+                           last_used_epoch = MAX(COALESCE(last_used_epoch, ?4), ?4)
+                         WHERE bank = ?1 AND id = ?2 AND deleted = 0",
+                    )
+                    .map_err(|e| classify(path, e))?;
+                for d in &deltas {
+                    stmt.execute(params![
+                        name,
+                        to_i64(path, "id", d.id)?,
+                        to_i64(path, "usage", d.count)?,
+                        to_i64(path, "last_used_epoch", d.last_used_epoch)?
+                    ])
+                    .map_err(|e| classify(path, e))?;
+                }
+            }
+            tx.commit().map_err(|e| classify(path, e))
+        })
+        .await
+    }
+}
