@@ -274,8 +274,12 @@ pub struct BanksArgs {
     /// Default: $XDG_DATA_HOME/memgym/banks, else ~/.local/share/memgym/banks.
     #[arg(long, env = "MEMGYM_BANKS_DIR", value_name = "DIR")]
     pub banks_dir: Option<PathBuf>,
+    /// Serve the banks from PostgreSQL instead (`postgres://user:password@host:port/db`): several
+    /// memgym replicas on one database share their banks.
+    #[arg(long, env = "MEMGYM_BANKS_URL", value_name = "URL", conflicts_with = "banks_dir")]
+    pub banks_url: Option<String>,
     /// Serve no banks (the Banks service is then not registered).
-    #[arg(long, conflicts_with = "banks_dir")]
+    #[arg(long, conflicts_with_all = ["banks_dir", "banks_url"])]
     pub no_banks: bool,
     /// A bank whose vectors come from another embedder than the server's: refuse to serve it, or
     /// reembed its texts (one write) and serve it.

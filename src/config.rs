@@ -219,17 +219,23 @@ pub fn default_banks_dir() -> PathBuf {
 }
 
 /// The banks the flags describe, on the environment's embedder and LLM; `None` with `--no-banks`.
-pub fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow::Result<Option<Arc<crate::banks::Banks>>> {
-    use crate::banks::{store::sqlite::SqliteStore, Banks, BanksConfig, OnEmbedderChange};
+pub async fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow::Result<Option<Arc<crate::banks::Banks>>> {
+    use crate::banks::store::{postgres::PostgresStore, sqlite::SqliteStore, BankStore};
+    use crate::banks::{Banks, BanksConfig, OnEmbedderChange};
     if a.no_banks {
         return Ok(None);
     }
     let on_change: OnEmbedderChange =
         a.banks_on_embedder_change.parse().map_err(anyhow::Error::msg).context("--banks-on-embedder-change")?;
-    let dir = a.banks_dir.clone().unwrap_or_else(default_banks_dir);
-    let store = SqliteStore::open(&dir).with_context(|| format!("opening the banks in {}", dir.display()))?;
+    let store: Arc<dyn BankStore> = match &a.banks_url {
+        Some(url) => Arc::new(PostgresStore::connect(url).await.context("--banks-url")?),
+        None => {
+            let dir = a.banks_dir.clone().unwrap_or_else(default_banks_dir);
+            Arc::new(SqliteStore::open(&dir).with_context(|| format!("opening the banks in {}", dir.display()))?)
+        }
+    };
     let config = BanksConfig { on_embedder_change: on_change, index: env.config().index.clone(), ..BanksConfig::default() };
-    Ok(Some(Arc::new(Banks::new(Arc::new(store), env.embedder().clone(), env.llm().cloned(), config))))
+    Ok(Some(Arc::new(Banks::new(store, env.embedder().clone(), env.llm().cloned(), config))))
 }
 
 /// Embeds M₀ and writes `vectors-<embedder>.parquet` into `out`.

@@ -39,9 +39,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(a) => {
             let env = config::build_environment(&a.env)?;
-            let banks = config::build_banks(&a.banks, &env)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
+                let banks = config::build_banks(&a.banks, &env).await?;
                 let listener =
                     tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),

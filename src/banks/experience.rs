@@ -200,7 +200,7 @@ impl Banks {
             domain: check_domain("domain", fields.domain.as_deref())?,
             ..fields
         };
-        self.write(bank, expected, |_, draft| Ok(plan_add(draft, text, &fields))).await
+        self.write(bank, expected, |_, draft| Ok(plan_add(draft, text.clone(), &fields))).await
     }
 
     /// ExperienceManager.modify.
@@ -218,7 +218,7 @@ impl Banks {
         let confidence = check_confidence("confidence", confidence)?;
         let domain = check_domain("domain", domain)?;
         self.write(bank, expected, |lib, draft| {
-            plan_modify(lib, draft, id, text, confidence, domain).ok_or_else(|| not_found(lib, "id", id))
+            plan_modify(lib, draft, id, text.clone(), confidence, domain.clone()).ok_or_else(|| not_found(lib, "id", id))
         })
         .await
     }
@@ -261,7 +261,7 @@ impl Banks {
         let confidence = check_confidence("confidence", confidence)?;
         let domain = check_domain("domain", domain)?;
         self.write(bank, expected, |lib, draft| {
-            plan_merge(lib, draft, &parsed, text, confidence, domain).map_err(|missing| {
+            plan_merge(lib, draft, &parsed, text.clone(), confidence, domain.clone()).map_err(|missing| {
                 let i = parsed.iter().position(|p| *p == missing).unwrap_or(0);
                 not_found(lib, &format!("ids[{i}]"), missing)
             })
@@ -292,7 +292,7 @@ impl Banks {
         }
         let plan = move |lib: &Library, draft: &mut Draft| -> Result<Vec<OpOutcome>, BankError> {
             let mut out = Vec::with_capacity(parsed.len());
-            for (index, p) in parsed.into_iter().enumerate() {
+            for (index, p) in parsed.iter().cloned().enumerate() {
                 let p = match p {
                     Ok(p) => p,
                     Err(e) => {

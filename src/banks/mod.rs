@@ -40,6 +40,10 @@ use crate::quote::quoted;
 use library::Draft;
 use store::{BankMeta, BankStore, Commit, Committed};
 
+/// How many times a write without `expected_version` is planned again after losing a race with
+/// another replica (with a random back-off between attempts).
+pub const WRITE_ATTEMPTS: u32 = 32;
+
 /// The one bank kind so far.
 pub const KIND_EXPERIENCE: &str = "experience";
 
@@ -356,50 +360,71 @@ impl Banks {
 
     /// Plans a write with `plan` (which may refuse it), embeds, commits and applies it, under the
     /// bank's write lock. Returns the plan's output and the bank's counters after the write.
+    ///
+    /// On a shared store another replica may commit between this server's catch-up and its commit; the
+    /// commit then changes nothing. A write that named `expected_version` fails (Aborted); one that did
+    /// not is planned again on the caught-up bank after a random back-off, up to [`WRITE_ATTEMPTS`]
+    /// times, so unconditional writes from several replicas all land.
     pub async fn write<T>(
         &self,
         name: &str,
         expected: Option<u64>,
-        plan: impl FnOnce(&Library, &mut Draft) -> Result<T, BankError>,
+        mut plan: impl FnMut(&Library, &mut Draft) -> Result<T, BankError>,
     ) -> Result<(T, BankMeta), BankError> {
         check_name("bank", name)?;
         let handle = self.handle(name);
         let mut guard = handle.write().await;
-        self.ensure(name, &mut guard).await?;
-        let Some(lib) = guard.as_mut() else { return Err(BankError::BankNotFound { name: name.to_string() }) };
-        let version = lib.meta().version;
-        if let Some(e) = expected {
-            if e != version {
-                return Err(BankError::VersionConflict { name: name.to_string(), expected: e, current: version });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.ensure(name, &mut guard).await?;
+            let Some(lib) = guard.as_mut() else { return Err(BankError::BankNotFound { name: name.to_string() }) };
+            let version = lib.meta().version;
+            if let Some(e) = expected {
+                if e != version {
+                    return Err(BankError::VersionConflict { name: name.to_string(), expected: e, current: version });
+                }
+            }
+            let mut draft = Draft::of(lib);
+            let out = plan(lib, &mut draft)?;
+            if draft.is_empty(lib) {
+                return Ok((out, lib.meta().clone()));
+            }
+            let after = draft.len_after(lib);
+            if after > self.config.limits.max_experiences && after > lib.len() {
+                return Err(BankError::ResourceExhausted {
+                    message: format!(
+                        "bank {} would hold {after} experiences, over the cap of {}",
+                        quoted(name),
+                        self.config.limits.max_experiences
+                    ),
+                });
+            }
+            // Nothing has changed yet: if this await is abandoned, the bank is as it was.
+            let vectors = self.vectors(&draft).await?;
+            let commit = Commit {
+                put: lib.stored(&draft, &vectors),
+                delete: draft.deletes().collect(),
+                clear: draft.clear,
+                meta: Self::next_meta(lib.meta(), &draft),
+            };
+            match self.commit_or_conflict(name, version, &commit).await {
+                Ok(()) => {
+                    let meta = commit.meta;
+                    lib.apply(draft, &vectors, meta.clone());
+                    return Ok((out, meta));
+                }
+                Err(BankError::VersionConflict { .. }) if expected.is_none() && attempt < WRITE_ATTEMPTS => {
+                    // Back off a random while (up to 2^attempt ms, at most 100 ms) so that replicas
+                    // racing for one bank interleave instead of colliding again.
+                    let ceiling = 1u64 << attempt.min(7);
+                    let wait = rand::random::<u64>() % ceiling.min(100);
+                    tracing::debug!(bank = name, attempt, wait_ms = wait, "another replica wrote first; planning again");
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                }
+                Err(e) => return Err(e),
             }
         }
-        let mut draft = Draft::of(lib);
-        let out = plan(lib, &mut draft)?;
-        if draft.is_empty(lib) {
-            return Ok((out, lib.meta().clone()));
-        }
-        let after = draft.len_after(lib);
-        if after > self.config.limits.max_experiences && after > lib.len() {
-            return Err(BankError::ResourceExhausted {
-                message: format!(
-                    "bank {} would hold {after} experiences, over the cap of {}",
-                    quoted(name),
-                    self.config.limits.max_experiences
-                ),
-            });
-        }
-        // Nothing has changed yet: if this await is abandoned, the bank is as it was.
-        let vectors = self.vectors(&draft).await?;
-        let commit = Commit {
-            put: lib.stored(&draft, &vectors),
-            delete: draft.deletes().collect(),
-            clear: draft.clear,
-            meta: Self::next_meta(lib.meta(), &draft),
-        };
-        self.commit_or_conflict(name, version, &commit).await?;
-        let meta = commit.meta;
-        lib.apply(draft, &vectors, meta.clone());
-        Ok((out, meta))
     }
 
     /// The counters after `draft`: the next version, id counter and epoch.

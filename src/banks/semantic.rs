@@ -264,7 +264,7 @@ impl Banks {
         self.write(bank, Some(version), |lib, draft| {
             let texts = groups
                 .iter()
-                .zip(written)
+                .zip(written.iter().cloned())
                 .map(|(ids, r)| match r {
                     Some(Ok(text)) => (text, None),
                     Some(Err(reason)) => (offline_text(lib, ids, max_chars), Some(format!("{reason}; merged offline (summarize)"))),

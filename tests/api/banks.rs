@@ -37,7 +37,7 @@ async fn spawn_banks(extra: &[&str]) -> Banked {
     argv.extend_from_slice(extra);
     let Cmd::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
     let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let banks = memgym::config::build_banks(&args.banks, &env).expect("banks open");
+    let banks = memgym::config::build_banks(&args.banks, &env).await.expect("banks open");
     let server = server::spawn_with(env, banks, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     Banked { _server: server, banks: BanksClient::new(channel), _dir: dir }

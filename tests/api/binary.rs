@@ -21,7 +21,7 @@ pub fn start_binary(flags: &[&str]) -> (std::process::Child, String) {
 /// [`start_binary`] with extra environment variables.
 pub fn start_binary_env(flags: &[&str], vars: &[(&str, &str)]) -> (std::process::Child, String) {
     // Each server its own banks database (a SQLite banks file has one owner), unless the test picks one.
-    let banks = if flags.iter().any(|f| *f == "--banks-dir" || *f == "--no-banks") {
+    let banks = if flags.iter().any(|f| matches!(*f, "--banks-dir" | "--banks-url" | "--no-banks")) {
         Vec::new()
     } else {
         let dir = tempfile::tempdir().unwrap().keep();

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod banks;
+mod banks_pg;
 mod bench;
 mod binary;
 mod dataset;

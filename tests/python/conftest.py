@@ -97,7 +97,7 @@ def running_server(*args: str) -> Iterator[str]:
     address = f"127.0.0.1:{free_port()}"
     log = tempfile.NamedTemporaryFile(prefix="memgym-server-", suffix=".log", delete=False)
     # Each server its own banks database (a SQLite banks file has one owner), unless the test picks one.
-    banks = [] if any(a in ("--banks-dir", "--no-banks") for a in args) else ["--banks-dir", tempfile.mkdtemp(prefix="memgym-banks-")]
+    banks = [] if any(a in ("--banks-dir", "--banks-url", "--no-banks") for a in args) else ["--banks-dir", tempfile.mkdtemp(prefix="memgym-banks-")]
     proc = subprocess.Popen([str(binary), "serve", "--addr", address, *banks, *args], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120

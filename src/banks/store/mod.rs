@@ -7,6 +7,7 @@
 //! Deleted experiences stay as tombstone rows carrying the version that deleted them, so a replica can
 //! catch up on the changes after the version it holds ([`BankStore::changes`]) instead of reloading.
 
+pub mod postgres;
 pub mod sqlite;
 
 use crate::quote::quoted;
@@ -73,6 +74,16 @@ pub enum RowChange {
     Put(StoredExperience),
     /// Deleted.
     Deleted(u64),
+}
+
+/// The experiences written among `rows` (a live load holds no tombstones; this drops any).
+pub fn puts(rows: Vec<RowChange>) -> Vec<StoredExperience> {
+    rows.into_iter()
+        .filter_map(|r| match r {
+            RowChange::Put(e) => Some(e),
+            RowChange::Deleted(_) => None,
+        })
+        .collect()
 }
 
 /// What one write changes, applied in one transaction.

@@ -399,15 +399,7 @@ impl BankStore for SqliteStore {
         self.with(move |conn, path| {
             let tx = conn.transaction().map_err(|e| classify(path, e))?;
             let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
-            let rows = rows_since(&tx, path, &name, None)?;
-            let exps = rows
-                .into_iter()
-                .filter_map(|r| match r {
-                    RowChange::Put(e) => Some(e),
-                    RowChange::Deleted(_) => None,
-                })
-                .collect();
-            Ok(Some((meta, exps)))
+            Ok(Some((meta, super::puts(rows_since(&tx, path, &name, None)?))))
         })
         .await
     }

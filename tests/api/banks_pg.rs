@@ -1,0 +1,157 @@
+//! Banks on a real PostgreSQL (Debian's package, started by `scripts/postgres.sh` on 127.0.0.1): two
+//! memgym server processes on one database see each other's writes, concurrent writers never lose an
+//! update, and `expected_version` conflicts are Aborted.
+//!
+//! `scripts/test` starts the database and sets `MEMGYM_TEST_POSTGRES_URL`; without it the first test
+//! starts one itself (and it stops when the test binary exits).
+
+use std::sync::OnceLock;
+
+use memgym::api::pb;
+use memgym::api::pb::banks_client::BanksClient;
+use tonic::transport::Channel;
+use tonic::Code;
+
+use crate::binary::start_binary;
+
+fn postgres_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("MEMGYM_TEST_POSTGRES_URL") {
+            return url;
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres.sh");
+        let out = std::process::Command::new(script)
+            .args(["start", "--watch", &std::process::id().to_string()])
+            .output()
+            .expect("scripts/postgres.sh runs");
+        assert!(out.status.success(), "starting PostgreSQL failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout.lines().find_map(|l| l.strip_prefix("MEMGYM_TEST_POSTGRES_URL=")).expect("scripts/postgres.sh prints the URL").to_string()
+    })
+}
+
+/// A server process killed when the test ends.
+struct Replica(std::process::Child, BanksClient<Channel>);
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn replica() -> Replica {
+    let (child, addr) = start_binary(&["--banks-url", postgres_url()]);
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    Replica(child, BanksClient::new(channel))
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+fn add(bank: &str, text: &str) -> pb::AddExperienceRequest {
+    pb::AddExperienceRequest { bank: bank.into(), text: text.into(), ..Default::default() }
+}
+
+#[tokio::test]
+async fn two_replicas_on_one_postgres_share_banks_without_losing_writes() {
+    let (mut a, mut b) = tokio::join!(replica(), replica());
+    let bank = unique("shared");
+    a.1.create_bank(pb::CreateBankRequest { name: bank.clone(), ..Default::default() }).await.unwrap();
+    let w = a.1.add_experience(add(&bank, "verify solutions by substitution")).await.unwrap().into_inner();
+    assert_eq!((w.id.as_str(), w.version), ("G0", 1));
+
+    // A read on B after a write on A reflects it, and the other way round.
+    let e = b.1.get_experience(pb::GetExperienceRequest { bank: bank.clone(), id: "G0".into() }).await.unwrap().into_inner();
+    assert_eq!(e.text, "verify solutions by substitution");
+    let w = b.1.add_experience(add(&bank, "check boundary conditions first")).await.unwrap().into_inner();
+    assert_eq!((w.id.as_str(), w.version), ("G1", 2), "B continues A's counter");
+    let hits =
+        a.1.retrieve(pb::RetrieveRequest {
+            bank: bank.clone(),
+            query: "check boundary conditions".into(),
+            top_k: 1,
+            read_only: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(hits.hits[0].id, "G1");
+
+    // Optimistic concurrency: both hold version 2; the second writer is Aborted and changes nothing.
+    let modify = |text: &str| pb::ModifyExperienceRequest {
+        bank: bank.clone(),
+        id: "G0".into(),
+        text: text.into(),
+        expected_version: Some(2),
+        ..Default::default()
+    };
+    a.1.modify_experience(modify("from A")).await.unwrap();
+    let e = b.1.modify_experience(modify("from B")).await.unwrap_err();
+    assert_eq!(e.code(), Code::Aborted, "{e:?}");
+    let e = b.1.get_experience(pb::GetExperienceRequest { bank: bank.clone(), id: "G0".into() }).await.unwrap().into_inner();
+    assert_eq!(e.text, "from A");
+
+    // Unconditional writes from both replicas at once: every one lands, each with its own id.
+    let mut tasks = Vec::new();
+    for (who, client) in [("a", a.1.clone()), ("b", b.1.clone())] {
+        for i in 0..25 {
+            let mut c = client.clone();
+            let req = add(&bank, &format!("experience {i} written through replica {who}"));
+            tasks.push(tokio::spawn(async move { c.add_experience(req).await.map(|r| r.into_inner().id) }));
+        }
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.unwrap().expect("an unconditional write lands"));
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 50, "fifty distinct ids");
+    for r in [&mut a, &mut b] {
+        let s = r.1.get_stats(pb::GetStatsRequest { bank: bank.clone() }).await.unwrap().into_inner();
+        assert_eq!((s.total_experiences, s.version), (52, 53), "both replicas see every write");
+    }
+    let batch = r#"[{"option":"merge","merged_from":["G0","G1"],"experience":"verify, then check the boundary"}]"#;
+    let r =
+        b.1.apply_operations(pb::ApplyOperationsRequest { bank: bank.clone(), operations_json: batch.into(), ..Default::default() })
+            .await
+            .unwrap();
+    let merged_id = r.into_inner().results[0].id.clone();
+    let page =
+        a.1.list_experiences(pb::ListExperiencesRequest { bank: bank.clone(), page_size: 1_000, ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner();
+    assert_eq!(page.total, 51);
+    assert!(page.experiences.iter().any(|e| e.id == merged_id) && !page.experiences.iter().any(|e| e.id == "G0"));
+
+    // A deleted bank is gone for both.
+    b.1.delete_bank(pb::DeleteBankRequest { name: bank.clone(), expected_version: None }).await.unwrap();
+    let e = a.1.get_bank(pb::GetBankRequest { name: bank.clone() }).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn a_postgres_bank_survives_its_servers_and_keeps_usage() {
+    let bank = unique("durable");
+    {
+        let mut a = replica().await;
+        a.1.create_bank(pb::CreateBankRequest { name: bank.clone(), ..Default::default() }).await.unwrap();
+        a.1.add_experience(add(&bank, "read the question twice")).await.unwrap();
+        a.1.retrieve(pb::RetrieveRequest { bank: bank.clone(), query: "read the question".into(), ..Default::default() }).await.unwrap();
+        // SIGTERM: the server flushes usage on its way out.
+        std::process::Command::new("kill").args(["-TERM", &a.0.id().to_string()]).status().unwrap();
+        let _ = a.0.wait();
+    }
+    let mut b = replica().await;
+    let e = b.1.get_experience(pb::GetExperienceRequest { bank: bank.clone(), id: "G0".into() }).await.unwrap().into_inner();
+    assert_eq!((e.text.as_str(), e.usage_count), ("read the question twice", 1));
+    let out =
+        b.1.export_bank(pb::ExportBankRequest { bank: bank.clone(), format: pb::BankFormat::SeedJson as i32 }).await.unwrap().into_inner();
+    assert_eq!(out.data, r#"{"experiences": {"G0": "read the question twice"}, "next_id": 1}"#);
+}
