@@ -398,6 +398,43 @@ pub struct BenchArgs {
     /// Environment settings of the in-process server.
     #[command(flatten)]
     pub env: EnvArgs,
+    /// Another measurement instead of the episode load.
+    #[command(subcommand)]
+    pub mode: Option<BenchMode>,
+}
+
+/// `memgym bench <mode>`.
+#[derive(Debug, Subcommand)]
+pub enum BenchMode {
+    /// The memory banks: retrieval at 100, 10,000 and 100,000 experiences over gRPC, ApplyOperations on
+    /// SQLite (and PostgreSQL), compression, and opening a large bank.
+    Banks(BankBenchArgs),
+}
+
+/// `memgym bench banks`.
+#[derive(Debug, Args)]
+pub struct BankBenchArgs {
+    /// Bank sizes for the retrieval measurement.
+    #[arg(long, value_delimiter = ',', default_value = "100,10000,100000")]
+    pub sizes: Vec<usize>,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 5.0)]
+    pub secs: f64,
+    /// Concurrent retrieval callers.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Queries compared against the exact scan for recall@10 (where HNSW answers).
+    #[arg(long, default_value_t = 200)]
+    pub recall_queries: usize,
+    /// Also measure ApplyOperations on this PostgreSQL database.
+    #[arg(long, value_name = "URL")]
+    pub postgres_url: Option<String>,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    pub json: bool,
+    /// Environment settings of the in-process server (the embedder; hash by default).
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// `memgym eval FLAGS…`, parsed (for tests).

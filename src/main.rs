@@ -135,9 +135,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", ds.stats());
             Ok(())
         }
-        Command::Bench(a) => {
+        Command::Bench(mut a) => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            rt.block_on(bench::run(a))
+            match a.mode.take() {
+                Some(memgym::cli::BenchMode::Banks(b)) => rt.block_on(bench::banks::run(b)),
+                None => rt.block_on(bench::run(a)),
+            }
         }
     }
 }

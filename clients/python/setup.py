@@ -1,16 +1,16 @@
 """Build hook: generate the gRPC stubs from the repository's .proto at build/install time.
 
-Why this exists: the contract lives once, in ``proto/memgym/v1/memgym.proto`` at the repository root,
-and the Python stubs must never drift from it. Every build (``pip install ./clients/python``, a wheel, an
-sdist) therefore
+Why this exists: the contract lives once, in ``proto/memgym/v1/`` at the repository root
+(``memgym.proto``: the episode services; ``banks.proto``: the Banks service), and the Python stubs must
+never drift from it. Every build (``pip install ./clients/python``, a wheel, an sdist) therefore
 
-1. copies ``../../proto/memgym/v1/memgym.proto`` into ``src/memgym/v1/`` when the repository is there
-   (an sdist carries that copy, so it also builds away from the repository), then
-2. runs ``grpc_tools.protoc`` on it, writing ``src/memgym/v1/memgym_pb2.py``, ``memgym_pb2_grpc.py`` and
-   ``memgym_pb2.pyi``.
+1. copies ``../../proto/memgym/v1/{memgym,banks}.proto`` into ``src/memgym/v1/`` when the repository is
+   there (an sdist carries those copies, so it also builds away from the repository), then
+2. runs ``grpc_tools.protoc`` on them, writing ``src/memgym/v1/memgym_pb2.py``, ``memgym_pb2_grpc.py``,
+   ``memgym_pb2.pyi`` and the same three for ``banks``.
 
-The generated code imports ``memgym.v1.memgym_pb2``; generating into the ``memgym`` package itself
-makes that import path real without touching ``sys.path``.
+The generated code imports ``memgym.v1.memgym_pb2`` and ``memgym.v1.banks_pb2``; generating into the
+``memgym`` package itself makes those import paths real without touching ``sys.path``.
 
 It also pins the runtime: generated code refuses to import on a protobuf/grpcio older than it was
 generated for, so the lower bounds are read from the generated files themselves.
@@ -27,21 +27,25 @@ from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_PROTO_ROOT = os.path.join(HERE, "src")
-PKG_PROTO = os.path.join(PKG_PROTO_ROOT, "memgym", "v1", "memgym.proto")
-REPO_PROTO = os.path.normpath(os.path.join(HERE, "..", "..", "proto", "memgym", "v1", "memgym.proto"))
+PKG_V1 = os.path.join(PKG_PROTO_ROOT, "memgym", "v1")
+REPO_V1 = os.path.normpath(os.path.join(HERE, "..", "..", "proto", "memgym", "v1"))
+#: The .proto files of package memgym.v1 the client is generated from (each its own ``*_pb2`` module).
+PROTOS = ("memgym.proto", "banks.proto")
 
 
 def copy_proto() -> None:
-    """Refreshes the package's copy of the .proto from the repository, when the repository is there."""
-    if os.path.isfile(REPO_PROTO):
-        os.makedirs(os.path.dirname(PKG_PROTO), exist_ok=True)
-        shutil.copyfile(REPO_PROTO, PKG_PROTO)
-    if not os.path.isfile(PKG_PROTO):
-        raise SystemExit(f"memgym.proto not found: neither {REPO_PROTO} nor {PKG_PROTO} exists")
+    """Refreshes the package's copies of the .proto files from the repository, when the repository is there."""
+    for name in PROTOS:
+        repo, pkg = os.path.join(REPO_V1, name), os.path.join(PKG_V1, name)
+        if os.path.isfile(repo):
+            os.makedirs(PKG_V1, exist_ok=True)
+            shutil.copyfile(repo, pkg)
+        if not os.path.isfile(pkg):
+            raise SystemExit(f"{name} not found: neither {repo} nor {pkg} exists")
 
 
 def generate_stubs() -> None:
-    """Runs grpc_tools.protoc on the package's copy of the .proto."""
+    """Runs grpc_tools.protoc on the package's copies of the .proto files (one run, so they agree)."""
     copy_proto()
     from grpc_tools import protoc  # build-system requirement
     import grpc_tools
@@ -54,13 +58,13 @@ def generate_stubs() -> None:
         f"--python_out={PKG_PROTO_ROOT}",
         f"--pyi_out={PKG_PROTO_ROOT}",
         f"--grpc_python_out={PKG_PROTO_ROOT}",
-        os.path.join("memgym", "v1", "memgym.proto"),
+        *(os.path.join("memgym", "v1", name) for name in PROTOS),
     ]
     cwd = os.getcwd()
     os.chdir(PKG_PROTO_ROOT)  # protoc wants the file path relative to an -I root
     try:
         if protoc.main(args) != 0:
-            raise SystemExit("grpc_tools.protoc failed on memgym.proto")
+            raise SystemExit(f"grpc_tools.protoc failed on {', '.join(PROTOS)}")
     finally:
         os.chdir(cwd)
 
@@ -73,10 +77,9 @@ def runtime_requirements() -> list:
     """
     try:
         generate_stubs()
-        v1 = os.path.dirname(PKG_PROTO)
-        with open(os.path.join(v1, "memgym_pb2_grpc.py")) as f:
+        with open(os.path.join(PKG_V1, "memgym_pb2_grpc.py")) as f:
             grpc_min = re.search(r"GRPC_GENERATED_VERSION = '([0-9.]+)'", f.read()).group(1)
-        with open(os.path.join(v1, "memgym_pb2.py")) as f:
+        with open(os.path.join(PKG_V1, "memgym_pb2.py")) as f:
             m = re.search(r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,\s*(\d+),\s*(\d+),\s*(\d+)", f.read())
         proto_min = ".".join(m.groups()) if m else "4.25"
         return [f"grpcio>={grpc_min}", f"protobuf>={proto_min}"]
@@ -94,7 +97,7 @@ class BuildPyWithStubs(build_py):
 
 
 class SdistWithProto(sdist):
-    """sdist that carries a fresh copy of the .proto."""
+    """sdist that carries fresh copies of the .proto files."""
 
     def run(self):
         copy_proto()

@@ -186,7 +186,8 @@ impl Banks {
                         draft.delete(*id);
                     }
                 }
-                let left = lib.len() - if dry_run { 0 } else { removed.len() };
+                // What is (or, in a dry run, would be) left.
+                let left = lib.len() - removed.len();
                 Ok((removed, left))
             })
             .await?;

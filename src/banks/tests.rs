@@ -210,7 +210,7 @@ async fn compress_and_merge_similar_shrink_the_library() {
         b.add("lib", t, NewFields { confidence: Some(c), ..NewFields::default() }, None).await.unwrap();
     }
     let (removed, left, meta) = b.compress("lib", None, Strategy::Importance, Params::default(), true, None).await.unwrap();
-    assert_eq!((removed.clone(), left), (vec![1, 3], 5), "a dry run lists the two lowest");
+    assert_eq!((removed.clone(), left), (vec![1, 3], 3), "a dry run lists the two lowest and what would be left");
     let (again, left, after) = b.compress("lib", None, Strategy::Importance, Params::default(), false, Some(meta.version)).await.unwrap();
     assert_eq!((again, left, after.version), (removed, 3, meta.version + 1));
     // merge_similar: the exact duplicates merge.
@@ -319,4 +319,38 @@ fn group_confidence_is_the_clamped_spread() {
     assert_eq!(group_confidence(&[0.7, 0.7, 0.7]).unwrap(), None, "no variation: skipped");
     assert!(group_confidence(&[]).is_err());
     assert!(group_confidence(&[0.1, f64::NAN]).unwrap_err().to_string().contains("group_advantages[1]"));
+}
+
+#[tokio::test]
+async fn merge_similar_with_the_llm_uses_its_text_or_falls_back_and_says_why() {
+    use crate::llm::fake::ScriptedChat;
+    use crate::llm::Llm;
+    let dir = tempfile::tempdir().unwrap();
+    let chat = Arc::new(ScriptedChat::new(|_| Ok("Verify every solution by substituting it back into the equation.".into())));
+    let llm = Arc::new(Llm::new(chat.clone(), 0));
+    let b = Banks::new(Arc::new(SqliteStore::open(dir.path()).unwrap()), hash(), Some(llm), BanksConfig::default());
+    b.create("lib", None, false).await.unwrap();
+    for t in ["verify the solution by substitution", "verify the solution by substitution", "draw a diagram first"] {
+        b.add("lib", t, NewFields::default(), None).await.unwrap();
+    }
+    let (groups, meta) = b.merge_similar_llm("lib", 0.99, false, None).await.unwrap();
+    assert_eq!(chat.seen.lock().len(), 1, "one request per group");
+    assert_eq!((groups.len(), groups[0].sources.clone(), groups[0].note.clone()), (1, vec![0, 1], None));
+    assert_eq!(
+        b.read("lib", |l| l.get(3).map(|e| e.text.clone())).await.unwrap().as_deref(),
+        Some("Verify every solution by substituting it back into the equation.")
+    );
+    assert_eq!(meta.version, 4);
+
+    // An unusable reply (a refusal) falls back to the offline text, with a note.
+    chat.queue.lock().push_back(Ok("I'm sorry, I cannot help with that.".into()));
+    b.add("lib", "draw a diagram first", NewFields::default(), None).await.unwrap();
+    let (groups, _) = b.merge_similar_llm("lib", 0.99, false, None).await.unwrap();
+    let note = groups[0].note.clone().unwrap_or_default();
+    assert!(note.contains("unusable") && note.contains("offline"), "{note}");
+    assert_eq!(groups[0].text, "draw a diagram first.", "merge_memory's summarize of the two");
+    // A stale expected_version is refused before the LLM is asked.
+    let asked = chat.seen.lock().len();
+    assert!(matches!(b.merge_similar_llm("lib", 0.99, false, Some(1)).await, Err(BankError::VersionConflict { .. })));
+    assert_eq!(chat.seen.lock().len(), asked);
 }

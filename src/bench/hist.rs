@@ -57,6 +57,15 @@ impl Hist {
         self.max_ns = self.max_ns.max(v);
     }
 
+    /// Adds every latency of `other`.
+    pub fn merge(&mut self, other: &Hist) {
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c += o;
+        }
+        self.n += other.n;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
     /// Number of recorded latencies.
     pub fn len(&self) -> u64 {
         self.n

@@ -15,6 +15,7 @@
 //! `--spawn-server` (a child `memgym serve`: RSS and CPU are the server's alone), or `--addr` (an
 //! external server: no RSS/CPU). Speed is reported here, never asserted in tests.
 
+pub mod banks;
 mod baseline;
 mod ceiling;
 mod hist;

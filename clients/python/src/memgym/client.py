@@ -1,4 +1,4 @@
-"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv`` and ``Dataset``).
+"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv``, ``Dataset`` and ``Banks``).
 
 Why this exists: trainers talk to memgym from Python. These clients give them one channel per client,
 a deadline on every call, retries only where they are safe, and Python exceptions instead of raw gRPC
@@ -8,11 +8,12 @@ errors:
 - **Retries**: only on ``UNAVAILABLE`` (server restarting, connection refused) and only for idempotent
   RPCs — ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``, ``GetEpisode``,
   ``ListMemories``, ``ListTools``, ``CloseEpisode`` and the ``Dataset`` RPCs. Tool calls (``CallTool`` and
-  the typed tool RPCs) change memory and are never retried: a retried call could apply twice.
+  the typed tool RPCs) change memory and are never retried: a retried call could apply twice. The
+  ``Banks`` calls (``memgym._banks_client``) retry their reads only; bank writes are sent once.
 - **Errors**: ``MemgymError`` (``.code``, ``.details``); ``MemgymUnavailable`` names the address.
 
-Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``), typed by the generated
-``.pyi``; ``message_to_dict`` turns one into plain Python values.
+Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``, ``memgym.v1.banks_pb2``), typed
+by the generated ``.pyi``; ``message_to_dict`` turns one into plain Python values.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
+from memgym._banks_client import AsyncBanksMixin, BanksMixin
 from memgym.errors import MemgymError, from_rpc_error
+from memgym.v1 import banks_pb2_grpc
 from memgym.v1 import memgym_pb2 as pb
 from memgym.v1 import memgym_pb2_grpc as pb_grpc
 
@@ -71,13 +74,17 @@ def _is_repeated(field: Any) -> bool:
 def message_to_dict(msg: Any) -> Dict[str, Any]:
     """A protobuf message as a dict keyed by the .proto field names, every field present.
 
-    Unset ``optional`` fields and unset sub-messages are left out; enums stay numbers. (Written by hand
-    because protobuf's ``MessageToDict`` renamed its "include defaults" flag across versions.)
+    Unset ``optional`` fields and unset sub-messages are left out; enums stay numbers; a map field is a
+    dict (``BankStats.domains``). (Written by hand because protobuf's ``MessageToDict`` renamed its
+    "include defaults" flag across versions.)
     """
     out: Dict[str, Any] = {}
     for field in msg.DESCRIPTOR.fields:
         value = getattr(msg, field.name)
-        if _is_repeated(field):
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            nested = field.message_type.fields_by_name["value"].message_type is not None
+            out[field.name] = {k: message_to_dict(v) if nested else v for k, v in value.items()}
+        elif _is_repeated(field):
             out[field.name] = [message_to_dict(v) for v in value] if field.message_type else list(value)
         elif field.message_type is not None or field.has_presence:
             if msg.HasField(field.name):
@@ -176,7 +183,7 @@ class _Base:
         return f"{type(self).__name__}({self.address!r}, timeout={self.timeout})"
 
 
-class MemgymClient(_Base):
+class MemgymClient(BanksMixin, _Base):
     """Blocking client. Thread-safe (one HTTP/2 channel shared by all threads).
 
     >>> with MemgymClient("127.0.0.1:50051") as c:
@@ -184,14 +191,19 @@ class MemgymClient(_Base):
     ...     text, resp = c.call_tool("demo-1", "search_memory", {"query": "support group"})
     ...     score = c.score_episode("demo-1")
     ...     c.close_episode("demo-1")
+    ...     bank = c.create_bank("math", if_not_exists=True)            # the Banks calls: memgym._banks_client
+    ...     c.add_experience("math", "Verify solutions by substitution.").id
+    'G0'
     """
 
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
         super().__init__(address, timeout, **kwargs)
         self._channel = grpc.insecure_channel(address, options=self._options)
-        #: Raw stubs, for the typed tool RPCs (Search, Manage, ...) and anything not wrapped here.
+        #: Raw stubs (``env``, ``dataset``, ``banks``), for the typed tool RPCs (Search, Manage, ...) and
+        #: anything not wrapped here.
         self.env = pb_grpc.MemoryEnvStub(self._channel)
         self.dataset = pb_grpc.DatasetStub(self._channel)
+        self.banks = banks_pb2_grpc.BanksStub(self._channel)
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
@@ -284,7 +296,7 @@ class MemgymClient(_Base):
         return self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
 
 
-class AsyncMemgymClient(_Base):
+class AsyncMemgymClient(AsyncBanksMixin, _Base):
     """asyncio client (``grpc.aio``), same methods as ``MemgymClient`` as coroutines.
 
     A ``grpc.aio`` channel belongs to the event loop it is used on: create the client inside the loop
@@ -296,6 +308,7 @@ class AsyncMemgymClient(_Base):
         self._channel = grpc.aio.insecure_channel(address, options=self._options)
         self.env = pb_grpc.MemoryEnvStub(self._channel)
         self.dataset = pb_grpc.DatasetStub(self._channel)
+        self.banks = banks_pb2_grpc.BanksStub(self._channel)
 
     async def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
         attempt = 0

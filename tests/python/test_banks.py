@@ -1,0 +1,785 @@
+"""The Banks calls of the Python client and the seeds' drop-ins (``memgym.banks``) against the real server.
+
+Why this exists: a trainer keeps its Training-Free GRPO experience library in a memgym bank through
+``MemgymClient`` / ``AsyncMemgymClient`` or, switching one import, through ``ExperienceManager`` and
+``SemanticMemoryManager``. These tests pin every Banks call, the error codes as the client surfaces them
+(NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT naming the field, ABORTED, RESOURCE_EXHAUSTED,
+FAILED_PRECONDITION), which calls are retried, and the design documents' own usage examples (seed 001's
+API reference, seed 000's semantic memory) rewritten as tests, minus their LLM calls. One server (with its
+own fresh banks directory) serves the module; each test uses its own banks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from memgym import (
+    AsyncMemgymClient,
+    ExperienceManager,
+    MemgymClient,
+    MemgymError,
+    MemgymUnavailable,
+    SemanticMemoryManager,
+    banks_pb,
+    message_to_dict,
+)
+from memgym.banks import bank_name_for, file_format, write_atomically
+from conftest import free_port, running_server
+
+EQUATIONS = "When solving equations, verify solutions by substitution."
+OPTIMIZATION = "For optimization, check boundary conditions first."
+PROBABILITY = "In probability, use conditional probability when dependent."
+
+
+@pytest.fixture(scope="module")
+def address():
+    """One real server for the module, with a fresh banks directory (conftest adds --banks-dir)."""
+    with running_server() as addr:
+        yield addr
+
+
+@pytest.fixture(scope="module")
+def bc(address):
+    with MemgymClient(address, timeout=30.0) as c:
+        yield c
+
+
+def raises_code(code: grpc.StatusCode, fn, *args, **kwargs) -> MemgymError:
+    with pytest.raises(MemgymError) as err:
+        fn(*args, **kwargs)
+    assert err.value.code == code, err.value
+    return err.value
+
+
+def ids_and_texts(client: MemgymClient, bank: str) -> dict:
+    return {e.id: e.text for e in client.iter_experiences(bank)}
+
+
+# -- client calls -----------------------------------------------------------------------------------
+
+
+def test_bank_lifecycle_and_its_errors(bc):
+    bank = bc.create_bank("life", kind="experience", max_size=7)
+    assert (bank.name, bank.kind, bank.version, bank.size, bank.next_id, bank.epoch, bank.max_size) == (
+        "life", banks_pb.BANK_KIND_EXPERIENCE, 0, 0, 0, 0, 7
+    )
+    assert bank.embedder.name and bank.embedder.dim == 384 and bank.embedder.fingerprint
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", bank.created_at)
+    assert bc.get_bank("life") == bank
+    assert bc.create_bank("life", if_not_exists=True, max_size=99).max_size == 7  # the existing bank, unchanged
+    err = raises_code(grpc.StatusCode.ALREADY_EXISTS, bc.create_bank, "life")
+    assert '"life"' in err.details and err.method == "Banks/CreateBank" and err.address == bc.address
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.create_bank, "no spaces")
+    assert err.details.startswith("invalid argument name:")
+    assert bc.create_bank("life-default").max_size == 100  # seed 000's experience_max_size
+    assert {"life", "life-default"} <= {b.name for b in bc.list_banks().banks}
+
+    bc.add_experience("life", EQUATIONS)
+    err = raises_code(grpc.StatusCode.ABORTED, bc.delete_bank, "life", expected_version=0)
+    assert "version 1" in err.details
+    assert bc.get_bank("life").size == 1  # a refused write changes nothing
+    assert isinstance(bc.delete_bank("life", expected_version=1), banks_pb.DeleteBankResponse)
+    raises_code(grpc.StatusCode.NOT_FOUND, bc.get_bank, "life")
+    raises_code(grpc.StatusCode.NOT_FOUND, bc.delete_bank, "life")
+    assert "life" not in {b.name for b in bc.list_banks().banks}
+    with pytest.raises(ValueError):
+        bc.create_bank("x", kind="semantic")
+
+
+def test_experience_writes_and_their_errors(bc):
+    bc.create_bank("crud")
+    w = bc.add_experience("crud", EQUATIONS, confidence=0.9, domain="math", epoch=2)
+    assert (w.id, w.version) == ("G0", 1)
+    assert (w.experience.text, w.experience.confidence, w.experience.domain, w.experience.created_epoch) == (
+        EQUATIONS, 0.9, "math", 2
+    )
+    w = bc.add_experience("crud", OPTIMIZATION)
+    assert (w.id, w.experience.confidence, w.experience.domain, w.experience.created_epoch) == ("G1", 0.5, "general", 0)
+    assert not w.experience.HasField("last_used_epoch") and w.experience.usage_count == 0
+
+    w = bc.modify_experience("crud", "G0", "Verify every root by substitution.")
+    assert (w.id, w.version, w.experience.confidence, w.experience.domain) == ("G0", 3, 0.9, "math")  # unset fields kept
+    w = bc.modify_experience("crud", "G1", OPTIMIZATION, confidence=0.2, domain="opt")
+    assert (w.experience.confidence, w.experience.domain) == (0.2, "opt")
+    assert bc.get_experience("crud", "G0").text == "Verify every root by substitution."
+
+    w = bc.merge_experiences("crud", ["G0", "G1"], "Verify roots; check boundaries.")
+    assert (w.id, w.experience.confidence, w.experience.domain) == ("G2", 0.9, "math")  # highest confidence, first domain
+    assert ids_and_texts(bc, "crud") == {"G2": "Verify roots; check boundaries."}
+    w = bc.add_experience("crud", PROBABILITY, group_advantages=[-0.4, 0.1, 0.35])
+    assert (w.id, w.experience.confidence) == ("G3", pytest.approx(0.75))
+    assert bc.add_experience("crud", "Big spread.", group_advantages=[-1.5, 1.5]).experience.confidence == 1.0
+    w = bc.delete_experience("crud", "G4")
+    assert (w.id, w.version) == ("G4", 8)
+
+    version = bc.get_bank("crud").version
+    err = raises_code(grpc.StatusCode.NOT_FOUND, bc.delete_experience, "crud", "G4")  # ids are never reused
+    assert err.details.startswith("id: experience G4 not found")
+    err = raises_code(grpc.StatusCode.NOT_FOUND, bc.modify_experience, "crud", "G17", "Updated experience text...")
+    assert "G17" in err.details
+    err = raises_code(grpc.StatusCode.NOT_FOUND, bc.merge_experiences, "crud", ["G2", "G9"], "x")
+    assert err.details.startswith("ids[1]: experience G9 not found")
+    raises_code(grpc.StatusCode.NOT_FOUND, bc.get_experience, "crud", "G0")
+    raises_code(grpc.StatusCode.NOT_FOUND, bc.add_experience, "no-such-bank", "x")
+    for call, field in [
+        (lambda: bc.add_experience("crud", ""), "text"),
+        (lambda: bc.add_experience("crud", "x", confidence=1.5), "confidence"),
+        (lambda: bc.get_experience("crud", "bogus"), "id"),
+        (lambda: bc.merge_experiences("crud", ["G2"], "x"), "ids"),
+    ]:
+        err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, call)
+        assert err.details.startswith(f"invalid argument {field}:"), err.details
+    err = raises_code(grpc.StatusCode.RESOURCE_EXHAUSTED, bc.add_experience, "crud", "x" * 4001)
+    assert "4001" in err.details and "4000" in err.details
+    err = raises_code(grpc.StatusCode.ABORTED, bc.add_experience, "crud", "late", expected_version=version - 1)
+    assert f"version {version}" in err.details
+    err = raises_code(grpc.StatusCode.FAILED_PRECONDITION, bc.add_experience, "crud", "flat", group_advantages=[0.5, 0.5])
+    assert "no variation" in err.details
+    assert bc.get_bank("crud").version == version  # none of the refused writes changed anything
+    assert bc.add_experience("crud", "y" * 4000, expected_version=version).id == "G5"  # the cap itself is fine
+
+
+def test_apply_operations_in_both_vocabularies(bc):
+    bc.create_bank("ops")
+    for t in ["one", "two", "three"]:
+        bc.add_experience("ops", t)
+    resp = bc.apply_operations(
+        "ops",
+        [
+            {"option": "add", "experience": "four", "reason": "the LLM explains"},
+            {"option": "modify", "experience": "ONE", "modified_from": "G0"},
+            {"option": "keep"},
+            {"operation": "DELETE", "id": "G1"},
+        ],
+    )
+    assert resp.applied == 3 and resp.version == 4
+    got = [(r.index, r.kind, r.status, r.id, list(r.ignored_keys)) for r in resp.results]
+    assert got == [
+        (0, "add", banks_pb.OPERATION_STATUS_APPLIED, "G3", ["reason"]),
+        (1, "modify", banks_pb.OPERATION_STATUS_APPLIED, "G0", []),
+        (2, "keep", banks_pb.OPERATION_STATUS_KEPT, "", []),
+        (3, "delete", banks_pb.OPERATION_STATUS_APPLIED, "G1", []),
+    ]
+    reply = 'Here are my edits:\n```json\n[{"option": "merge", "experience": "ONE and three", "merged_from": ["G0", "G2"]}]\n```'
+    resp = bc.apply_operations("ops", reply)  # an LLM reply as text
+    assert resp.results[0].id == "G4" and list(resp.results[0].removed_ids) == ["G0", "G2"]
+    assert ids_and_texts(bc, "ops") == {"G3": "four", "G4": "ONE and three"}
+
+    version = bc.get_bank("ops").version
+    bad = [{"option": "add", "experience": "five"}, {"option": "delete", "delete_id": "G0"}]
+    err = raises_code(grpc.StatusCode.NOT_FOUND, bc.apply_operations, "ops", bad)  # atomic by default
+    assert err.details.startswith("operations[1].delete_id:")
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.apply_operations, "ops", [{"option": "frob"}])
+    assert "operations[0].option" in err.details
+    err = raises_code(grpc.StatusCode.ABORTED, bc.apply_operations, "ops", bad[:1], expected_version=version - 1)
+    dry = bc.apply_operations("ops", bad, partial=True, dry_run=True)
+    assert (dry.applied, dry.version) == (0, version)
+    assert bc.get_bank("ops").version == version
+    part = bc.apply_operations("ops", bad, partial=True)
+    assert part.applied == 1 and [r.status for r in part.results] == [
+        banks_pb.OPERATION_STATUS_APPLIED,
+        banks_pb.OPERATION_STATUS_NOT_FOUND,
+    ]
+    assert part.results[1].message.startswith("operations[1].delete_id:")
+    assert ids_and_texts(bc, "ops") == {"G3": "four", "G4": "ONE and three", "G5": "five"}
+    assert bc.apply_operations("ops", {"operations": [{"operation": "NONE"}]}).results[0].kind == "keep"
+
+
+def test_list_and_iterate_experiences(bc):
+    bc.create_bank("pages")
+    for i in range(25):
+        bc.add_experience("pages", f"experience number {i}", domain="even" if i % 2 == 0 else "odd")
+    page = bc.list_experiences("pages", page_size=10)
+    assert page.total == 25 and len(page.experiences) == 10 and page.next_page_token
+    assert [e.id for e in page.experiences] == [f"G{i}" for i in range(10)]
+    page2 = bc.list_experiences("pages", page_size=10, page_token=page.next_page_token)
+    assert page2.experiences[0].id == "G10"
+    assert [e.id for e in bc.iter_experiences("pages", page_size=7)] == [f"G{i}" for i in range(25)]
+    odd = list(bc.iter_experiences("pages", domain="odd", page_size=5))
+    assert [e.id for e in odd] == [f"G{i}" for i in range(1, 25, 2)] and {e.domain for e in odd} == {"odd"}
+    assert bc.list_experiences("pages", domain="odd").total == 12
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.list_experiences, "pages", page_size=5000)
+    assert "page_size" in err.details
+    raises_code(grpc.StatusCode.NOT_FOUND, lambda: list(bc.iter_experiences("no-such-bank")))
+
+
+def test_format_retrieve_epoch_and_stats(bc):
+    bc.create_bank("sem")
+    for t in [EQUATIONS, OPTIMIZATION, PROBABILITY]:
+        bc.add_experience("sem", t, domain="math")
+    bc.add_experience("sem", "Read the docstring before calling an API.", domain="coding", confidence=0.9)
+    every = bc.format_for_prompt("sem")
+    assert every.text == (
+        f"[G0]. {EQUATIONS}\n[G1]. {OPTIMIZATION}\n[G2]. {PROBABILITY}\n[G3]. Read the docstring before calling an API."
+    )
+    assert list(every.ids) == ["G0", "G1", "G2", "G3"]
+    assert bc.get_stats("sem").total_usage == 0  # listing the library counts no usage
+
+    bc.set_epoch("sem", 3)
+    hits = bc.retrieve("sem", "how to solve equations", top_k=2, domain="math")
+    assert [h.id for h in hits.hits] == ["G0", "G2"] and hits.path == "exact"
+    assert hits.hits[0].similarity > hits.hits[1].similarity > 0 and hits.hits[0].text == EQUATIONS
+    assert hits.hits[0].experience.usage_count == 0  # the hit shows the experience as it was before this retrieval
+    used = bc.get_experience("sem", "G0")
+    assert used.usage_count == 1 and used.last_used_epoch == 3
+    quiet = bc.retrieve("sem", "how to solve equations", top_k=1, read_only=True)
+    assert quiet.hits[0].id == "G0" and quiet.hits[0].experience.usage_count == 1
+    assert bc.get_experience("sem", "G0").usage_count == 1  # read_only: not counted
+    assert [h.id for h in bc.retrieve("sem", "how to solve equations", min_similarity=0.3, read_only=True).hits] == ["G0"]
+    prompt = bc.format_for_prompt("sem", "how to solve equations", top_k=1, system="You are a math tutor.")
+    assert prompt.text == f"You are a math tutor.\n\n# Learned Experiences\n[G0]. {EQUATIONS}" and list(prompt.ids) == ["G0"]
+    assert bc.format_for_prompt("sem", "zzzz qqqq", min_similarity=0.99, system="S", read_only=True).text == "S"
+
+    stats = bc.get_stats("sem")
+    assert (stats.total_experiences, stats.total_usage, stats.used_experiences, stats.epoch, stats.max_size) == (4, 3, 2, 3, 100)
+    assert stats.avg_confidence == pytest.approx(0.6) and dict(stats.domains) == {"math": 3, "coding": 1}
+    assert message_to_dict(stats)["domains"] == {"math": 3, "coding": 1}  # map fields become dicts
+    assert bc.add_experience("sem", "Stamped with the epoch.").experience.created_epoch == 3
+    assert bc.get_experience("sem", "G0").usage_count == 2
+    assert bc.set_epoch("sem", 4).id == "" and bc.get_bank("sem").epoch == 4
+
+
+def test_compress_and_merge_similar(bc):
+    bc.create_bank("squeeze", max_size=3)
+    for i, c in enumerate([0.1, 0.9, 0.5, 0.7, 0.3]):
+        bc.add_experience("squeeze", f"distinct lesson about topic {i} and nothing else {i * 7}", confidence=c)
+    version = bc.get_bank("squeeze").version
+    dry = bc.compress("squeeze", strategy="importance", dry_run=True)
+    assert list(dry.removed_ids) == ["G0", "G4"] and dry.remaining == 3 and dry.version == version  # what would be left; nothing removed yet
+    done = bc.compress("squeeze", strategy="importance")  # max_size: the bank's 3
+    assert list(done.removed_ids) == ["G0", "G4"] and done.remaining == 3
+    assert sorted(ids_and_texts(bc, "squeeze")) == ["G1", "G2", "G3"]
+    assert bc.compress("squeeze", max_size=2, strategy="temporal", decay=0.5).remaining == 2
+    assert bc.compress("squeeze", max_size=1, strategy="diversity", seed=3).remaining == 1
+    assert bc.compress("squeeze", max_size=1).removed_ids == []  # nothing over the size: nothing removed
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.compress, "squeeze", strategy="random")
+    assert err.details.startswith("invalid argument strategy:")
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.compress, "squeeze", decay=-1.0)
+    assert err.details.startswith("invalid argument decay:")
+
+    bc.create_bank("dups")
+    bc.add_experience("dups", "Always check the discriminant before solving a quadratic equation.")
+    bc.add_experience("dups", "Always check the discriminant before solving a quadratic equation!")
+    bc.add_experience("dups", "Draw a diagram for geometry problems.")
+    dry = bc.merge_similar("dups", threshold=0.9, dry_run=True)
+    assert dry.merged == 0 and [list(g.source_ids) for g in dry.groups] == [["G0", "G1"]] and dry.groups[0].new_id == ""
+    merged = bc.merge_similar("dups")
+    assert merged.merged == 2 and merged.groups[0].new_id == "G3"
+    assert sorted(ids_and_texts(bc, "dups")) == ["G2", "G3"]
+    err = raises_code(grpc.StatusCode.FAILED_PRECONDITION, bc.merge_similar, "dups", use_llm=True)
+    assert "--llm-base-url" in err.details  # this server has no LLM
+
+
+def test_import_and_export_in_three_formats(bc):
+    seed = {"experiences": {"G0": EQUATIONS, "G3": OPTIMIZATION}, "next_id": 7}
+    imp = bc.import_bank("imported", "seed", seed)  # creates the bank
+    assert (imp.imported, imp.next_id) == (2, 7)
+    assert json.loads(bc.export_bank("imported", "seed").data) == seed
+    assert json.loads(bc.export_bank("imported", banks_pb.BANK_FORMAT_UPSTREAM_JSON).data) == seed["experiences"]
+    assert bc.add_experience("imported", PROBABILITY).id == "G7"  # the file's counter is kept
+    err = raises_code(grpc.StatusCode.FAILED_PRECONDITION, bc.import_bank, "imported", "seed", seed)
+    assert "replace" in err.details
+    imp = bc.import_bank("imported", "upstream", json.dumps({"G1": "only one"}), replace=True)
+    assert (imp.imported, imp.next_id) == (1, 8)  # the counter never goes back
+    assert ids_and_texts(bc, "imported") == {"G1": "only one"}
+
+    bc.set_epoch("imported", 5)
+    bc.modify_experience("imported", "G1", "only one, edited", confidence=0.8, domain="misc")
+    bc.retrieve("imported", "only one")
+    mine = json.loads(bc.export_bank("imported", "memgym").data)
+    assert (mine["format"], mine["name"], mine["next_id"], mine["epoch"], mine["max_size"]) == ("memgym-bank", "imported", 8, 5, 100)
+    assert mine["experiences"] == [
+        {"id": "G1", "text": "only one, edited", "confidence": 0.8, "domain": "misc", "created_epoch": 0, "usage_count": 1, "last_used_epoch": 5}
+    ]
+    imp = bc.import_bank("copy", "memgym-json", json.dumps(mine))
+    assert (imp.imported, imp.next_id) == (1, 8)
+    copy = bc.get_experience("copy", "G1")
+    assert (copy.confidence, copy.domain, copy.usage_count, copy.last_used_epoch) == (0.8, "misc", 1, 5)
+    assert bc.get_bank("copy").epoch == 5
+
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.import_bank, "bad", "seed", '{"experiences": 3}')
+    assert err.details.startswith("invalid argument data:")
+    err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.export_bank, "copy", 0)
+    assert err.details.startswith("invalid argument format:")
+    raises_code(grpc.StatusCode.NOT_FOUND, bc.export_bank, "no-such-bank", "seed")
+    with pytest.raises(ValueError):
+        bc.export_bank("copy", "yaml")
+
+
+def test_bank_reads_are_retried_and_writes_are_not():
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    with MemgymClient(address, timeout=2.0, retries=1, backoff=0.5) as down:
+        started = time.monotonic()
+        with pytest.raises(MemgymUnavailable) as err:
+            down.get_stats("b")  # a read: retried once after 0.5 s
+        assert time.monotonic() - started >= 0.5 and address in str(err.value)
+        assert err.value.method == "Banks/GetStats"
+        for write in (
+            lambda: down.add_experience("b", "x"),
+            lambda: down.apply_operations("b", []),
+            lambda: down.create_bank("b"),
+            lambda: down.retrieve("b", "q"),  # counts usage: a write of statistics
+        ):
+            started = time.monotonic()
+            with pytest.raises(MemgymUnavailable):
+                write()
+            assert time.monotonic() - started < 0.5  # sent once, no backoff
+
+
+def test_async_client_banks(address):
+    async def run():
+        async with AsyncMemgymClient(address, timeout=10.0) as c:
+            bank = await c.create_bank("async", max_size=2)
+            assert bank.max_size == 2 and (await c.get_bank("async")).name == "async"
+            assert "async" in {b.name for b in (await c.list_banks()).banks}
+            assert (await c.add_experience("async", EQUATIONS, domain="math")).id == "G0"
+            assert (await c.modify_experience("async", "G0", EQUATIONS, confidence=0.7)).experience.confidence == 0.7
+            resp = await c.apply_operations("async", [{"option": "add", "experience": OPTIMIZATION}, {"option": "add", "experience": PROBABILITY}])
+            assert resp.applied == 2
+            assert (await c.merge_experiences("async", ["G1", "G2"], "Optimise; condition.")).id == "G3"
+            assert [e.id async for e in c.iter_experiences("async", page_size=1)] == ["G0", "G3"]
+            assert (await c.list_experiences("async")).total == 2
+            assert (await c.get_experience("async", "G3")).text == "Optimise; condition."
+            await c.set_epoch("async", 1)
+            hits = await c.retrieve("async", "solving equations", top_k=1)
+            assert hits.hits[0].id == "G0" and (await c.get_experience("async", "G0")).last_used_epoch == 1
+            assert (await c.format_for_prompt("async")).text == f"[G0]. {EQUATIONS}\n[G3]. Optimise; condition."
+            assert (await c.get_stats("async")).total_usage == 1
+            assert (await c.compress("async", max_size=1, strategy="importance")).removed_ids == ["G3"]
+            assert (await c.merge_similar("async")).merged == 0
+            data = (await c.export_bank("async", "seed")).data
+            assert json.loads(data) == {"experiences": {"G0": EQUATIONS}, "next_id": 4}
+            assert (await c.import_bank("async-copy", "seed", data)).imported == 1
+            assert (await c.delete_experience("async-copy", "G0")).id == "G0"
+            await c.delete_bank("async-copy")
+            with pytest.raises(MemgymError) as err:
+                await c.get_bank("async-copy")
+            assert err.value.code == grpc.StatusCode.NOT_FOUND
+            with pytest.raises(MemgymError) as err:
+                await c.add_experience("async", "z" * 4001)
+            assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    asyncio.run(run())
+
+
+# -- seed 001: the ExperienceManager API reference, its examples as tests ---------------------------
+
+
+def test_seed001_add_delete_modify(address):
+    manager = ExperienceManager(bank="s001-crud", address=address)
+    exp_id = manager.add("When solving equations, verify solutions by substitution.")
+    assert exp_id == "G0"  # print(exp_id)  # "G0"
+    assert manager.delete("G5") is False  # "Returns True if G5 exists": it does not yet
+    for i in range(1, 6):
+        assert manager.add(f"Experience {i}.") == f"G{i}"
+    assert manager.delete("G5") is True and manager.delete("G5") is False
+    assert manager.modify("G17", "Updated experience text...") is False  # unknown id
+    assert manager.modify("G1", "Updated experience text...") is True
+    assert manager.experiences["G1"] == "Updated experience text..."
+    assert manager.delete("g1") is False and manager.modify("1", "x") is False  # not the seed's keys
+    assert manager.add("After a delete the counter goes on.") == "G6"  # ids are never reused
+    assert len(manager) == 6 and manager._next_id == 7
+    assert list(manager.experiences) == ["G0", "G1", "G2", "G3", "G4", "G6"]
+    with pytest.raises(MemgymError) as err:
+        manager.add("")  # the seed would store it; the bank refuses empty texts
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    manager.close()
+
+
+def test_seed001_merge(address):
+    manager = ExperienceManager(bank="s001-merge", address=address)
+    for i in range(8):
+        manager.add(f"Guidance {i} for polynomial equations.")
+    new_id = manager.merge(["G1", "G3", "G7"], "Combined guidance for polynomial equations...")
+    assert new_id == "G8"  # G1, G3, G7 deleted; new experience created
+    assert list(manager.experiences) == ["G0", "G2", "G4", "G5", "G6", "G8"]
+    assert manager.experiences["G8"] == "Combined guidance for polynomial equations..."
+    with pytest.raises(MemgymError) as err:
+        manager.merge(["G1", "G2"], "G1 is gone")
+    assert err.value.code == grpc.StatusCode.NOT_FOUND and len(manager) == 6  # nothing changed
+
+
+def test_seed001_apply_operations_example(address):
+    manager = ExperienceManager(bank="s001-ops", address=address)
+    for i in range(18):
+        manager.add(f"Experience {i}.")
+    operations = [
+        {"option": "add", "experience": "When solving..."},
+        {"option": "modify", "experience": "Updated...", "modified_from": "G17"},
+        {"option": "delete", "delete_id": "G5"},
+        {"option": "merge", "experience": "Merged...", "merged_from": ["G1", "G3"]},
+    ]
+    assert manager.apply_operations(operations) is None
+    exps = manager.experiences
+    assert exps["G18"] == "When solving..." and exps["G17"] == "Updated..." and exps["G19"] == "Merged..."
+    assert not {"G1", "G3", "G5"} & set(exps) and len(manager) == 17 and manager.skipped_operations == []
+
+    # Applied again, the ids it names are gone: the add applies, the rest is skipped, nothing raises.
+    manager.apply_operations(operations)
+    assert manager.experiences["G20"] == "When solving..." and manager.experiences["G17"] == "Updated..."
+    assert [r.status for r in manager.skipped_operations] == [banks_pb.OPERATION_STATUS_NOT_FOUND] * 2
+    assert [r.index for r in manager.skipped_operations] == [2, 3]
+    # Malformed operations and replies never raise.
+    manager.apply_operations([{"option": "frob"}, "not an op", {"option": "add"}, {"option": "keep"}, {"experience": "No option: an add."}])
+    assert manager.experiences["G21"] == "No option: an add." and len(manager.skipped_operations) == 3
+    manager.apply_operations("The model rambled and wrote no JSON at all.")
+    manager.apply_operations([])
+    manager.apply_operations([{"option": "delete", "delete_id": ["G0"]}])  # an id must be a string or number
+    assert len(manager) == 19
+    # An LLM reply in upstream's vocabulary, inside a fence.
+    manager.apply_operations('```json\n[{"operation": "UPDATE", "id": "G0", "content": "Zero."}, {"operation": "NONE"}]\n```')
+    assert manager.experiences["G0"] == "Zero."
+    # More operations than one call may carry are sent in batches.
+    manager.apply_operations([{"option": "add", "experience": f"bulk {i}"} for i in range(1001)])
+    assert len(manager) == 19 + 1001 and manager._next_id == 22 + 1001
+
+
+def test_seed001_format_for_prompt_example(address):
+    manager = ExperienceManager(bank="s001-format", address=address)
+    assert manager.format_for_prompt() == ""  # an empty library
+    for t in [EQUATIONS, OPTIMIZATION, PROBABILITY]:
+        manager.add(t)
+    experiences_str = manager.format_for_prompt()
+    assert experiences_str == (
+        "[G0]. When solving equations, verify solutions by substitution.\n"
+        "[G1]. For optimization, check boundary conditions first.\n"
+        "[G2]. In probability, use conditional probability when dependent."
+    )
+    query = "Solve: x² + 2x + 5 = 0"
+    prompt = f"Helpful experiences:\n{experiences_str}\n\nQuery: {query}"
+    assert prompt.splitlines()[1] == f"[G0]. {EQUATIONS}" and prompt.endswith("Query: Solve: x² + 2x + 5 = 0")
+
+
+def test_seed001_save_and_load(address, tmp_path, capsys):
+    manager = ExperienceManager(bank="s001-save", address=address)
+    for t in [EQUATIONS, OPTIMIZATION, PROBABILITY]:
+        manager.add(t)
+    manager.delete("G1")
+    path = tmp_path / "experiences.json"
+    manager.save(str(path))
+    assert json.loads(path.read_text()) == {"experiences": {"G0": EQUATIONS, "G2": PROBABILITY}, "next_id": 3}
+    assert [p.name for p in tmp_path.iterdir()] == ["experiences.json"]  # no temporary file left
+
+    # Later...
+    manager2 = ExperienceManager(bank="s001-save-2", address=address)
+    manager2.load(str(path))
+    assert len(manager2) == len(manager) == 2
+    assert manager2.experiences == manager.experiences and manager2._next_id == 3
+    print(f"Library contains {len(manager)} experiences")
+    assert capsys.readouterr().out == "Library contains 2 experiences\n"
+    assert manager2.add("Next.") == "G3"
+
+    # load replaces the library; the id counter never goes back (the seed would reset it to the file's).
+    manager2.load(str(path))
+    assert list(manager2.experiences) == ["G0", "G2"] and manager2._next_id == 4
+    # upstream's per-step file loads too
+    (tmp_path / "step.json").write_text(json.dumps({"G0": "upstream zero", "G1": "upstream one"}))
+    manager2.load(str(tmp_path / "step.json"))
+    assert manager2.experiences == {"G0": "upstream zero", "G1": "upstream one"}
+
+
+def test_seed001_save_is_atomic(address, tmp_path, monkeypatch):
+    manager = ExperienceManager(bank="s001-atomic", address=address)
+    manager.add(EQUATIONS)
+    path = tmp_path / "sub" / "lib.json"  # the directory is created
+    manager.save(str(path))
+    before = path.read_text()
+    os.chmod(path, 0o640)
+    manager.add(OPTIMIZATION)
+
+    def crash(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        manager.save(str(path))
+    assert path.read_text() == before and [p.name for p in path.parent.iterdir()] == ["lib.json"]
+    monkeypatch.undo()
+    manager.save(str(path))
+    assert json.loads(path.read_text())["next_id"] == 2 and (path.stat().st_mode & 0o777) == 0o640  # mode kept
+    write_atomically(tmp_path / "plain.txt", "x")
+    assert (tmp_path / "plain.txt").read_text() == "x"
+
+
+def test_seed001_checkpoint_is_loaded_if_it_exists(address, tmp_path):
+    path = tmp_path / "run 1.ckpt.json"
+    path.write_text(json.dumps({"experiences": {"G0": EQUATIONS, "G4": OPTIMIZATION}, "next_id": 42}))
+    manager = ExperienceManager(checkpoint_path=str(path), address=address)
+    assert manager.bank == "run_1.ckpt"  # the sanitised stem of the path
+    assert manager.experiences == {"G0": EQUATIONS, "G4": OPTIMIZATION} and manager._next_id == 42
+    assert manager.add("New.") == "G42"
+    # The bank now holds the newer library: the file is not read again.
+    again = ExperienceManager(checkpoint_path=str(path), address=address)
+    assert len(again) == 3 and again.experiences["G42"] == "New."
+    missing = ExperienceManager(checkpoint_path=str(tmp_path / "absent.json"), address=address)
+    assert missing.bank == "absent" and len(missing) == 0
+    for m in (manager, again, missing):
+        m.close()
+
+
+def test_seed001_complete_workflow(address, tmp_path, capsys):
+    """Seed 001's complete workflow with the model and the LLM replaced by fixed outputs."""
+    # 1. Initialize components (no LLM client, extractor or model adapter: fixed stand-ins below)
+    experience_manager = ExperienceManager(checkpoint_path=str(tmp_path / "workflow.json"), address=address)
+    outputs = {
+        "Solve: x² + 2x + 5 = 0": ["discriminant -16: no real solutions", "x = -1", "No real roots", "x = 2", "x = 1"],
+        "Solve: x² + 4 = 0": ["x = 2", "x = -2", "x = 4", "x = 0", "x = 1"],  # no variation: no operations
+        "Solve: x² + x + 1 = 0": ["no real solutions", "No real solutions exist", "x = 1", "x = -1", "x = 0"],
+    }
+    operations_for = {
+        "Solve: x² + 2x + 5 = 0": [{"option": "add", "experience": "For quadratic equations, check the discriminant first."}],
+        "Solve: x² + x + 1 = 0": [
+            {"option": "modify", "experience": "For quadratics, a negative discriminant means no real roots.", "modified_from": "G0"},
+            {"option": "add", "experience": "Report 'no real solutions' explicitly."},
+        ],
+    }
+    prompts_seen = []
+
+    def extract_group_advantage(trajectories, experiences):  # stands in for the LLM's stage 2
+        rewards = [r for _, _, r in trajectories]
+        if max(rewards) == min(rewards):
+            return []  # no variation (all correct or all wrong)
+        return operations_for[trajectories[0][0]]
+
+    # 2. Training data; 3. Training loop (1 epoch)
+    for query in outputs:
+        trajectories = []
+        experiences = experience_manager.format_for_prompt()
+        prompts_seen.append(experiences)
+        for output in outputs[query]:  # G=5
+            reward = 1.0 if "no real" in output.lower() else 0.0
+            trajectories.append((query, output, reward))
+        operations = extract_group_advantage(trajectories, experiences)
+        if operations:
+            experience_manager.apply_operations(operations)
+
+    # 4. Save
+    experience_manager.save(str(tmp_path / "experiences_final.json"))
+    print(f"Final library size: {len(experience_manager)}")
+    assert capsys.readouterr().out == "Final library size: 2\n"
+    assert prompts_seen == ["", "[G0]. For quadratic equations, check the discriminant first.", "[G0]. For quadratic equations, check the discriminant first."]
+    assert json.loads((tmp_path / "experiences_final.json").read_text()) == {
+        "experiences": {
+            "G0": "For quadratics, a negative discriminant means no real roots.",
+            "G1": "Report 'no real solutions' explicitly.",
+        },
+        "next_id": 2,
+    }
+
+
+# -- seed 000: SemanticMemoryManager, its examples as tests ------------------------------------------
+
+
+def test_seed000_basic_usage(address, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MEMGYM_ADDRESS", address)  # no address argument: the environment names the server
+    # Initialize
+    manager = SemanticMemoryManager(checkpoint_path=str(tmp_path / "experiences.json"), max_size=100)
+    assert manager.bank == "experiences" and manager.max_size == 100 and manager.client.address == address
+    # Add experiences
+    exp_id = manager.add_experience("When solving equations, verify by substitution", confidence=0.85, domain="math", epoch=0)
+    assert exp_id == "G0"
+    # Retrieve relevant
+    results = manager.retrieve_relevant("How to solve?", top_k=5)
+    assert len(results) == 1
+    for exp_id, similarity, text in results:
+        print(f"[{exp_id}] ({similarity:.2f}): {text}")
+    (sim,) = [s for _, s, _ in results]
+    assert isinstance(sim, float) and 0.0 < sim < 1.0
+    # Get statistics
+    stats = manager.get_memory_stats()
+    print(f"Total: {stats['total_experiences']}")
+    print(f"Avg confidence: {stats['avg_confidence']:.2f}")
+    print(f"Domains: {stats['domains']}")
+    assert capsys.readouterr().out.splitlines() == [
+        f"[G0] ({sim:.2f}): When solving equations, verify by substitution",
+        "Total: 1",
+        "Avg confidence: 0.85",
+        "Domains: {'math': 1}",
+    ]
+    assert (stats["total_usage"], stats["used_experiences"], stats["epoch"], stats["max_size"]) == (1, 1, 0, 100)
+    assert manager.client.get_experience("experiences", "G0").usage_count == 1  # retrieval counts usage
+
+
+def test_seed000_retrieval_filters_and_prompt(address):
+    manager = SemanticMemoryManager(max_size=100, bank="s000-retrieve", address=address)
+    manager.add_experience(EQUATIONS, 0.9, "math")
+    manager.add_experience("Write unit tests before refactoring code.", 0.6, "coding")
+    manager.add_experience("When solving inequalities, flip the sign on negative factors.", 0.7, "math")
+    hits = manager.retrieve_relevant("solving equations", top_k=5)
+    assert [h[0] for h in hits][:2] == ["G0", "G2"] and hits[0][2] == EQUATIONS
+    assert all(a[1] >= b[1] for a, b in zip(hits, hits[1:]))  # best first
+    assert [h[0] for h in manager.retrieve_relevant("solving equations", domain_filter="coding")] == ["G1"]
+    assert [h[0] for h in manager.retrieve_relevant("solving equations", min_similarity=0.5)] == ["G0"]
+    assert manager.retrieve_relevant("solving equations", top_k=0) == []
+    assert manager.format_for_prompt(query="solving equations", top_k=1) == f"[G0]. {EQUATIONS}"
+    assert manager.format_for_prompt() == (
+        f"[G0]. {EQUATIONS}\n[G1]. Write unit tests before refactoring code.\n"
+        "[G2]. When solving inequalities, flip the sign on negative factors."
+    )
+    assert manager.format_for_prompt(domain_filter="math") == (
+        f"[G0]. {EQUATIONS}\n[G2]. When solving inequalities, flip the sign on negative factors."
+    )
+    assert manager.format_for_prompt(query="solving", domain_filter="coding") == "[G1]. Write unit tests before refactoring code."
+    assert manager.format_for_prompt(query="solving", top_k=0) == ""
+    with pytest.raises(MemgymError) as err:
+        manager.compress_memory(strategy="random")
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "strategy" in err.value.details
+
+
+def test_seed000_edge_cases(address):
+    manager = SemanticMemoryManager(max_size=2, bank="s000-edges", address=address)
+    # Empty library
+    assert manager.retrieve_relevant("anything") == [] and manager.format_for_prompt("anything") == ""
+    assert manager.compress_memory() == 0 and manager.merge_similar() == 0 and len(manager) == 0
+    stats = manager.get_memory_stats()
+    assert (stats["total_experiences"], stats["avg_confidence"], stats["domains"]) == (0, 0.0, {})
+    # A single experience; a text with no tokens embeds to the zero vector: similarity 0, never NaN
+    manager.add_experience("...", confidence=2.5)  # confidence is clipped into [0, 1]
+    (hit,) = manager.retrieve_relevant("solve equations")
+    assert hit == ("G0", 0.0, "...")
+    assert manager.client.get_experience(manager.bank, "G0").confidence == 1.0
+    assert manager.add_experience("Negative spread.", confidence=-0.3) == "G1"
+    assert manager.client.get_experience(manager.bank, "G1").confidence == 0.0
+    with pytest.raises(ValueError):
+        manager.add_experience("nan", confidence=float("nan"))
+    with pytest.raises(ValueError):
+        SemanticMemoryManager(max_size=-1, bank="s000-never", address=address)
+
+
+def test_seed000_continuous_learning_loop(address, tmp_path, capsys):
+    manager = SemanticMemoryManager(max_size=4, bank="s000-loop", address=address)
+    domains = ["math", "coding"]
+    skipped = 0
+    for epoch in range(3):
+        manager.set_epoch(epoch)
+        for b in range(3):
+            batch = {"query": f"problem {b} of epoch {epoch}", "domain": domains[b % 2]}
+            # Generate rollouts with current experiences
+            context = manager.format_for_prompt(query=batch["query"], top_k=10)
+            assert context.count("\n") + 1 == min(len(manager), 10) if context else len(manager) == 0
+            advantages = [0.0, 0.0, 0.0, 0.0] if b == 2 else [-0.5 - 0.1 * b, 0.0, 0.25, 0.5 + 0.1 * epoch]
+            # Extract and add new experiences
+            if statistics.pstdev(advantages) > 0:  # Skip homogeneous groups
+                experience = f"Lesson {b} learned in epoch {epoch}: handle case {b * 10 + epoch} carefully."
+                manager.add_experience(
+                    text=experience,
+                    confidence=max(advantages) - min(advantages),
+                    domain=batch["domain"],
+                    epoch=epoch,
+                )
+            else:
+                skipped += 1
+        # Compress if needed
+        if len(manager) > manager.max_size:
+            removed = manager.compress_memory(strategy="hybrid")
+            assert removed == 2 and len(manager) == 4
+        # Save checkpoint
+        manager.save(str(tmp_path / "checkpoints" / f"epoch_{epoch}.json"))
+        # Log statistics
+        stats = manager.get_memory_stats()
+        print(f"Epoch {epoch}: {stats['total_experiences']} experiences")
+    assert skipped == 3
+    assert capsys.readouterr().out.splitlines() == ["Epoch 0: 2 experiences", "Epoch 1: 4 experiences", "Epoch 2: 4 experiences"]
+    files = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert files == ["epoch_0.json", "epoch_1.json", "epoch_2.json"]
+    last = json.loads((tmp_path / "checkpoints" / "epoch_2.json").read_text())
+    assert (last["format"], last["epoch"], last["next_id"], len(last["experiences"])) == ("memgym-bank", 2, 6, 4)
+    first = json.loads((tmp_path / "checkpoints" / "epoch_0.json").read_text())
+    assert [(e["id"], e["created_epoch"], e["domain"], e["confidence"]) for e in first["experiences"]] == [
+        ("G0", 0, "math", 1.0),
+        ("G1", 0, "coding", pytest.approx(1.0)),
+    ]
+    stats = manager.get_memory_stats()
+    assert stats["epoch"] == 2 and manager.current_epoch == 2 and stats["total_usage"] > 0
+    assert set(stats["domains"]) <= {"math", "coding"} and sum(stats["domains"].values()) == 4
+
+    # Reload a checkpoint into a fresh manager: every field comes back.
+    again = SemanticMemoryManager(str(tmp_path / "checkpoints" / "epoch_0.json"), max_size=4, bank="s000-loop-reload", address=address)
+    assert again.experiences == {e["id"]: e["text"] for e in first["experiences"]} and again.current_epoch == 0
+    assert again.client.get_experience(again.bank, "G1").domain == "coding"
+
+
+def test_seed000_compression_strategies_and_merge_similar(address):
+    for strategy in ("diversity", "importance", "temporal", "hybrid"):
+        manager = SemanticMemoryManager(max_size=3, bank=f"s000-{strategy}", address=address, decay=0.2, kmeans_seed=1)
+        for i in range(6):
+            manager.add_experience(f"Distinct lesson {i} on subject {chr(65 + i)} number {i * 13}", confidence=0.1 + 0.15 * i, epoch=i)
+        assert manager.compress_memory(strategy=strategy) == 3 and len(manager) == 3
+        assert manager.compress_memory(max_size=5, strategy=strategy) == 0
+        if strategy == "importance":
+            assert sorted(manager.experiences) == ["G3", "G4", "G5"]  # the highest confidences stay
+    manager = SemanticMemoryManager(bank="s000-dups", address=address)
+    manager.add_experience("Always check the discriminant before solving a quadratic equation.", 0.6, "math")
+    manager.add_experience("Always check the discriminant first before solving any quadratic equation.", 0.8, "math")
+    manager.add_experience("Draw a diagram for geometry problems.", 0.5, "math")
+    assert manager.merge_similar() == 0  # cosine 0.89 on the server's hash embedder: below the default 0.9
+    assert manager.merge_similar(threshold=0.85) == 2 and len(manager) == 2
+    assert sorted(manager.experiences) == ["G2", "G3"]
+    with pytest.raises(MemgymError) as err:
+        manager.merge_similar(use_llm=True)  # this server has no LLM
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_seed000_migration_guide(address, tmp_path):
+    # Before:
+    manager = ExperienceManager(bank="s000-before", address=address)
+    exp_id = manager.add("Experience text")
+    assert exp_id == "G0"
+    # After:
+    manager = SemanticMemoryManager(max_size=100, bank="s000-after", address=address)
+    exp_id = manager.add_experience(text="Experience text", confidence=0.8, domain="general", epoch=0)
+    assert exp_id == "G0"
+    e = manager.client.get_experience("s000-after", "G0")
+    assert (e.text, e.confidence, e.domain, e.created_epoch) == ("Experience text", 0.8, "general", 0)
+    # Backward compatibility: the basic API still works on the semantic manager ...
+    assert manager.add("Plain add.") == "G1" and manager.modify("G1", "Plain modify.") is True
+    assert manager.merge(["G0", "G1"], "Merged.") == "G2" and manager.delete("G2") is True and len(manager) == 0
+    # ... and old checkpoints work, their embeddings generated on load.
+    old = ExperienceManager(bank="s000-old", address=address)
+    old.add(EQUATIONS)
+    old.add(OPTIMIZATION)
+    old.save(str(tmp_path / "old.json"))
+    migrated = SemanticMemoryManager(checkpoint_path=str(tmp_path / "old.json"), max_size=100, address=address)
+    assert migrated.bank == "old" and migrated.experiences == old.experiences and migrated._next_id == 2
+    assert migrated.retrieve_relevant("solving equations", top_k=1)[0][0] == "G0"
+    stats = migrated.get_memory_stats()
+    assert (stats["total_experiences"], stats["avg_confidence"], stats["domains"]) == (2, 0.5, {"general": 2})
+    # The semantic manager's own file keeps every field.
+    migrated.set_epoch(4)
+    migrated.modify("G1", "Check boundaries.")
+    migrated.save(str(tmp_path / "semantic.json"))
+    copy = SemanticMemoryManager(max_size=100, bank="s000-copy", address=address)
+    copy.load(str(tmp_path / "semantic.json"))
+    a, b = (m.client.get_experience(m.bank, "G0") for m in (migrated, copy))
+    assert a == b and a.usage_count == 1 and a.last_used_epoch == 0
+    assert copy.current_epoch == 4 and copy.experiences == migrated.experiences
+
+
+def test_drop_in_helpers_and_construction(address):
+    assert bank_name_for(None) == "experiences" and bank_name_for("./experiences.json") == "experiences"
+    assert bank_name_for("/x/.hidden.json") == "hidden" and bank_name_for("/x/über lib.json") == "_ber_lib"
+    assert bank_name_for(Path("/a/" + "n" * 80 + ".json")) == "n" * 64 and bank_name_for("/x/#.json") == "_"
+    assert file_format('{"format": "memgym-bank", "experiences": []}') == banks_pb.BANK_FORMAT_MEMGYM_JSON
+    assert file_format('{"experiences": {}, "next_id": 0}') == banks_pb.BANK_FORMAT_SEED_JSON
+    assert file_format('{"G0": "x"}') == banks_pb.BANK_FORMAT_UPSTREAM_JSON
+    assert file_format("not json") == banks_pb.BANK_FORMAT_SEED_JSON
+    with MemgymClient(address) as shared:
+        m = ExperienceManager(bank="s-shared", client=shared)
+        m.add("x")
+        m.close()  # a shared client stays open
+        assert shared.get_bank("s-shared").size == 1
+        with pytest.raises(ValueError):
+            ExperienceManager(bank="s-shared", client=shared, address=address)
+    with ExperienceManager(bank="s-ctx", address=address) as m:
+        assert repr(m) == f"ExperienceManager(bank='s-ctx', address='{address}')"
+    with pytest.raises(MemgymUnavailable):
+        ExperienceManager(bank="x", address=f"127.0.0.1:{free_port()}")
