@@ -61,5 +61,12 @@ expect_code "bad argument is InvalidArgument" InvalidArgument tool search_memory
 check "state" 'r["state"]["stepsUsed"] == 6 and r["state"]["memoryCount"] == 183' -- call '{"episode_id":"demo-1","include_trace":true}' MemoryEnv/GetEpisode
 check "score: p 0 -> 1, reward > 0" 'r["pOld"] == 0 and r["pNew"] == 1 and r["reward"] > 0.9' -- call '{"episode_id":"demo-1"}' MemoryEnv/ScoreEpisode
 check "close" 'r["state"]["scored"]' -- call '{"episode_id":"demo-1"}' MemoryEnv/CloseEpisode
+# The banks: a Training-Free GRPO experience library.
+check "create bank" 'r["name"] == "math" and r["version"] == "0"' -- call '{"name":"math"}' Banks/CreateBank
+check "add experience" 'r["id"] == "G0"' -- call '{"bank":"math","text":"When solving equations, verify solutions by substitution.","domain":"math"}' Banks/AddExperience
+check "apply operations" 'r["applied"] == 2 and r["results"][0]["id"] == "G1"' -- call '{"bank":"math","operations_json":"[{\"option\":\"add\",\"experience\":\"For optimization, check boundary conditions first.\"},{\"operation\":\"UPDATE\",\"id\":\"G0\",\"content\":\"Verify solutions by substituting them back.\"}]"}' Banks/ApplyOperations
+check "format for prompt" 'r["text"] == "[G0]. Verify solutions by substituting them back.\n[G1]. For optimization, check boundary conditions first."' -- call '{"bank":"math"}' Banks/FormatForPrompt
+check "retrieve" 'r["hits"][0]["id"] == "G1"' -- call '{"bank":"math","query":"check the boundary conditions","top_k":1}' Banks/Retrieve
+expect_code "stale expected_version is Aborted" Aborted call '{"bank":"math","text":"x","expected_version":"0"}' Banks/AddExperience
 echo "grpcurl walkthrough: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

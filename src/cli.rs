@@ -285,6 +285,22 @@ pub struct BanksArgs {
     /// reembed its texts (one write) and serve it.
     #[arg(long, env = "MEMGYM_BANKS_ON_EMBEDDER_CHANGE", default_value = "refuse", value_name = "refuse|reembed")]
     pub banks_on_embedder_change: String,
+    /// The banks' index.
+    #[command(flatten)]
+    pub index: BankIndexArgs,
+}
+
+/// How a bank's experiences are indexed (the episodes' engine, tuned for retrieval latency).
+#[derive(Debug, Args)]
+pub struct BankIndexArgs {
+    /// Banks up to this many experiences are searched by the exact scan, larger ones by HNSW (built on
+    /// every core, rebuilt on open). The episodes' default: on this project's machines the exact scan is
+    /// faster than hnsw_rs up to about 20,000 384-dimensional vectors (`memgym bench banks` shows both).
+    #[arg(long, env = "MEMGYM_BANKS_FULL_SCAN_THRESHOLD", default_value_t = 20_000)]
+    pub banks_full_scan_threshold: usize,
+    /// HNSW search beam of the banks (raised to 2·top_k when larger).
+    #[arg(long, env = "MEMGYM_BANKS_HNSW_EF_SEARCH", default_value_t = 64)]
+    pub banks_hnsw_ef_search: usize,
 }
 
 /// `memgym dataset ...`.
@@ -420,12 +436,15 @@ pub struct BankBenchArgs {
     /// Seconds per measurement.
     #[arg(long, default_value_t = 5.0)]
     pub secs: f64,
-    /// Concurrent retrieval callers.
+    /// Concurrent retrieval callers of the throughput measurement (latency is measured with one).
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
     /// Queries compared against the exact scan for recall@10 (where HNSW answers).
     #[arg(long, default_value_t = 200)]
     pub recall_queries: usize,
+    /// The banks' index.
+    #[command(flatten)]
+    pub index: BankIndexArgs,
     /// Also measure ApplyOperations on this PostgreSQL database.
     #[arg(long, value_name = "URL")]
     pub postgres_url: Option<String>,

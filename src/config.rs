@@ -218,6 +218,20 @@ pub fn default_banks_dir() -> PathBuf {
     }
 }
 
+/// The banks' index settings: the episodes' engine (its mode and HNSW shape), dense, the banks' own
+/// exact-scan threshold and search beam, the graph built on every core.
+pub fn banks_index(a: &crate::cli::BankIndexArgs, episodes: &IndexConfig) -> IndexConfig {
+    IndexConfig {
+        full_scan_threshold: a.banks_full_scan_threshold,
+        hnsw_ef_search: a.banks_hnsw_ef_search,
+        // Banks are rebuilt on open: a narrower construction beam than M₀'s 200 halves that time.
+        hnsw_ef_construction: 100,
+        hybrid: false,
+        parallel_build: true,
+        ..episodes.clone()
+    }
+}
+
 /// The banks the flags describe, on the environment's embedder and LLM; `None` with `--no-banks`.
 pub async fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow::Result<Option<Arc<crate::banks::Banks>>> {
     use crate::banks::store::{postgres::PostgresStore, sqlite::SqliteStore, BankStore};
@@ -234,7 +248,7 @@ pub async fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow
             Arc::new(SqliteStore::open(&dir).with_context(|| format!("opening the banks in {}", dir.display()))?)
         }
     };
-    let config = BanksConfig { on_embedder_change: on_change, index: env.config().index.clone(), ..BanksConfig::default() };
+    let config = BanksConfig { on_embedder_change: on_change, index: banks_index(&a.index, &env.config().index), ..BanksConfig::default() };
     Ok(Some(Arc::new(Banks::new(store, env.embedder().clone(), env.llm().cloned(), config))))
 }
 

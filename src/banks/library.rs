@@ -134,6 +134,8 @@ pub struct Library {
     index: EpisodeMemory,
     config: IndexConfig,
     usage: Mutex<UsageBook>,
+    /// A background rebuild of the index is under way (see `Banks::write`).
+    compacting: std::sync::atomic::AtomicBool,
 }
 
 fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
@@ -179,6 +181,7 @@ impl Library {
             index: EpisodeMemory::new(Arc::new(base)),
             config: config.clone(),
             usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
+            compacting: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -313,7 +316,6 @@ impl Library {
             }
         }
         self.meta = meta;
-        self.maybe_compact();
     }
 
     /// Applies row changes read from a shared store (another replica's writes) and its counters.
@@ -334,7 +336,6 @@ impl Library {
             }
         }
         self.meta = meta;
-        self.maybe_compact();
     }
 
     fn remove(&mut self, id: u64) {
@@ -360,17 +361,58 @@ impl Library {
         self.slots.insert(exp.id, Slot { exp, mem });
     }
 
-    /// Rebuilds the engine's base from the live experiences once the overlay holds more than a quarter
-    /// of them (at least 1,024), so searches stay on the exact scan or HNSW of the base.
-    fn maybe_compact(&mut self) {
+    /// Whether the index should be rebuilt: the overlay holds more than a quarter of the experiences (at
+    /// least 1,024), so searches would scan it exactly beside the base's exact scan or HNSW. Claims the
+    /// rebuild (true once until [`Library::adopt`] replaces this library).
+    pub fn claim_compaction(&self) -> bool {
         let overlay = self.index.changed_count();
         if overlay <= 1_024 || overlay * 4 <= self.slots.len() {
-            return;
+            return false;
         }
-        self.compact();
+        !self.compacting.swap(true, std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Rebuilds the engine's base from the live experiences.
+    /// Experiences held in the index's overlay rather than its base (0 right after a rebuild).
+    pub fn overlay(&self) -> usize {
+        self.index.changed_count()
+    }
+
+    /// Gives up a claimed rebuild (it failed), so a later write may claim it again.
+    pub fn release_compaction(&self) {
+        self.compacting.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The counters and every experience with its vector, usage as stored (the rows a rebuild starts
+    /// from).
+    pub fn snapshot(&self) -> (BankMeta, Vec<StoredExperience>) {
+        let book = self.usage.lock();
+        let dim = self.index.dim();
+        let rows = self
+            .slots
+            .values()
+            .map(|slot| {
+                let mut exp = slot.exp.clone();
+                if let Some((count, last)) = book.totals.get(&exp.id) {
+                    exp.usage_count = count.saturating_sub(book.pending.get(&exp.id).map_or(0, |p| p.0));
+                    exp.last_used_epoch = *last;
+                }
+                let vector = self.index.vector(slot.mem).map_or_else(|| vec![0.0; dim], <[f32]>::to_vec);
+                StoredExperience { exp, vector }
+            })
+            .collect();
+        (self.meta.clone(), rows)
+    }
+
+    /// Takes over `old`'s usage accounting (a rebuilt library replacing `old`, both at the same version).
+    pub fn adopt(&mut self, old: &Library) {
+        let mut from = old.usage.lock();
+        let mut to = self.usage.lock();
+        to.totals = std::mem::take(&mut from.totals);
+        to.pending = std::mem::take(&mut from.pending);
+    }
+
+    /// Rebuilds the engine's base from the live experiences, in place (blocking: HNSW above the
+    /// threshold; the server rebuilds in the background instead, see `Banks::write`).
     pub fn compact(&mut self) {
         let dim = self.index.dim();
         let mut records = Vec::with_capacity(self.slots.len());

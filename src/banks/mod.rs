@@ -274,6 +274,9 @@ impl Banks {
             if meta.uid == lib.meta().uid {
                 if let Some((meta, rows)) = self.store.changes(name, lib.meta().version).await? {
                     lib.catch_up(meta, rows);
+                    if lib.claim_compaction() {
+                        self.spawn_compaction(name, self.handle(name));
+                    }
                     return Ok(());
                 }
             }
@@ -412,6 +415,9 @@ impl Banks {
                 Ok(()) => {
                     let meta = commit.meta;
                     lib.apply(draft, &vectors, meta.clone());
+                    if lib.claim_compaction() {
+                        self.spawn_compaction(name, Arc::clone(&handle));
+                    }
                     return Ok((out, meta));
                 }
                 Err(BankError::VersionConflict { .. }) if expected.is_none() && attempt < WRITE_ATTEMPTS => {
@@ -425,6 +431,47 @@ impl Banks {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Rebuilds a bank's index in the background: the rows are copied under the read lock, the new base
+    /// (HNSW above the threshold) is built on the blocking pool while reads and writes go on, and the
+    /// library is swapped under the write lock after catching up on the writes made meanwhile (read
+    /// back from the store, which keeps every change with its version). Nothing is lost if the rebuild
+    /// fails: the old library stays and a later write claims the rebuild again.
+    fn spawn_compaction(&self, name: &str, handle: Handle) {
+        let store = Arc::clone(&self.store);
+        let index = self.config.index.clone();
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let snapshot = handle.read().await.as_ref().map(Library::snapshot);
+            let Some((meta, rows)) = snapshot else { return };
+            let (version, uid) = (meta.version, meta.uid);
+            let started = std::time::Instant::now();
+            let built = tokio::task::spawn_blocking(move || Library::build(meta, rows, &index)).await;
+            let mut guard = handle.write().await;
+            let Some(lib) = guard.as_mut() else { return };
+            let Ok(mut fresh) = built else {
+                tracing::warn!(bank = %name, "rebuilding the index failed; keeping the overlay");
+                lib.release_compaction();
+                return;
+            };
+            if lib.meta().uid != uid {
+                return;
+            }
+            if lib.meta().version != version {
+                match store.changes(&name, version).await {
+                    Ok(Some((meta, rows))) if meta.version == lib.meta().version => fresh.catch_up(meta, rows),
+                    Ok(_) | Err(_) => {
+                        tracing::warn!(bank = %name, "could not catch the rebuilt index up; keeping the overlay");
+                        lib.release_compaction();
+                        return;
+                    }
+                }
+            }
+            fresh.adopt(lib);
+            tracing::debug!(bank = %name, experiences = fresh.len(), secs = started.elapsed().as_secs_f64(), "index rebuilt");
+            *lib = fresh;
+        });
     }
 
     /// The counters after `draft`: the next version, id counter and epoch.

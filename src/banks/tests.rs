@@ -354,3 +354,49 @@ async fn merge_similar_with_the_llm_uses_its_text_or_falls_back_and_says_why() {
     assert!(matches!(b.merge_similar_llm("lib", 0.99, false, Some(1)).await, Err(BankError::VersionConflict { .. })));
     assert_eq!(chat.seen.lock().len(), asked);
 }
+
+/// Writes that grow a bank past the rebuild threshold rebuild its index (HNSW here) in the background:
+/// the writes made meanwhile are kept, and searches give the same experiences as the exact scan.
+#[tokio::test]
+async fn the_index_is_rebuilt_in_the_background_without_losing_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = crate::memory::IndexConfig { full_scan_threshold: 500, parallel_build: true, ..crate::memory::IndexConfig::default() };
+    let b = banks_in(dir.path(), hash(), BanksConfig { index, ..BanksConfig::default() });
+    b.create("lib", None, false).await.unwrap();
+    let batch = |from: usize, n: usize| {
+        let ops: Vec<String> = (from..from + n)
+            .map(|i| format!(r#"{{"option":"add","experience":"experience {i} about topic {} and step {}"}}"#, i % 41, i % 7))
+            .collect();
+        format!("[{}]", ops.join(","))
+    };
+    for k in 0..16 {
+        b.apply_operations("lib", &batch(k * 100, 100), false, false, None).await.unwrap();
+    }
+    // Writes while the rebuild may be running.
+    b.apply_operations("lib", &batch(1_600, 100), false, false, None).await.unwrap();
+    b.delete_experience("lib", "G5", None).await.unwrap();
+    let mut waited = 0;
+    // Before the rebuild the overlay holds all 1,700 additions; after it, only those made meanwhile.
+    while b.read("lib", |l| l.overlay()).await.unwrap() >= 1_000 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+        assert!(waited < 600, "the rebuild did not finish in 30 s");
+    }
+    let (len, has5, has1699) = b.read("lib", |l| (l.len(), l.get(5).is_some(), l.get(1_699).is_some())).await.unwrap();
+    assert_eq!((len, has5, has1699), (1_699, false, true), "every write kept through the rebuild");
+    let q = Query { text: "experience about topic 12 and step 3", top_k: 10, min_similarity: None, domain: None, count: false };
+    let (hits, path) = b.retrieve("lib", q.clone()).await.unwrap();
+    assert_eq!(path, crate::memory::SearchPath::Hnsw);
+    let v = b.embedder().embed(vec![q.text.to_string()]).await.unwrap().remove(0);
+    let exact: Vec<u64> = b
+        .read("lib", |l| {
+            let mut all: Vec<(f32, u64)> = l.iter().map(|e| (crate::vector::dot(&v, l.vector(e.id).unwrap()), e.id)).collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.iter().take(10).map(|x| x.1).collect()
+        })
+        .await
+        .unwrap();
+    let found: Vec<u64> = hits.iter().map(|h| h.exp.id).collect();
+    let overlap = exact.iter().filter(|id| found.contains(id)).count();
+    assert!(overlap >= 9, "recall@10 {overlap}/10: {found:?} vs {exact:?}");
+}

@@ -59,6 +59,10 @@ pub struct IndexConfig {
     pub hnsw_ef_search: usize,
     /// Hybrid search: fuse the dense ranking with BM25 by reciprocal rank (see `EpisodeMemory::search_text`).
     pub hybrid: bool,
+    /// Build the HNSW graph on every core (about cores× faster, but the graph then depends on thread
+    /// timing). Off for episodes, whose M₀ must be the same graph in every run; on for banks, which are
+    /// rebuilt on open.
+    pub parallel_build: bool,
 }
 
 impl Default for IndexConfig {
@@ -70,6 +74,7 @@ impl Default for IndexConfig {
             hnsw_ef_construction: 200,
             hnsw_ef_search: 64,
             hybrid: false,
+            parallel_build: false,
         }
     }
 }
@@ -151,10 +156,15 @@ impl BaseMemory {
             let n = records.len();
             let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
             let h = Hnsw::<f32, DistCosine>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, DistCosine {});
-            // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
-            // build is deterministic (parallel inserts would depend on thread timing).
-            for (i, row) in vectors.chunks_exact(dim).enumerate() {
-                h.insert_slice((row, i));
+            if config.parallel_build {
+                let rows: Vec<(&[f32], usize)> = vectors.chunks_exact(dim).enumerate().map(|(i, row)| (row, i)).collect();
+                h.parallel_insert_slice(&rows);
+            } else {
+                // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
+                // build is deterministic (parallel inserts would depend on thread timing).
+                for (i, row) in vectors.chunks_exact(dim).enumerate() {
+                    h.insert_slice((row, i));
+                }
             }
             h
         });
