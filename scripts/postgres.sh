@@ -22,7 +22,11 @@ bindir() {
 }
 
 as_owner() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" != 0 ]; then "$@"; return; fi
+  # runuser lives in /usr/sbin, which a minimal PATH may lack; su is the fallback.
+  local ru
+  ru=$(command -v runuser || ls /usr/sbin/runuser /sbin/runuser 2>/dev/null | head -1 || true)
+  if [ -n "$ru" ]; then "$ru" -u postgres -- "$@"; else su postgres -s /bin/sh -c "$(printf '%q ' "$@")"; fi
 }
 
 start() {
