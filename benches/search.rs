@@ -8,21 +8,22 @@
 //!   to that. Prints one line: `exact-scan bound at 3000×384 …: read bandwidth … → bound … µs; exact
 //!   scan … µs; ratio …×; DRAM … GB/s` (see [`bandwidth`]). Measured on the 2-core VM: ~29 GB/s over
 //!   the scan's 4.6 MB (LLC-resident), ~15 GB/s from DRAM; the scan within 1.0–1.2× of the bound.
-//! - `search/{exact,hnsw}/{300,3000,20000,25000,30000}`: one top-10 `EpisodeMemory::search` (no
+//! - `search/{exact,hnsw}/{300,1000,2000,3000,5000,10000,20000,30000}`: one top-10 `EpisodeMemory::search` (no
 //!   filter, no threshold) on an unedited episode over an M₀ of that size, 384-dim `HashEmbedder`
 //!   vectors. The memories are real: the 2,541 LoCoMo observations (the first 300 of them for the
 //!   smallest size), and above that the originals followed by deterministic two-fact combinations
 //!   (`fact[i] + " " + fact[(i + 1 + 131·c) mod 2541]` for copy c ≥ 1) so that every vector differs
 //!   and none is a near-duplicate of another. Each iteration asks the next of the 1,986 LoCoMo
 //!   questions, embedded once. `IndexMode::Exact` never builds a graph; `IndexMode::Hnsw` always does
-//!   (m 16, ef_construction 200, ef_search 64, the defaults). 20k and 25k bracket the crossover.
+//!   (m 16, ef_construction 200, ef_search 64, the defaults). 1k–5k bracket the crossover.
 //! - `crossover/{n}`: the same two searches, alternating blocks of questions so both see the same
-//!   machine load; prints the medians per size and the interpolated crossover (see [`crossover`]).
-//!   Measured: the exact scan is faster up to ≈ 21k–26k memories (two runs), where its M₀ (≥ 32 MB)
-//!   outgrows this VM's last-level cache; HNSW is faster above. The planner's `full_scan_threshold`
-//!   default, 20,000, is the largest probed size at which the exact scan was never slower.
-//! - `vector/dot_384`: one 384-dim dot product (`vector::dot`), the unit of work of HNSW
-//!   re-scoring and of diverse sampling; `vector/dot_rows_300x384`: the exact scan's kernel
+//!   machine load; prints the medians and HNSW's recall@10 against the exact scan per size, and the
+//!   interpolated crossover (see [`crossover`]). Measured: the exact scan is faster up to ≈ 2.4k–2.5k
+//!   memories (two runs), HNSW above (2.2× faster at 10k). The planner's `full_scan_threshold`
+//!   default, 2,000, is the largest probed size at which the exact scan was never slower. (With
+//!   hnsw_rs's own search, before `memory::graph`, the crossover was ≈ 21k–26k.)
+//! - `vector/dot_384`: one 384-dim dot product (`vector::dot`), the unit of work of an HNSW
+//!   search and of diverse sampling; `vector/dot_rows_300x384`: the exact scan's kernel
 //!   (`vector::dot_rows`, four rows at a time) over 300 cache-resident rows, ~2.5× faster than
 //!   300 separate `dot`s.
 //! - `fork/{324,30000}`: `EpisodeMemory::new(Arc<BaseMemory>)`, what every `CreateEpisode` does. It
@@ -57,8 +58,8 @@ use memgym::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, IndexMode, 
 use memgym::vector::{dot, dot_rows};
 
 const TOP_K: usize = 10;
-/// M₀ sizes: the 300 / 3k / 30k, and 20k / 25k around the exact/HNSW crossover.
-const SIZES: [usize; 5] = [300, 3_000, 20_000, 25_000, 30_000];
+/// M₀ sizes: the 300 / 3k / 30k, and 1k to 20k around the exact/HNSW crossover.
+const SIZES: [usize; 8] = [300, 1_000, 2_000, 3_000, 5_000, 10_000, 20_000, 30_000];
 const DIM: usize = 384;
 /// The vectors of the 3k M₀: the bytes one exact scan at 3k reads.
 const SCAN_FLOATS: usize = 3_000 * DIM;
@@ -352,7 +353,7 @@ fn crossover(c: &mut Criterion) {
             })
         });
         if let (Some(e), Some(h)) = (exact.median(), hnsw.median()) {
-            rows.push((n, e, h));
+            rows.push((n, e, h, recall_at_10(n, qs)));
         }
     }
     g.finish();
@@ -360,11 +361,16 @@ fn crossover(c: &mut Criterion) {
     if rows.is_empty() || !bench_mode() {
         return;
     }
-    for (n, e, h) in &rows {
-        println!("crossover probe at {n:>6}: exact {:>7.1} µs, hnsw {:>7.1} µs, exact/hnsw {:.2}", e * 1e6, h * 1e6, e / h);
+    for (n, e, h, r) in &rows {
+        println!(
+            "crossover probe at {n:>6}: exact {:>7.1} µs, hnsw {:>7.1} µs, exact/hnsw {:.2}, hnsw recall@10 {r:.3}",
+            e * 1e6,
+            h * 1e6,
+            e / h
+        );
     }
     let found = rows.windows(2).find(|w| w[0].1 <= w[0].2 && w[1].1 > w[1].2).map(|w| {
-        let ((n0, e0, h0), (n1, e1, h1)) = (w[0], w[1]);
+        let ((n0, e0, h0, _), (n1, e1, h1, _)) = (w[0], w[1]);
         let (d0, d1) = (e0 - h0, e1 - h1);
         n0 as f64 + (n1 - n0) as f64 * (-d0) / (d1 - d0)
     });
@@ -372,6 +378,18 @@ fn crossover(c: &mut Criterion) {
         Some(x) => println!("crossover: the exact scan is faster up to ≈ {x:.0} memories, HNSW above"),
         None => println!("crossover: no single exact→HNSW switch among the probed sizes"),
     }
+}
+
+/// Recall@10 of the HNSW M₀ of `n` memories against its exact scan, over every question.
+fn recall_at_10(n: usize, qs: &[Vec<f32>]) -> f64 {
+    let (e, h) = (EpisodeMemory::new(base(n, IndexMode::Exact)), EpisodeMemory::new(base(n, IndexMode::Hnsw)));
+    let (mut found, mut wanted) = (0usize, 0usize);
+    for q in qs {
+        let truth: Vec<MemoryId> = e.search(q, TOP_K, &Filter::default(), None).0.iter().map(|s| s.record.id).collect();
+        found += h.search(q, TOP_K, &Filter::default(), None).0.iter().filter(|s| truth.contains(&s.record.id)).count();
+        wanted += truth.len();
+    }
+    found as f64 / wanted.max(1) as f64
 }
 
 fn vector(c: &mut Criterion) {

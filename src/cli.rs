@@ -295,8 +295,9 @@ pub struct BanksArgs {
 pub struct BankIndexArgs {
     /// Banks up to this many experiences are searched by the exact scan, larger ones by HNSW (built on
     /// every core, rebuilt on open). The episodes' default: on this project's machines the exact scan is
-    /// faster than hnsw_rs up to about 20,000 384-dimensional vectors (`memgym bench banks` shows both).
-    #[arg(long, env = "MEMGYM_BANKS_FULL_SCAN_THRESHOLD", default_value_t = 20_000)]
+    /// faster than the HNSW search up to about 2,400 384-dimensional vectors (`cargo bench --bench
+    /// search -- crossover`).
+    #[arg(long, env = "MEMGYM_BANKS_FULL_SCAN_THRESHOLD", default_value_t = crate::memory::IndexConfig::default().full_scan_threshold)]
     pub banks_full_scan_threshold: usize,
     /// HNSW search beam of the banks (raised to 2·top_k when larger).
     #[arg(long, env = "MEMGYM_BANKS_HNSW_EF_SEARCH", default_value_t = 64)]

@@ -382,11 +382,7 @@ impl BanksRpc for BanksService {
         logged(
             async {
                 let threshold = threshold.unwrap_or(DEFAULT_MERGE_THRESHOLD);
-                let (groups, m) = if use_llm {
-                    self.banks.merge_similar_llm(&bank, threshold, dry_run, expected_version).await?
-                } else {
-                    self.banks.merge_similar(&bank, threshold, dry_run, expected_version).await?
-                };
+                let (groups, m) = self.banks.merge_similar(&bank, threshold, use_llm, dry_run, expected_version).await?;
                 let merged = groups.iter().map(|g| g.sources.len() as u32).sum();
                 Ok(pb::MergeSimilarResponse {
                     merged: if dry_run { 0 } else { merged },

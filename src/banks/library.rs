@@ -207,13 +207,14 @@ impl Library {
 
     /// A copy of `exp` with its current usage.
     pub fn with_usage(&self, exp: &Experience) -> Experience {
-        let book = self.usage.lock();
-        let mut out = exp.clone();
-        if let Some((count, last)) = book.totals.get(&exp.id) {
-            out.usage_count = *count;
-            out.last_used_epoch = *last;
-        }
-        out
+        let (usage_count, last_used_epoch) = self.usage(exp);
+        Experience { usage_count, last_used_epoch, ..exp.clone() }
+    }
+
+    /// `exp`'s current usage count and last used epoch (what [`Library::with_usage`] fills in), without
+    /// a copy of the experience.
+    pub fn usage(&self, exp: &Experience) -> (u64, Option<u64>) {
+        self.usage.lock().totals.get(&exp.id).copied().unwrap_or((exp.usage_count, exp.last_used_epoch))
     }
 
     /// Every experience in id order (usage not refreshed; see [`Library::with_usage`]).

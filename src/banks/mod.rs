@@ -210,7 +210,7 @@ impl Banks {
             embedder_fingerprint: id.fingerprint.clone(),
             created_at: now_rfc3339(),
         };
-        if self.store.list().await?.len() >= self.config.limits.max_banks && self.store.meta(name).await?.is_none() {
+        if self.store.count().await? >= self.config.limits.max_banks && self.store.meta(name).await?.is_none() {
             return Err(BankError::ResourceExhausted {
                 message: format!("the server holds its cap of {} banks", self.config.limits.max_banks),
             });
@@ -227,15 +227,10 @@ impl Banks {
         }
     }
 
-    /// Every bank's counters (from the store, so replicas agree).
+    /// Every bank's counters and number of experiences, from the store (so replicas agree, and no bank
+    /// is loaded to be listed).
     pub async fn list(&self) -> Result<Vec<(BankMeta, usize)>, BankError> {
-        let metas = self.store.list().await?;
-        let mut out = Vec::with_capacity(metas.len());
-        for m in metas {
-            let size = self.read(&m.name, |lib| lib.len()).await?;
-            out.push((m, size));
-        }
-        Ok(out)
+        Ok(self.store.list().await?)
     }
 
     /// Deletes a bank.

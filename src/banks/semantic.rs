@@ -93,12 +93,11 @@ fn check_similarity(field: &str, v: Option<f32>) -> Result<(), BankError> {
 fn candidates(lib: &Library) -> Vec<Candidate<'_>> {
     lib.iter()
         .filter_map(|e| {
-            let e2 = lib.with_usage(e);
             Some(Candidate {
                 id: e.id,
                 confidence: e.confidence,
                 created_epoch: e.created_epoch,
-                last_used_epoch: e2.last_used_epoch,
+                last_used_epoch: lib.usage(e).1,
                 vector: lib.vector(e.id)?,
             })
         })
@@ -132,11 +131,11 @@ impl Banks {
             let mut domains = BTreeMap::new();
             let (mut sum, mut total_usage, mut used) = (0.0, 0, 0);
             for e in lib.iter() {
-                let e = lib.with_usage(e);
+                let (usage_count, _) = lib.usage(e);
                 *domains.entry(e.domain.clone()).or_insert(0) += 1;
                 sum += e.confidence;
-                total_usage += e.usage_count;
-                used += usize::from(e.usage_count > 0);
+                total_usage += usage_count;
+                used += usize::from(usage_count > 0);
             }
             let total = lib.len();
             Stats {
@@ -194,42 +193,35 @@ impl Banks {
         Ok((removed, left, meta))
     }
 
-    /// SemanticMemoryManager.merge_similar, offline: each group of near-duplicates (connected by
-    /// similarity ≥ `threshold`) becomes one experience whose text is merge_memory's `summarize` of the
-    /// group (in id order), with the highest confidence of the group.
+    /// SemanticMemoryManager.merge_similar: each group of near-duplicates (connected by similarity ≥
+    /// `threshold`) becomes one experience with the highest confidence of the group. Its text is
+    /// merge_memory's offline `summarize` of the group (in id order), or with `use_llm` the LLM's:
+    /// merge_memory's `summarize` prompt and reply checks (`--llm-edit`), one request per group,
+    /// concurrently, against the library as it was when the call began; a failed request or an unusable
+    /// reply falls back to the offline text and says so in the group's note, and the merges are one
+    /// write at the version the groups were read at.
     pub async fn merge_similar(
         &self,
         bank: &str,
         threshold: f32,
+        use_llm: bool,
         dry_run: bool,
         expected: Option<u64>,
     ) -> Result<(Vec<MergedGroup>, BankMeta), BankError> {
         check_similarity("threshold", Some(threshold))?;
         let max_chars = self.config().limits.max_text_chars;
-        self.write(bank, expected, |lib, draft| {
-            let groups = groups_of(lib, threshold)?;
-            let texts = groups.iter().map(|ids| (offline_text(lib, ids, max_chars), None)).collect();
-            Ok(plan_merges(lib, draft, groups, texts, dry_run))
-        })
-        .await
-    }
-
-    /// merge_similar with the LLM writing each group's text: merge_memory's `summarize` prompt and reply
-    /// checks (`--llm-edit`), one request per group, concurrently, against the library as it was when
-    /// the call began; a failed request or an unusable reply falls back to the offline text and says so
-    /// in the group's note. The merges are one write at the version the groups were read at.
-    pub async fn merge_similar_llm(
-        &self,
-        bank: &str,
-        threshold: f32,
-        dry_run: bool,
-        expected: Option<u64>,
-    ) -> Result<(Vec<MergedGroup>, BankMeta), BankError> {
-        check_similarity("threshold", Some(threshold))?;
+        if !use_llm {
+            return self
+                .write(bank, expected, |lib, draft| {
+                    let groups = groups_of(lib, threshold)?;
+                    let texts = groups.iter().map(|ids| (offline_text(lib, ids, max_chars), None)).collect();
+                    Ok(plan_merges(lib, draft, groups, texts, dry_run))
+                })
+                .await;
+        }
         let llm = self.llm().cloned().ok_or_else(|| BankError::FailedPrecondition {
             message: "use_llm needs the server's LLM endpoint (start it with --llm-base-url and --llm-model)".into(),
         })?;
-        let max_chars = self.config().limits.max_text_chars;
         let (groups, sources, version) = self
             .read(bank, |lib| -> Result<_, BankError> {
                 let groups = groups_of(lib, threshold)?;
@@ -241,27 +233,7 @@ impl Banks {
         if let Some(e) = expected.filter(|e| *e != version) {
             return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: version });
         }
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, texts) in sources.into_iter().enumerate() {
-            let llm = std::sync::Arc::clone(&llm);
-            tasks.spawn(async move {
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let Some(request) = prompts::merge_request(&refs, MergeStrategy::Summarize, max_chars) else {
-                    return (i, Err("the merge strategy asks no LLM".to_string()));
-                };
-                let reply = match llm.ask(&request).await {
-                    Ok(r) => prompts::parse_merge(&r, max_chars, prompts::sources_chars(&refs))
-                        .map_err(|r| format!("the LLM reply was unusable ({r})")),
-                    Err(e) => Err(format!("the LLM failed ({e})")),
-                };
-                (i, reply)
-            });
-        }
-        let mut written: Vec<Option<Result<String, String>>> = vec![None; groups.len()];
-        while let Some(done) = tasks.join_next().await {
-            let (i, r) = done.map_err(|e| BankError::FailedPrecondition { message: format!("an LLM merge task failed: {e}") })?;
-            written[i] = Some(r);
-        }
+        let written = llm_texts(&llm, sources, max_chars).await?;
         self.write(bank, Some(version), |lib, draft| {
             let texts = groups
                 .iter()
@@ -276,6 +248,37 @@ impl Banks {
         })
         .await
     }
+}
+
+/// The LLM's merged text of each group (`Err` with the reason it is unusable), asked concurrently.
+async fn llm_texts(
+    llm: &std::sync::Arc<crate::llm::Llm>,
+    sources: Vec<Vec<String>>,
+    max_chars: usize,
+) -> Result<Vec<Option<Result<String, String>>>, BankError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = sources.len();
+    for (i, texts) in sources.into_iter().enumerate() {
+        let llm = std::sync::Arc::clone(llm);
+        tasks.spawn(async move {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let Some(request) = prompts::merge_request(&refs, MergeStrategy::Summarize, max_chars) else {
+                return (i, Err("the merge strategy asks no LLM".to_string()));
+            };
+            let reply = match llm.ask(&request).await {
+                Ok(r) => prompts::parse_merge(&r, max_chars, prompts::sources_chars(&refs))
+                    .map_err(|r| format!("the LLM reply was unusable ({r})")),
+                Err(e) => Err(format!("the LLM failed ({e})")),
+            };
+            (i, reply)
+        });
+    }
+    let mut written: Vec<Option<Result<String, String>>> = vec![None; n];
+    while let Some(done) = tasks.join_next().await {
+        let (i, r) = done.map_err(|e| BankError::FailedPrecondition { message: format!("an LLM merge task failed: {e}") })?;
+        written[i] = Some(r);
+    }
+    Ok(written)
 }
 
 fn groups_of(lib: &Library, threshold: f32) -> Result<Vec<Vec<u64>>, BankError> {

@@ -49,6 +49,13 @@ async fn ids_count_up_from_g0_and_are_never_reused_even_after_a_reopen() {
     assert_eq!(show_id(e.id), "G3", "G2 was deleted but its id is not issued again");
     assert_eq!(meta.version, 5);
     assert_eq!(b.format_all("lib").await.unwrap().0, "[G0]. verify by substitution\n[G1]. check boundary conditions\n[G3]. a fourth");
+    // A fresh server lists the sizes from the database (the deleted G2 not counted) without loading a bank.
+    drop(b);
+    let b = banks_in(dir.path(), hash(), BanksConfig::default());
+    b.create("empty", None, false).await.unwrap();
+    let list: Vec<(String, usize)> = b.list().await.unwrap().into_iter().map(|(m, n)| (m.name, n)).collect();
+    assert_eq!(list, [("empty".to_string(), 0), ("lib".to_string(), 3)]);
+    assert!(b.handle("lib").read().await.is_none(), "listing loaded no bank");
 }
 
 #[tokio::test]
@@ -215,7 +222,7 @@ async fn compress_and_merge_similar_shrink_the_library() {
     assert_eq!((again, left, after.version), (removed, 3, meta.version + 1));
     // merge_similar: the exact duplicates merge.
     b.add("lib", "verify by substitution", NewFields::default(), None).await.unwrap();
-    let (groups, _) = b.merge_similar("lib", 0.99, false, None).await.unwrap();
+    let (groups, _) = b.merge_similar("lib", 0.99, false, false, None).await.unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].sources, vec![0, 5]);
     assert_eq!(groups[0].new_id, Some(6));
@@ -333,7 +340,7 @@ async fn merge_similar_with_the_llm_uses_its_text_or_falls_back_and_says_why() {
     for t in ["verify the solution by substitution", "verify the solution by substitution", "draw a diagram first"] {
         b.add("lib", t, NewFields::default(), None).await.unwrap();
     }
-    let (groups, meta) = b.merge_similar_llm("lib", 0.99, false, None).await.unwrap();
+    let (groups, meta) = b.merge_similar("lib", 0.99, true, false, None).await.unwrap();
     assert_eq!(chat.seen.lock().len(), 1, "one request per group");
     assert_eq!((groups.len(), groups[0].sources.clone(), groups[0].note.clone()), (1, vec![0, 1], None));
     assert_eq!(
@@ -345,13 +352,13 @@ async fn merge_similar_with_the_llm_uses_its_text_or_falls_back_and_says_why() {
     // An unusable reply (a refusal) falls back to the offline text, with a note.
     chat.queue.lock().push_back(Ok("I'm sorry, I cannot help with that.".into()));
     b.add("lib", "draw a diagram first", NewFields::default(), None).await.unwrap();
-    let (groups, _) = b.merge_similar_llm("lib", 0.99, false, None).await.unwrap();
+    let (groups, _) = b.merge_similar("lib", 0.99, true, false, None).await.unwrap();
     let note = groups[0].note.clone().unwrap_or_default();
     assert!(note.contains("unusable") && note.contains("offline"), "{note}");
     assert_eq!(groups[0].text, "draw a diagram first.", "merge_memory's summarize of the two");
     // A stale expected_version is refused before the LLM is asked.
     let asked = chat.seen.lock().len();
-    assert!(matches!(b.merge_similar_llm("lib", 0.99, false, Some(1)).await, Err(BankError::VersionConflict { .. })));
+    assert!(matches!(b.merge_similar("lib", 0.99, true, false, Some(1)).await, Err(BankError::VersionConflict { .. })));
     assert_eq!(chat.seen.lock().len(), asked);
 }
 

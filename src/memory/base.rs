@@ -5,15 +5,16 @@
 //! episode on that conversation. Episodes never write to it: they keep their own changes in
 //! [`super::EpisodeMemory`] and pass their tombstones in as a filter.
 //!
-//! Planner (qdrant's `full_scan_threshold` idea): at or below the threshold (default 20,000, the
+//! Planner (qdrant's `full_scan_threshold` idea): at or below the threshold (default 2,000, the
 //! measured crossover) the exact scan answers — there it is both faster and exact. Above it, HNSW
-//! generates candidates for unfiltered searches and every candidate is re-scored with the same
-//! [`dot`] as the exact path. A search with a metadata filter uses the exact scan (filtered sets are
+//! (hnsw_rs builds the graph, [`super::graph::Graph`] searches its flat copy) answers unfiltered
+//! searches, scoring with the same [`dot`] as the exact path. A search with a metadata filter uses the exact scan (filtered sets are
 //! small, and HNSW with a restrictive filter loses recall), and so does any HNSW search that comes
 //! back short.
 
-use hnsw_rs::prelude::{DistCosine, Hnsw};
+use hnsw_rs::prelude::{Distance, Hnsw};
 
+use super::graph::Graph;
 use super::record::{Filter, MemoryRecord};
 use crate::vector::{dot, dot_rows, Hit, TopK};
 
@@ -45,11 +46,12 @@ impl std::str::FromStr for IndexMode {
 pub struct IndexConfig {
     /// Path selection.
     pub mode: IndexMode,
-    /// In `Auto` mode, M₀ sizes up to this use the exact scan. Default 20,000, from the measured
+    /// In `Auto` mode, M₀ sizes up to this use the exact scan. Default 2,000, from the measured
     /// crossover (`cargo bench --bench search -- crossover` prints it; 384-dim vectors, 2-core VM): the
-    /// exact scan is ~3× faster than HNSW (m 16, ef_search 64) at 3k, ~1.1× at 20k, and slower from
-    /// ≈ 21k–26k on, where the M₀ (≥ 32 MB) outgrows the last-level cache; 20k is the largest probed
-    /// size at which it was never slower. At or below it, results are also exact (no recall loss).
+    /// exact scan is ~3× faster than HNSW (m 16, ef_search 64) at 300, ~1.1× at 2k, slower from ≈ 2.4k–2.5k
+    /// on (two runs) and 2.2× slower at 10k; 2k is the largest probed size at which it was never slower.
+    /// At or below it, results are also exact (no recall loss). (With hnsw_rs's own search the crossover
+    /// was ≈ 21k–26k; see [`super::graph`].)
     pub full_scan_threshold: usize,
     /// HNSW neighbours per node.
     pub hnsw_m: usize,
@@ -69,7 +71,7 @@ impl Default for IndexConfig {
     fn default() -> Self {
         IndexConfig {
             mode: IndexMode::Auto,
-            full_scan_threshold: 20_000,
+            full_scan_threshold: 2_000,
             hnsw_m: 16,
             hnsw_ef_construction: 200,
             hnsw_ef_search: 64,
@@ -84,8 +86,21 @@ impl Default for IndexConfig {
 pub enum SearchPath {
     /// Exact scan.
     Exact,
-    /// HNSW candidates, exactly re-scored.
+    /// The HNSW graph's search (scores bit-equal to the exact scan's).
     Hnsw,
+}
+
+/// HNSW's distance: `1 − cosine` of unit vectors, `max(0, 1 − dot)`, through the exact scan's own
+/// [`dot`] kernel. (hnsw_rs's `DistCosine` recomputes both norms in scalar `f64` on every call: about
+/// 6× slower per distance, and distances are nearly all of a search's and a build's time. A zero
+/// vector — an empty text — is at distance 1 from everything, not 0 as with `DistCosine`.)
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnitDot;
+
+impl Distance<f32> for UnitDot {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - dot(a, b)).max(0.0)
+    }
 }
 
 /// A tombstone set over M₀ positions.
@@ -115,7 +130,7 @@ pub struct BaseMemory {
     dim: usize,
     total_chars: usize,
     speakers: Vec<String>,
-    hnsw: Option<Hnsw<'static, f32, DistCosine>>,
+    graph: Option<Graph>,
     terms: Vec<super::lexical::Terms>,
     config: IndexConfig,
 }
@@ -126,7 +141,7 @@ impl std::fmt::Debug for BaseMemory {
             .field("key", &self.key)
             .field("len", &self.records.len())
             .field("dim", &self.dim)
-            .field("hnsw", &self.hnsw.is_some())
+            .field("graph", &self.graph)
             .finish()
     }
 }
@@ -152,10 +167,10 @@ impl BaseMemory {
             IndexMode::Hnsw => !records.is_empty(),
             IndexMode::Auto => records.len() > config.full_scan_threshold,
         };
-        let hnsw = needs_graph.then(|| {
+        let graph = needs_graph.then(|| {
             let n = records.len();
             let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
-            let h = Hnsw::<f32, DistCosine>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, DistCosine {});
+            let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
             if config.parallel_build {
                 let rows: Vec<(&[f32], usize)> = vectors.chunks_exact(dim).enumerate().map(|(i, row)| (row, i)).collect();
                 h.parallel_insert_slice(&rows);
@@ -166,10 +181,12 @@ impl BaseMemory {
                     h.insert_slice((row, i));
                 }
             }
-            h
+            // The flat copy answers searches; hnsw_rs's structure (and its copy of the vectors) goes.
+            Graph::from_hnsw(&h, n)
         });
+        let graph = graph.flatten();
         let terms = if config.hybrid { records.iter().map(|r| super::lexical::Terms::of(&r.text)).collect() } else { Vec::new() };
-        BaseMemory { key, records, vectors, dim, total_chars, speakers, hnsw, terms, config }
+        BaseMemory { key, records, vectors, dim, total_chars, speakers, graph, terms, config }
     }
 
     /// Key of this M₀ (the conversation id, or a custom episode's id).
@@ -215,7 +232,7 @@ impl BaseMemory {
 
     /// Whether an HNSW graph was built.
     pub fn has_graph(&self) -> bool {
-        self.hnsw.is_some()
+        self.graph.is_some()
     }
     /// The index settings this M₀ was built with.
     pub fn config(&self) -> &IndexConfig {
@@ -224,20 +241,16 @@ impl BaseMemory {
 
     /// Offers the live records matching `filter` to `out`; returns the path used.
     pub fn search_into(&self, query: &[f32], filter: &Filter, dead: &dyn Tombstones, out: &mut TopK, k: usize) -> SearchPath {
-        if let (Some(h), true) = (&self.hnsw, filter.is_empty()) {
+        if let (Some(g), true) = (&self.graph, filter.is_empty()) {
             let live = self.records.len() - dead.dead_count();
             let want = k.min(live);
             if want == 0 {
                 return SearchPath::Hnsw;
             }
-            let ef = self.config.hnsw_ef_search.max(2 * k);
-            let keep = |id: &usize| !dead.is_dead(*id);
-            let found = if dead.dead_count() == 0 { h.search(query, k, ef) } else { h.search_filter(query, k, ef, Some(&keep)) };
+            let found = g.search(query, &self.vectors, self.dim, self.config.hnsw_ef_search.max(2 * k), dead);
             if found.len() >= want {
-                for n in found {
-                    if n.d_id < self.records.len() && !dead.is_dead(n.d_id) {
-                        out.push(Hit { score: dot(query, self.vector(n.d_id)), key: n.d_id as u32 });
-                    }
+                for h in found {
+                    out.push(h);
                 }
                 return SearchPath::Hnsw;
             }

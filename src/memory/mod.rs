@@ -3,6 +3,7 @@
 
 mod base;
 mod episode;
+mod graph;
 pub mod lexical;
 mod record;
 

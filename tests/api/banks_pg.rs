@@ -129,6 +129,12 @@ async fn two_replicas_on_one_postgres_share_banks_without_losing_writes() {
             .into_inner();
     assert_eq!(page.total, 51);
     assert!(page.experiences.iter().any(|e| e.id == merged_id) && !page.experiences.iter().any(|e| e.id == "G0"));
+    // Listing counts live rows in the database (the merged-away sources are tombstones), on either replica.
+    for r in [&mut a, &mut b] {
+        let list = r.1.list_banks(pb::ListBanksRequest {}).await.unwrap().into_inner();
+        let size = list.banks.iter().find(|x| x.name == bank).map(|x| x.size);
+        assert_eq!(size, Some(51), "ListBanks sees the merge");
+    }
 
     // A deleted bank is gone for both.
     b.1.delete_bank(pb::DeleteBankRequest { name: bank.clone(), expected_version: None }).await.unwrap();

@@ -157,8 +157,12 @@ pub trait BankStore: Send + Sync + std::fmt::Debug {
     /// brought up to date before each request.
     fn shared(&self) -> bool;
 
-    /// Every bank's counters, by name.
-    async fn list(&self) -> Result<Vec<BankMeta>, StoreError>;
+    /// Every bank's counters and number of experiences, by name (counted in the database: no bank is
+    /// loaded to list it).
+    async fn list(&self) -> Result<Vec<(BankMeta, usize)>, StoreError>;
+
+    /// How many banks there are.
+    async fn count(&self) -> Result<usize, StoreError>;
 
     /// One bank's counters; `None` if there is no such bank.
     async fn meta(&self, name: &str) -> Result<Option<BankMeta>, StoreError>;

@@ -52,6 +52,8 @@ const SCHEMA_LOCK: i64 = 0x6d65_6d67_796d_0001;
 
 const META_COLUMNS: &str =
     "name, kind, uid, version, next_id, epoch, max_size, embedder_name, embedder_dim, embedder_fingerprint, created_at";
+/// The column after [`META_COLUMNS`] in a listing: the bank's number of experiences.
+const META_COUNT: usize = 11;
 
 const EXP_COLUMNS: &str = "id, text, confidence, domain, created_epoch, usage_count, last_used_epoch, vector, deleted";
 
@@ -221,10 +223,25 @@ impl BankStore for PostgresStore {
         true
     }
 
-    async fn list(&self) -> Result<Vec<BankMeta>, StoreError> {
+    async fn list(&self) -> Result<Vec<(BankMeta, usize)>, StoreError> {
         let client = self.client().await?;
-        let rows = client.query(&format!("SELECT {META_COLUMNS} FROM memgym_banks ORDER BY name"), &[]).await.map_err(|e| self.err(e))?;
-        rows.iter().map(|r| self.meta_of(r)).collect()
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {META_COLUMNS}, (SELECT COUNT(*) FROM memgym_experiences e WHERE e.bank = memgym_banks.name AND NOT e.deleted) \
+                     FROM memgym_banks ORDER BY name"
+                ),
+                &[],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| Ok((self.meta_of(r)?, usize::try_from(r.get::<_, i64>(META_COUNT)).unwrap_or(0)))).collect()
+    }
+
+    async fn count(&self) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_one("SELECT COUNT(*) FROM memgym_banks", &[]).await.map_err(|e| self.err(e))?;
+        Ok(usize::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 
     async fn meta(&self, name: &str) -> Result<Option<BankMeta>, StoreError> {

@@ -173,6 +173,8 @@ fn vector_of(path: &Path, bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
 
 const META_COLUMNS: &str =
     "name, kind, uid, version, next_id, epoch, max_size, embedder_name, embedder_dim, embedder_fingerprint, created_at";
+/// The column after [`META_COLUMNS`] in a listing: the bank's number of experiences.
+const META_COUNT: usize = 11;
 
 fn read_meta(path: &Path, r: &rusqlite::Row<'_>) -> Result<BankMeta, StoreError> {
     let get_i = |i: usize| r.get::<_, i64>(i).map_err(|e| classify(path, e));
@@ -328,16 +330,30 @@ impl BankStore for SqliteStore {
         false
     }
 
-    async fn list(&self) -> Result<Vec<BankMeta>, StoreError> {
+    async fn list(&self) -> Result<Vec<(BankMeta, usize)>, StoreError> {
         self.with(|conn, path| {
-            let mut stmt =
-                conn.prepare_cached(&format!("SELECT {META_COLUMNS} FROM banks ORDER BY name")).map_err(|e| classify(path, e))?;
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {META_COLUMNS}, (SELECT COUNT(*) FROM experiences e WHERE e.bank = banks.name AND e.deleted = 0) \
+                     FROM banks ORDER BY name"
+                ))
+                .map_err(|e| classify(path, e))?;
             let mut rows = stmt.query([]).map_err(|e| classify(path, e))?;
             let mut out = Vec::new();
             while let Some(r) = rows.next().map_err(|e| classify(path, e))? {
-                out.push(read_meta(path, r)?);
+                let meta = read_meta(path, r)?;
+                let size: i64 = r.get(META_COUNT).map_err(|e| classify(path, e))?;
+                out.push((meta, usize::try_from(size).unwrap_or(0)));
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn count(&self) -> Result<usize, StoreError> {
+        self.with(|conn, path| {
+            let n: i64 = conn.query_row("SELECT COUNT(*) FROM banks", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
+            Ok(usize::try_from(n).unwrap_or(0))
         })
         .await
     }
