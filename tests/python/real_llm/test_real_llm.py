@@ -222,3 +222,30 @@ def test_a_model_server_killed_mid_request_is_unavailable_and_the_episode_scores
         score = client.score_episode("killed")
         check_breakdown(score, own_llm.model, "llm-f1")
         assert score.reward == 0.0
+
+
+def test_bank_merge_similar_asks_the_real_model_once_per_group(llm):
+    """MergeSimilar(use_llm) on a bank: one request per group of near-duplicates (a dry run asks too, and the
+    write that follows reuses the cached reply); the new experience holds the
+    model's text (or the offline text with a note saying why), the group's highest confidence, and replaces its
+    sources in one write."""
+    with running_server(*memgym_flags(llm)) as address, MemgymClient(address, timeout=600) as client:
+        client.create_bank("dups")
+        client.add_experience("dups", "Always check the discriminant before solving a quadratic equation.", confidence=0.4)
+        client.add_experience("dups", "Always check the discriminant before solving a quadratic equation!", confidence=0.8)
+        client.add_experience("dups", "Draw a diagram for geometry problems.")
+        asked = edit_requests(llm)
+        dry = client.merge_similar("dups", use_llm=True, dry_run=True)
+        assert edit_requests(llm) == asked + 1 and dry.merged == 0 and dry.groups[0].new_id == ""
+        resp = client.merge_similar("dups", use_llm=True)
+        assert edit_requests(llm) == asked + 1, "the same request again is answered from memgym's LLM cache"
+        assert [(g.text, g.note) for g in resp.groups] == [(g.text, g.note) for g in dry.groups], "the dry run showed it"
+        assert resp.merged == 2 and [list(g.source_ids) for g in resp.groups] == [["G0", "G1"]]
+        group = resp.groups[0]
+        assert group.new_id == "G3" and group.text.strip() and len(group.text) <= 4000
+        if group.note:  # the model answered, but its text failed the merge checks
+            assert group.note.startswith("the LLM reply was unusable") and group.note.endswith("merged offline (summarize)"), group.note
+        kept = {e.id: e for e in client.list_experiences("dups").experiences}
+        assert sorted(kept) == ["G2", "G3"] and kept["G3"].text == group.text
+        assert kept["G3"].confidence == pytest.approx(0.8)
+        print("bank merge by the model:", "offline fallback: " + group.note if group.note else repr(group.text))
