@@ -17,10 +17,11 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::api::deadline::DeadlineLayer;
+use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
 use crate::api::pb::memory_env_server::MemoryEnvServer;
-use crate::api::{BanksService, DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
+use crate::api::{AgentService, BanksService, DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
 use crate::banks::Banks;
 use crate::episode::Environment;
 
@@ -66,6 +67,8 @@ pub async fn serve_with(
     if banks.is_some() {
         health_reporter.set_serving::<BanksServer<BanksService>>().await;
         health_names.push(<BanksServer<BanksService> as NamedService>::NAME);
+        health_reporter.set_serving::<AgentMemoryServer<AgentService>>().await;
+        health_names.push(<AgentMemoryServer<AgentService> as NamedService>::NAME);
     }
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
@@ -80,6 +83,7 @@ pub async fn serve_with(
     let env_svc = MemoryEnvServer::new(MemoryEnvService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let data_svc = DatasetServer::new(DatasetService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let banks_svc = banks.clone().map(|b| BanksServer::new(BanksService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
+    let agent_svc = banks.clone().map(|b| AgentMemoryServer::new(AgentService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
     let mut flusher = banks.as_ref().map(|b| b.spawn_usage_flusher());
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -94,7 +98,8 @@ pub async fn serve_with(
         .add_service(reflection_v1alpha)
         .add_service(env_svc)
         .add_service(data_svc)
-        .add_optional_service(banks_svc);
+        .add_optional_service(banks_svc)
+        .add_optional_service(agent_svc);
     // serve_with_incoming does not apply the builder's tcp_nodelay to accepted sockets: without it, small
     // unary replies wait for delayed ACKs (~40 ms per call, seen in `memgym bench`).
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));

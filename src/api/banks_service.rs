@@ -17,7 +17,7 @@ use crate::banks::experience::{group_confidence, NewFields, OpOutcome, OpStatus}
 use crate::banks::formats::Format;
 use crate::banks::semantic::{self, Query, DEFAULT_MERGE_THRESHOLD, DEFAULT_PROMPT_TOP_K, DEFAULT_TOP_K};
 use crate::banks::store::BankMeta;
-use crate::banks::{show_id, BankError, Banks, Experience};
+use crate::banks::{show_id, BankError, Banks, Experience, Kind};
 use crate::quote::name;
 
 /// The Banks service.
@@ -44,7 +44,7 @@ fn logged<T>(r: Result<T, BankError>) -> Result<Response<T>, Status> {
 fn bank_out(m: &BankMeta, size: usize) -> pb::Bank {
     pb::Bank {
         name: m.name.clone(),
-        kind: pb::BankKind::Experience.into(),
+        kind: kind_out(&m.kind).into(),
         version: m.version,
         size: size as u32,
         next_id: m.next_id,
@@ -77,9 +77,18 @@ fn written(e: &Experience, m: &BankMeta) -> pb::WriteResponse {
     pb::WriteResponse { version: m.version, id: show_id(e.id), experience: Some(e.into()) }
 }
 
-fn kind_in(v: i32) -> Result<(), BankError> {
+fn kind_in(v: i32) -> Result<Kind, BankError> {
     match pb::BankKind::try_from(v).map_err(|_| BankError::invalid("kind", format!("unknown enum value {v}")))? {
-        pb::BankKind::Unspecified | pb::BankKind::Experience => Ok(()),
+        pb::BankKind::Unspecified | pb::BankKind::Experience => Ok(Kind::Experience),
+        pb::BankKind::Agent => Ok(Kind::Agent),
+    }
+}
+
+fn kind_out(stored: &str) -> pb::BankKind {
+    match Kind::parse(stored) {
+        Some(Kind::Experience) => pb::BankKind::Experience,
+        Some(Kind::Agent) => pb::BankKind::Agent,
+        None => pb::BankKind::Unspecified,
     }
 }
 
@@ -121,9 +130,8 @@ impl BanksRpc for BanksService {
         let span = tracing::info_span!("create_bank", bank = %name(&bank));
         logged(
             async {
-                kind_in(kind)?;
-                let meta = self.banks.create(&bank, max_size, if_not_exists).await?;
-                let size = self.banks.read(&bank, |lib| lib.len()).await?;
+                self.banks.create(&bank, kind_in(kind)?, max_size, if_not_exists).await?;
+                let (meta, size) = self.banks.describe(&bank).await?;
                 Ok(bank_out(&meta, size))
             }
             .instrument(span)
@@ -133,7 +141,7 @@ impl BanksRpc for BanksService {
 
     async fn get_bank(&self, request: Request<pb::GetBankRequest>) -> Result<Response<pb::Bank>, Status> {
         let pb::GetBankRequest { name: bank } = request.into_inner();
-        logged(self.banks.read(&bank, |lib| bank_out(lib.meta(), lib.len())).await)
+        logged(self.banks.describe(&bank).await.map(|(m, n)| bank_out(&m, n)))
     }
 
     async fn list_banks(&self, _request: Request<pb::ListBanksRequest>) -> Result<Response<pb::ListBanksResponse>, Status> {

@@ -2,6 +2,7 @@
 //! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
 //! `tonic::Status` in one exhaustive place ([`status`]).
 
+mod agent_service;
 mod banks_service;
 pub mod convert;
 mod dataset_service;
@@ -10,6 +11,7 @@ mod env_service;
 pub mod page;
 pub mod status;
 
+pub use agent_service::AgentService;
 pub use banks_service::BanksService;
 pub use dataset_service::DatasetService;
 pub use env_service::MemoryEnvService;

@@ -83,7 +83,7 @@ impl From<BankError> for Status {
             BankError::BankNotFound { .. } | BankError::ExperienceNotFound { .. } => Code::NotFound,
             BankError::AlreadyExists { .. } => Code::AlreadyExists,
             BankError::VersionConflict { .. } => Code::Aborted,
-            BankError::FailedPrecondition { .. } => Code::FailedPrecondition,
+            BankError::FailedPrecondition { .. } | BankError::WrongKind { .. } => Code::FailedPrecondition,
             BankError::ResourceExhausted { .. } => Code::ResourceExhausted,
         };
         Status::new(code, e.to_string())

@@ -49,6 +49,16 @@ pub enum BankError {
         /// The bank's version.
         current: u64,
     },
+    /// The bank is of another kind than the call serves.
+    #[error("bank {} is of kind {kind}; this call serves {wanted} banks", quoted(.name))]
+    WrongKind {
+        /// The bank.
+        name: String,
+        /// Its kind.
+        kind: String,
+        /// The kind the call serves.
+        wanted: &'static str,
+    },
     /// The bank's state forbids the call.
     #[error("{message}")]
     FailedPrecondition {
@@ -76,5 +86,13 @@ impl BankError {
     /// An [`BankError::InvalidArgument`].
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         BankError::InvalidArgument { field: field.to_string(), message: message.into() }
+    }
+}
+
+impl From<super::agent::AgentError> for BankError {
+    fn from(e: super::agent::AgentError) -> Self {
+        match e {
+            super::agent::AgentError::Invalid { field, message } => BankError::InvalidArgument { field, message },
+        }
     }
 }

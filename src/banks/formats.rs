@@ -170,7 +170,7 @@ impl Banks {
         super::check_name("bank", bank)?;
         let limits = self.config().limits;
         if self.store_meta(bank).await?.is_none() {
-            self.create(bank, None, true).await?;
+            self.create(bank, super::Kind::Experience, None, true).await?;
         }
         self.write(bank, expected, |lib, draft| {
             let file = parse(format, data, lib.meta().epoch)?;

@@ -15,6 +15,7 @@
 //! - [`semantic`]: retrieve, stats, set_epoch, compress, merge_similar;
 //! - [`formats`]: import and export of seed 001's file, upstream's per-step file and memgym's own.
 
+pub mod agent;
 pub mod compress;
 mod error;
 pub mod experience;
@@ -44,8 +45,33 @@ use store::{BankMeta, BankStore, Commit, Committed};
 /// another replica (with a random back-off between attempts).
 pub const WRITE_ATTEMPTS: u32 = 32;
 
-/// The one bank kind so far.
+/// What a bank holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A Training-Free GRPO experience library with semantic retrieval (rows and an index).
+    Experience,
+    /// Seed 003's cross-episode agent memory (one document; [`agent`]).
+    Agent,
+}
+
+impl Kind {
+    /// The name stored with the bank.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Experience => KIND_EXPERIENCE,
+            Kind::Agent => KIND_AGENT,
+        }
+    }
+    /// The kind stored as `s`, if known.
+    pub fn parse(s: &str) -> Option<Kind> {
+        [Kind::Experience, Kind::Agent].into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// The stored name of [`Kind::Experience`].
 pub const KIND_EXPERIENCE: &str = "experience";
+/// The stored name of [`Kind::Agent`].
+pub const KIND_AGENT: &str = "agent";
 
 /// Seed 000's `experience_max_size`.
 pub const DEFAULT_MAX_SIZE: u32 = 100;
@@ -190,8 +216,8 @@ impl Banks {
         Arc::clone(self.open.lock().entry(name.to_string()).or_default())
     }
 
-    /// Creates a bank.
-    pub async fn create(&self, name: &str, max_size: Option<u32>, if_not_exists: bool) -> Result<BankMeta, BankError> {
+    /// Creates a bank. With `if_not_exists` an existing bank of the same kind is returned as it is.
+    pub async fn create(&self, name: &str, kind: Kind, max_size: Option<u32>, if_not_exists: bool) -> Result<BankMeta, BankError> {
         check_name("name", name)?;
         if max_size == Some(0) {
             return Err(BankError::invalid("max_size", "must be at least 1"));
@@ -199,7 +225,7 @@ impl Banks {
         let id = self.embed.identity();
         let meta = BankMeta {
             name: name.to_string(),
-            kind: KIND_EXPERIENCE.to_string(),
+            kind: kind.as_str().to_string(),
             uid: rand::random::<u64>() >> 1,
             version: 0,
             next_id: 0,
@@ -221,10 +247,28 @@ impl Banks {
                 *self.handle(name).write().await = None;
                 Ok(meta)
             }
-            Err(store::StoreError::AlreadyExists(_)) if if_not_exists => Ok(self.read(name, |lib| lib.meta().clone()).await?),
+            Err(store::StoreError::AlreadyExists(_)) if if_not_exists => {
+                let found = self.store.meta(name).await?.ok_or_else(|| BankError::BankNotFound { name: name.to_string() })?;
+                if found.kind != kind.as_str() {
+                    return Err(BankError::FailedPrecondition {
+                        message: format!("bank {} exists and is of kind {}, not {}", quoted(name), found.kind, kind.as_str()),
+                    });
+                }
+                Ok(found)
+            }
             Err(store::StoreError::AlreadyExists(n)) => Err(BankError::AlreadyExists { name: n }),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// One bank's counters and number of experiences (0 for an agent bank).
+    pub async fn describe(&self, name: &str) -> Result<(BankMeta, usize), BankError> {
+        check_name("name", name)?;
+        let meta = self.store.meta(name).await?.ok_or_else(|| BankError::BankNotFound { name: name.to_string() })?;
+        if meta.kind != KIND_EXPERIENCE {
+            return Ok((meta, 0));
+        }
+        self.read(name, |lib| (lib.meta().clone(), lib.len())).await
     }
 
     /// Every bank's counters and number of experiences, from the store (so replicas agree, and no bank
@@ -278,6 +322,9 @@ impl Banks {
             *slot = None;
         }
         let Some((meta, rows)) = self.store.load(name).await? else { return Err(BankError::BankNotFound { name: name.to_string() }) };
+        if meta.kind != KIND_EXPERIENCE {
+            return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_EXPERIENCE });
+        }
         let config = self.config.index.clone();
         let lib = tokio::task::spawn_blocking(move || Library::build(meta, rows, &config))
             .await
@@ -319,8 +366,13 @@ impl Banks {
                 meta.embedder_fingerprint = id.fingerprint.clone();
                 // The library's index has the old dimension: rebuild it from the committed rows.
                 let vectors = self.vectors(&draft).await?;
-                let commit =
-                    Commit { put: lib.stored(&draft, &vectors), delete: Vec::new(), clear: false, meta: Self::next_meta(&meta, &draft) };
+                let commit = Commit {
+                    put: lib.stored(&draft, &vectors),
+                    delete: Vec::new(),
+                    clear: false,
+                    meta: Self::next_meta(&meta, &draft),
+                    document: None,
+                };
                 self.commit_or_conflict(name, version, &commit).await?;
                 let rows = commit.put;
                 let config = self.config.index.clone();
@@ -405,6 +457,7 @@ impl Banks {
                 delete: draft.deletes().collect(),
                 clear: draft.clear,
                 meta: Self::next_meta(lib.meta(), &draft),
+                document: None,
             };
             match self.commit_or_conflict(name, version, &commit).await {
                 Ok(()) => {
@@ -416,16 +469,20 @@ impl Banks {
                     return Ok((out, meta));
                 }
                 Err(BankError::VersionConflict { .. }) if expected.is_none() && attempt < WRITE_ATTEMPTS => {
-                    // Back off a random while (up to 2^attempt ms, at most 100 ms) so that replicas
-                    // racing for one bank interleave instead of colliding again.
-                    let ceiling = 1u64 << attempt.min(7);
-                    let wait = rand::random::<u64>() % ceiling.min(100);
-                    tracing::debug!(bank = name, attempt, wait_ms = wait, "another replica wrote first; planning again");
-                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                    tracing::debug!(bank = name, attempt, "another replica wrote first; planning again");
+                    Self::back_off(attempt).await;
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Waits a random while after the `attempt`-th lost race (up to 2^attempt ms, at most 100 ms), so
+    /// that replicas racing for one bank interleave instead of colliding again.
+    async fn back_off(attempt: u32) {
+        let ceiling = 1u64 << attempt.min(7);
+        let wait = rand::random::<u64>() % ceiling.min(100);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
     }
 
     /// Rebuilds a bank's index in the background: the rows are copied under the read lock, the new base

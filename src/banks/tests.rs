@@ -36,7 +36,7 @@ async fn texts(b: &Banks, bank: &str) -> Vec<(u64, String)> {
 #[tokio::test]
 async fn ids_count_up_from_g0_and_are_never_reused_even_after_a_reopen() {
     let (dir, b) = fresh();
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     for (i, t) in ["verify by substitution", "check boundary conditions", "use conditional probability"].iter().enumerate() {
         let (t, f) = add(t);
         let (e, meta) = b.add("lib", &t, f, None).await.unwrap();
@@ -52,7 +52,7 @@ async fn ids_count_up_from_g0_and_are_never_reused_even_after_a_reopen() {
     // A fresh server lists the sizes from the database (the deleted G2 not counted) without loading a bank.
     drop(b);
     let b = banks_in(dir.path(), hash(), BanksConfig::default());
-    b.create("empty", None, false).await.unwrap();
+    b.create("empty", Kind::Experience, None, false).await.unwrap();
     let list: Vec<(String, usize)> = b.list().await.unwrap().into_iter().map(|(m, n)| (m.name, n)).collect();
     assert_eq!(list, [("empty".to_string(), 0), ("lib".to_string(), 3)]);
     assert!(b.handle("lib").read().await.is_none(), "listing loaded no bank");
@@ -61,7 +61,7 @@ async fn ids_count_up_from_g0_and_are_never_reused_even_after_a_reopen() {
 #[tokio::test]
 async fn modify_delete_and_merge_follow_seed_001() {
     let (_dir, b) = fresh();
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     for t in ["alpha rule", "beta rule", "gamma rule"] {
         b.add("lib", t, NewFields { confidence: Some(0.3), domain: Some("math".into()), epoch: None }, None).await.unwrap();
     }
@@ -86,7 +86,7 @@ async fn modify_delete_and_merge_follow_seed_001() {
 #[tokio::test]
 async fn expected_version_guards_every_write() {
     let (_dir, b) = fresh();
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     b.add("lib", "one", NewFields::default(), Some(0)).await.unwrap();
     let e = b.add("lib", "two", NewFields::default(), Some(0)).await.unwrap_err();
     assert!(matches!(e, BankError::VersionConflict { expected: 0, current: 1, .. }), "{e}");
@@ -100,7 +100,7 @@ async fn expected_version_guards_every_write() {
 #[tokio::test]
 async fn apply_operations_reads_both_vocabularies_atomically() {
     let (_dir, b) = fresh();
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     for t in ["e0", "e1", "e2", "e3", "e4", "e5"] {
         b.add("lib", t, NewFields::default(), None).await.unwrap();
     }
@@ -158,7 +158,7 @@ async fn apply_operations_reads_both_vocabularies_atomically() {
 #[tokio::test]
 async fn retrieval_ranks_by_similarity_counts_usage_and_filters_domains() {
     let (dir, b) = fresh();
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     let math = NewFields { domain: Some("math".into()), confidence: Some(0.9), epoch: None };
     b.add("lib", "When solving equations, verify solutions by substitution.", math.clone(), None).await.unwrap();
     b.add("lib", "For optimization problems, check boundary conditions first.", math, None).await.unwrap();
@@ -198,7 +198,7 @@ async fn retrieval_ranks_by_similarity_counts_usage_and_filters_domains() {
     let b = banks_in(dir.path(), hash(), BanksConfig::default());
     assert_eq!(b.read("lib", |l| l.with_usage(l.get(0).unwrap()).usage_count).await.unwrap(), 2, "counted once, not twice");
     // The empty library and an empty query.
-    b.create("empty", None, false).await.unwrap();
+    b.create("empty", Kind::Experience, None, false).await.unwrap();
     assert!(b.retrieve("empty", Query { text: "", top_k: 5, min_similarity: None, domain: None, count: true }).await.unwrap().0.is_empty());
     assert_eq!(b.format_all("empty").await.unwrap().0, "");
 }
@@ -206,7 +206,7 @@ async fn retrieval_ranks_by_similarity_counts_usage_and_filters_domains() {
 #[tokio::test]
 async fn compress_and_merge_similar_shrink_the_library() {
     let (_dir, b) = fresh();
-    b.create("lib", Some(3), false).await.unwrap();
+    b.create("lib", Kind::Experience, Some(3), false).await.unwrap();
     for (t, c) in [
         ("verify by substitution", 0.9),
         ("verify by substitution", 0.2),
@@ -261,7 +261,7 @@ async fn import_and_export_move_libraries_in_and_out() {
 async fn a_bank_from_another_embedder_is_refused_or_reembedded() {
     let dir = tempfile::tempdir().unwrap();
     let b = banks_in(dir.path(), hash(), BanksConfig::default());
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     b.add("lib", "verify by substitution", NewFields::default(), None).await.unwrap();
     drop(b);
     let other = EmbedService::new(Arc::new(HashEmbedder::new(64)), 2);
@@ -285,11 +285,11 @@ async fn bad_names_caps_and_missing_banks_are_clear_errors() {
     let limits = BankLimits { max_text_chars: 20, max_experiences: 2, ..BankLimits::default() };
     let b = banks_in(dir.path(), hash(), BanksConfig { limits, ..BanksConfig::default() });
     for bad in ["", ".hidden", "a b", "x/y", &"n".repeat(65)] {
-        assert!(matches!(b.create(bad, None, false).await, Err(BankError::InvalidArgument { .. })), "{bad:?}");
+        assert!(matches!(b.create(bad, Kind::Experience, None, false).await, Err(BankError::InvalidArgument { .. })), "{bad:?}");
     }
-    b.create("lib", None, false).await.unwrap();
-    assert!(matches!(b.create("lib", None, false).await, Err(BankError::AlreadyExists { .. })));
-    assert_eq!(b.create("lib", None, true).await.unwrap().name, "lib");
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
+    assert!(matches!(b.create("lib", Kind::Experience, None, false).await, Err(BankError::AlreadyExists { .. })));
+    assert_eq!(b.create("lib", Kind::Experience, None, true).await.unwrap().name, "lib");
     assert!(matches!(b.add("nope", "x", NewFields::default(), None).await, Err(BankError::BankNotFound { .. })));
     assert!(matches!(b.add("lib", "   ", NewFields::default(), None).await, Err(BankError::InvalidArgument { .. })));
     assert!(matches!(b.add("lib", &"x".repeat(21), NewFields::default(), None).await, Err(BankError::ResourceExhausted { .. })));
@@ -336,7 +336,7 @@ async fn merge_similar_with_the_llm_uses_its_text_or_falls_back_and_says_why() {
     let chat = Arc::new(ScriptedChat::new(|_| Ok("Verify every solution by substituting it back into the equation.".into())));
     let llm = Arc::new(Llm::new(chat.clone(), 0));
     let b = Banks::new(Arc::new(SqliteStore::open(dir.path()).unwrap()), hash(), Some(llm), BanksConfig::default());
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     for t in ["verify the solution by substitution", "verify the solution by substitution", "draw a diagram first"] {
         b.add("lib", t, NewFields::default(), None).await.unwrap();
     }
@@ -369,7 +369,7 @@ async fn the_index_is_rebuilt_in_the_background_without_losing_writes() {
     let dir = tempfile::tempdir().unwrap();
     let index = crate::memory::IndexConfig { full_scan_threshold: 500, parallel_build: true, ..crate::memory::IndexConfig::default() };
     let b = banks_in(dir.path(), hash(), BanksConfig { index, ..BanksConfig::default() });
-    b.create("lib", None, false).await.unwrap();
+    b.create("lib", Kind::Experience, None, false).await.unwrap();
     let batch = |from: usize, n: usize| {
         let ops: Vec<String> = (from..from + n)
             .map(|i| format!(r#"{{"option":"add","experience":"experience {i} about topic {} and step {}"}}"#, i % 41, i % 7))

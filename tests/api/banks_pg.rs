@@ -8,6 +8,7 @@
 use std::sync::OnceLock;
 
 use memgym::api::pb;
+use memgym::api::pb::agent_memory_client::AgentMemoryClient;
 use memgym::api::pb::banks_client::BanksClient;
 use tonic::transport::Channel;
 use tonic::Code;
@@ -31,8 +32,8 @@ fn postgres_url() -> &'static str {
     })
 }
 
-/// A server process killed when the test ends.
-struct Replica(std::process::Child, BanksClient<Channel>);
+/// A server process killed when the test ends, with a Banks and an AgentMemory client.
+struct Replica(std::process::Child, BanksClient<Channel>, AgentMemoryClient<Channel>);
 
 impl Drop for Replica {
     fn drop(&mut self) {
@@ -44,7 +45,7 @@ impl Drop for Replica {
 async fn replica() -> Replica {
     let (child, addr) = start_binary(&["--banks-url", postgres_url()]);
     let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
-    Replica(child, BanksClient::new(channel))
+    Replica(child, BanksClient::new(channel.clone()), AgentMemoryClient::new(channel))
 }
 
 fn unique(prefix: &str) -> String {
@@ -160,4 +161,44 @@ async fn a_postgres_bank_survives_its_servers_and_keeps_usage() {
     let out =
         b.1.export_bank(pb::ExportBankRequest { bank: bank.clone(), format: pb::BankFormat::SeedJson as i32 }).await.unwrap().into_inner();
     assert_eq!(out.data, r#"{"experiences": {"G0": "read the question twice"}, "next_id": 1}"#);
+}
+
+/// Seed 003's agent memory shared by two replicas: episodes recorded through both at once all land, and
+/// each replica's context reflects the other's writes.
+#[tokio::test]
+async fn two_replicas_record_into_one_agent_memory_without_losing_episodes() {
+    let bank = unique("agent");
+    let (a, b) = (replica().await, replica().await);
+    let mut banks = a.1.clone();
+    banks.create_bank(pb::CreateBankRequest { name: bank.clone(), kind: pb::BankKind::Agent.into(), ..Default::default() }).await.unwrap();
+    let mut calls = Vec::new();
+    for (who, client) in [("a", a.2.clone()), ("b", b.2.clone())] {
+        for i in 0..20 {
+            let mut c = client.clone();
+            let req = pb::RecordEpisodeRequest {
+                bank: bank.clone(),
+                task_id: Some("t".into()),
+                score: Some(0.9),
+                trajectory_summary: format!("run {i} through {who}"),
+                successes: vec![format!("success {i} through {who}")],
+                ..Default::default()
+            };
+            calls.push(tokio::spawn(async move { c.record_episode(req).await }));
+        }
+    }
+    for c in calls {
+        c.await.unwrap().expect("an unconditional record lands");
+    }
+    for mut r in [a.2.clone(), b.2.clone()] {
+        let s = r.get_agent_summary(pb::GetAgentSummaryRequest { bank: bank.clone() }).await.unwrap().into_inner();
+        assert_eq!((s.total_episodes, s.version, s.task_rules.get("t").copied()), (40, 40, Some(10)), "both replicas see every episode");
+    }
+    let mut ctx = b.2.clone();
+    let text = ctx
+        .build_memory_context(pb::BuildMemoryContextRequest { bank: bank.clone(), task_id: Some("t".into()), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .context;
+    assert!(text.ends_with("Your mean score on t: 0.90 (over 40 episodes)"), "{text}");
 }

@@ -1,5 +1,6 @@
 //! Integration tests: the real server on 127.0.0.1:0, driven by a real gRPC client.
 
+mod agent;
 mod bad_input;
 mod banks;
 mod banks_pg;

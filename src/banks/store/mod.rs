@@ -97,6 +97,8 @@ pub struct Commit {
     pub clear: bool,
     /// The counters after the write (`version` is the new version).
     pub meta: BankMeta,
+    /// The bank's document, replacing the stored one (agent banks keep their memory as one document).
+    pub document: Option<String>,
 }
 
 /// A committed write's outcome.
@@ -176,6 +178,10 @@ pub trait BankStore: Send + Sync + std::fmt::Debug {
 
     /// The bank's live experiences, by id, with its counters.
     async fn load(&self, name: &str) -> Result<Option<(BankMeta, Vec<StoredExperience>)>, StoreError>;
+
+    /// The bank's counters and its document (`None` before the first write of one); `None` if there is
+    /// no such bank. Both from one snapshot.
+    async fn document(&self, name: &str) -> Result<Option<(BankMeta, Option<String>)>, StoreError>;
 
     /// The row changes after `since` (exclusive), with the counters; `None` if the bank is gone.
     async fn changes(&self, name: &str, since: u64) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError>;

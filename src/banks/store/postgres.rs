@@ -45,6 +45,10 @@ CREATE TABLE IF NOT EXISTS memgym_experiences (
     PRIMARY KEY (bank, id)
 );
 CREATE INDEX IF NOT EXISTS memgym_experiences_changed ON memgym_experiences (bank, changed);
+CREATE TABLE IF NOT EXISTS memgym_documents (
+    bank TEXT PRIMARY KEY,
+    doc TEXT NOT NULL
+);
 ";
 
 /// An arbitrary key for the advisory lock that serialises schema creation.
@@ -176,22 +180,23 @@ impl PostgresStore {
         }))
     }
 
+    /// A read-only transaction that sees one snapshot.
+    async fn snapshot<'a>(&self, client: &'a mut deadpool_postgres::Object) -> Result<deadpool_postgres::Transaction<'a>, StoreError> {
+        client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().await.map_err(|e| self.err(e))
+    }
+
+    /// The bank's counters, in `tx`.
+    async fn meta_in(&self, tx: &deadpool_postgres::Transaction<'_>, name: &str) -> Result<Option<BankMeta>, StoreError> {
+        let row =
+            tx.query_opt(&format!("SELECT {META_COLUMNS} FROM memgym_banks WHERE name = $1"), &[&name]).await.map_err(|e| self.err(e))?;
+        row.map(|r| self.meta_of(&r)).transpose()
+    }
+
     /// The bank's counters and its rows changed after `since` (`None`: its live rows), in one snapshot.
     async fn read(&self, name: &str, since: Option<u64>) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(|e| self.err(e))?;
-        let Some(m) =
-            tx.query_opt(&format!("SELECT {META_COLUMNS} FROM memgym_banks WHERE name = $1"), &[&name]).await.map_err(|e| self.err(e))?
-        else {
-            return Ok(None);
-        };
-        let meta = self.meta_of(&m)?;
+        let tx = self.snapshot(&mut client).await?;
+        let Some(meta) = self.meta_in(&tx, name).await? else { return Ok(None) };
         let rows = match since {
             None => {
                 tx.query(&format!("SELECT {EXP_COLUMNS} FROM memgym_experiences WHERE bank = $1 AND NOT deleted ORDER BY id"), &[&name])
@@ -261,6 +266,7 @@ impl BankStore for PostgresStore {
             return Err(StoreError::AlreadyExists(m.name.clone()));
         }
         tx.execute("DELETE FROM memgym_experiences WHERE bank = $1", &[&m.name]).await.map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM memgym_documents WHERE bank = $1", &[&m.name]).await.map_err(|e| self.err(e))?;
         let inserted = tx
             .execute(
                 &format!(
@@ -301,6 +307,7 @@ impl BankStore for PostgresStore {
             return Ok(Committed::Conflict { current: Some(current) });
         }
         tx.execute("DELETE FROM memgym_experiences WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM memgym_documents WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
         tx.execute("DELETE FROM memgym_banks WHERE name = $1", &[&name]).await.map_err(|e| self.err(e))?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(Committed::Done)
@@ -379,6 +386,14 @@ impl BankStore for PostgresStore {
             .await
             .map_err(|e| self.err(e))?;
         }
+        if let Some(doc) = &c.document {
+            tx.execute(
+                "INSERT INTO memgym_documents (bank, doc) VALUES ($1, $2) ON CONFLICT (bank) DO UPDATE SET doc = EXCLUDED.doc",
+                &[&name, doc],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        }
         let m = &c.meta;
         tx.execute(
             "UPDATE memgym_banks SET version = $2, next_id = $3, epoch = $4, max_size = $5, embedder_name = $6, embedder_dim = $7,
@@ -398,6 +413,15 @@ impl BankStore for PostgresStore {
         .map_err(|e| self.err(e))?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(Committed::Done)
+    }
+
+    async fn document(&self, name: &str) -> Result<Option<(BankMeta, Option<String>)>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = self.snapshot(&mut client).await?;
+        let Some(meta) = self.meta_in(&tx, name).await? else { return Ok(None) };
+        let doc = tx.query_opt("SELECT doc FROM memgym_documents WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
+        tx.commit().await.map_err(|e| self.err(e))?;
+        Ok(Some((meta, doc.map(|r| r.get(0)))))
     }
 
     async fn add_usage(&self, name: &str, deltas: &[UsageDelta]) -> Result<(), StoreError> {

@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS experiences (
     PRIMARY KEY (bank, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS experiences_changed ON experiences (bank, changed);
+CREATE TABLE IF NOT EXISTS documents (
+    bank TEXT PRIMARY KEY,
+    doc TEXT NOT NULL
+) WITHOUT ROWID;
 ";
 
 /// Banks in one SQLite file.
@@ -301,6 +305,13 @@ fn write_commit(
             .map_err(err)?;
         }
     }
+    if let Some(doc) = &c.document {
+        tx.execute(
+            "INSERT INTO documents (bank, doc) VALUES (?1, ?2) ON CONFLICT (bank) DO UPDATE SET doc = excluded.doc",
+            params![name, doc],
+        )
+        .map_err(err)?;
+    }
     let m = &c.meta;
     tx.execute(
         "UPDATE banks SET version = ?2, next_id = ?3, epoch = ?4, max_size = ?5, embedder_name = ?6, embedder_dim = ?7, embedder_fingerprint = ?8
@@ -372,6 +383,7 @@ impl BankStore for SqliteStore {
             }
             // A bank of this name deleted earlier left tombstones: drop them with it.
             tx.execute("DELETE FROM experiences WHERE bank = ?1", [&m.name]).map_err(|e| classify(path, e))?;
+            tx.execute("DELETE FROM documents WHERE bank = ?1", [&m.name]).map_err(|e| classify(path, e))?;
             tx.execute(
                 &format!("INSERT INTO banks ({META_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
@@ -403,6 +415,7 @@ impl BankStore for SqliteStore {
                 return Ok(Committed::Conflict { current: Some(current.version) });
             }
             tx.execute("DELETE FROM experiences WHERE bank = ?1", [&name]).map_err(|e| classify(path, e))?;
+            tx.execute("DELETE FROM documents WHERE bank = ?1", [&name]).map_err(|e| classify(path, e))?;
             tx.execute("DELETE FROM banks WHERE name = ?1", [&name]).map_err(|e| classify(path, e))?;
             tx.commit().map_err(|e| classify(path, e))?;
             Ok(Committed::Done)
@@ -416,6 +429,20 @@ impl BankStore for SqliteStore {
             let tx = conn.transaction().map_err(|e| classify(path, e))?;
             let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
             Ok(Some((meta, super::puts(rows_since(&tx, path, &name, None)?))))
+        })
+        .await
+    }
+
+    async fn document(&self, name: &str) -> Result<Option<(BankMeta, Option<String>)>, StoreError> {
+        let name = name.to_string();
+        self.with(move |conn, path| {
+            let tx = conn.transaction().map_err(|e| classify(path, e))?;
+            let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
+            let doc: Option<String> = tx
+                .query_row("SELECT doc FROM documents WHERE bank = ?1", [&name], |r| r.get(0))
+                .optional()
+                .map_err(|e| classify(path, e))?;
+            Ok(Some((meta, doc)))
         })
         .await
     }
