@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{quote, AgentError};
+use super::AgentError;
 
 /// One finished episode as the seed logs it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -235,11 +235,15 @@ fn field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 }
 
 fn key_path(map: &str, key: &str) -> String {
-    format!("{map}.{}", quote(key))
+    format!("{map}.{}", crate::quote::name(key))
 }
 
 fn bad(path: &str, expected: &str, v: &Value) -> AgentError {
-    AgentError::invalid(path, format!("expected {expected}, got {}", quote(&v.to_string())))
+    let shown = match v {
+        Value::String(s) => crate::quote::quoted(s),
+        other => crate::quote::quoted(&other.to_string()),
+    };
+    AgentError::invalid(path, format!("expected {expected}, got {shown}"))
 }
 
 fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, AgentError> {

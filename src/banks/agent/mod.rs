@@ -53,7 +53,7 @@ pub enum AgentError {
     Invalid {
         /// Path of the offending field.
         field: String,
-        /// What is wrong, quoting at most ~40 characters of the bad value.
+        /// What is wrong, quoting at most a short prefix of the bad value ([`crate::quote::quoted`]).
         message: String,
     },
 }
@@ -88,14 +88,4 @@ pub(crate) fn fmt2(x: f64) -> String {
         return "nan".to_string();
     }
     format!("{x:.2}")
-}
-
-/// A value quoted in an error message: its JSON text, cut to 40 characters.
-pub(crate) fn quote(text: &str) -> String {
-    let cut = cut_chars(text, 40);
-    if cut.len() < text.len() {
-        format!("{cut}…")
-    } else {
-        cut.to_string()
-    }
 }
