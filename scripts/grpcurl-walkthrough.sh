@@ -68,5 +68,9 @@ check "apply operations" 'r["applied"] == 2 and r["results"][0]["id"] == "G1"' -
 check "format for prompt" 'r["text"] == "[G0]. Verify solutions by substituting them back.\n[G1]. For optimization, check boundary conditions first."' -- call '{"bank":"math"}' Banks/FormatForPrompt
 check "retrieve" 'r["hits"][0]["id"] == "G1"' -- call '{"bank":"math","query":"check the boundary conditions","top_k":1}' Banks/Retrieve
 expect_code "stale expected_version is Aborted" Aborted call '{"bank":"math","text":"x","expected_version":"0"}' Banks/AddExperience
+check "create agent bank" 'r["kind"] == "BANK_KIND_AGENT"' -- call '{"name":"agent","kind":"BANK_KIND_AGENT"}' Banks/CreateBank
+check "record episode" 'r["totalEpisodes"] == "1" and r["rulesAdded"] == ["[WORKS] search before answering"]' -- call '{"bank":"agent","task_id":"qa","score":0.9,"steps":3,"trajectory_summary":"searched, then answered","successes":["search before answering"]}' AgentMemory/RecordEpisode
+check "memory context" 'r["context"].startswith("## MEMORY FROM PAST EPISODES\n\nRules for qa:\n  - [WORKS] search before answering") and r["context"].endswith("Your mean score on qa: 0.90 (over 1 episodes)")' -- call '{"bank":"agent","task_id":"qa"}' AgentMemory/BuildMemoryContext
+check "consolidation not due yet" 'not r["ran"]' -- call '{"bank":"agent"}' AgentMemory/MaybeConsolidate
 echo "grpcurl walkthrough: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
