@@ -93,11 +93,6 @@ pub fn parse_id(field: &str, s: &str) -> Result<u64, BankError> {
     ops::parse_id(&serde_json::Value::String(s.to_string())).map_err(|m| BankError::invalid(field, m))
 }
 
-fn op_limits(banks: &Banks) -> OpLimits {
-    let l = &banks.config().limits;
-    OpLimits { max_ops: l.max_ops, max_text_chars: l.max_text_chars, ..OpLimits::default() }
-}
-
 fn not_found(lib: &Library, field: &str, id: u64) -> BankError {
     BankError::ExperienceNotFound { bank: lib.meta().name.clone(), field: field.to_string(), id: show_id(id) }
 }
@@ -191,9 +186,15 @@ pub enum OpStatus {
 }
 
 impl Banks {
+    /// The limits operations are read with (the banks' text and batch caps).
+    pub fn op_limits(&self) -> OpLimits {
+        let l = &self.config().limits;
+        OpLimits { max_ops: l.max_ops, max_text_chars: l.max_text_chars, ..OpLimits::default() }
+    }
+
     /// ExperienceManager.add (with semantic memory's confidence, domain and epoch).
     pub async fn add(&self, bank: &str, text: &str, fields: NewFields, expected: Option<u64>) -> Result<(Experience, BankMeta), BankError> {
-        let limits = op_limits(self);
+        let limits = self.op_limits();
         let text = check_text("text", text, &limits)?;
         let fields = NewFields {
             confidence: check_confidence("confidence", fields.confidence)?,
@@ -214,7 +215,7 @@ impl Banks {
         expected: Option<u64>,
     ) -> Result<(Experience, BankMeta), BankError> {
         let id = parse_id("id", id)?;
-        let text = check_text("text", text, &op_limits(self))?;
+        let text = check_text("text", text, &self.op_limits())?;
         let confidence = check_confidence("confidence", confidence)?;
         let domain = check_domain("domain", domain)?;
         self.write(bank, expected, |lib, draft| {
@@ -257,7 +258,7 @@ impl Banks {
         if parsed.len() < 2 {
             return Err(BankError::invalid("ids", "a merge needs at least two experiences"));
         }
-        let text = check_text("text", text, &op_limits(self))?;
+        let text = check_text("text", text, &self.op_limits())?;
         let confidence = check_confidence("confidence", confidence)?;
         let domain = check_domain("domain", domain)?;
         self.write(bank, expected, |lib, draft| {
@@ -278,7 +279,7 @@ impl Banks {
         dry_run: bool,
         expected: Option<u64>,
     ) -> Result<(Vec<OpOutcome>, BankMeta), BankError> {
-        let limits = op_limits(self);
+        let limits = self.op_limits();
         let parsed = ops::parse_batch(operations_json, &limits).map_err(|e| match e {
             ops::BatchError::TooMany { .. } => BankError::ResourceExhausted { message: e.to_string() },
             other @ (ops::BatchError::NotJson { .. } | ops::BatchError::NotABatch { .. }) => {

@@ -20,6 +20,7 @@ pub mod compress;
 mod error;
 pub mod experience;
 pub mod formats;
+pub mod learn;
 pub mod library;
 pub mod ops;
 pub mod semantic;

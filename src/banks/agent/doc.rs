@@ -239,9 +239,9 @@ fn key_path(map: &str, key: &str) -> String {
 }
 
 fn bad(path: &str, expected: &str, v: &Value) -> AgentError {
-    let shown = match v {
-        Value::String(s) => crate::quote::quoted(s),
-        other => crate::quote::quoted(&other.to_string()),
+    let shown = match v.as_str() {
+        Some(s) => crate::quote::quoted(s),
+        None => crate::quote::quoted(&v.to_string()),
     };
     AgentError::invalid(path, format!("expected {expected}, got {shown}"))
 }
