@@ -1,10 +1,12 @@
 """Python client for memgym, the memory-editing RL environment served over gRPC.
 
 Why this package exists: RL trainers (verl and others) drive memgym episodes, and keep experience
-libraries in memgym banks, from Python. It exposes ``MemgymClient`` (blocking) and ``AsyncMemgymClient``
-(asyncio), the exceptions ``MemgymError`` and ``MemgymUnavailable``, the generated messages as
-``memgym.pb`` (``memgym.v1.memgym_pb2``) and ``memgym.banks_pb`` (``memgym.v1.banks_pb2``), and the
-seeds' ``ExperienceManager`` / ``SemanticMemoryManager`` on a bank (``memgym.banks``).
+libraries and cross-episode agent memories in memgym banks, from Python. It exposes ``MemgymClient``
+(blocking) and ``AsyncMemgymClient`` (asyncio), the exceptions ``MemgymError`` and ``MemgymUnavailable``,
+the generated messages as ``memgym.pb`` (``memgym.v1.memgym_pb2``), ``memgym.banks_pb``
+(``memgym.v1.banks_pb2``) and ``memgym.agent_pb`` (``memgym.v1.agent_pb2``), the seeds'
+``ExperienceManager`` / ``SemanticMemoryManager`` on a bank (``memgym.banks``), and seed 003's agent
+memory functions on an agent bank (``memgym.agent_memory``, whose memory object is ``AgentMemory``).
 """
 
 from memgym.client import (
@@ -14,18 +16,23 @@ from memgym.client import (
     MemgymClient,
     message_to_dict,
 )
+from memgym._agent_client import CONSOLIDATION_MODES
 from memgym._banks_client import BANK_FORMATS, BANK_KINDS
+from memgym.agent_memory import AgentMemory
 from memgym.banks import ExperienceManager, SemanticMemoryManager
 from memgym.errors import MemgymError, MemgymUnavailable
+from memgym.v1 import agent_pb2 as agent_pb
 from memgym.v1 import banks_pb2 as banks_pb
 from memgym.v1 import memgym_pb2 as pb
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentMemory",
     "AsyncMemgymClient",
     "BANK_FORMATS",
     "BANK_KINDS",
+    "CONSOLIDATION_MODES",
     "DEFAULT_ADDRESS",
     "EVALUATORS",
     "ExperienceManager",
@@ -33,6 +40,7 @@ __all__ = [
     "MemgymError",
     "MemgymUnavailable",
     "SemanticMemoryManager",
+    "agent_pb",
     "banks_pb",
     "message_to_dict",
     "pb",

@@ -1,4 +1,5 @@
-"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv``, ``Dataset`` and ``Banks``).
+"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv``, ``Dataset``, ``Banks`` and
+``AgentMemory``).
 
 Why this exists: trainers talk to memgym from Python. These clients give them one channel per client,
 a deadline on every call, retries only where they are safe, and Python exceptions instead of raw gRPC
@@ -9,10 +10,11 @@ errors:
   RPCs — ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``, ``GetEpisode``,
   ``ListMemories``, ``ListTools``, ``CloseEpisode`` and the ``Dataset`` RPCs. Tool calls (``CallTool`` and
   the typed tool RPCs) change memory and are never retried: a retried call could apply twice. The
-  ``Banks`` calls (``memgym._banks_client``) retry their reads only; bank writes are sent once.
+  ``Banks`` calls (``memgym._banks_client``) and the ``AgentMemory`` calls (``memgym._agent_client``)
+  retry their reads only; their writes are sent once.
 - **Errors**: ``MemgymError`` (``.code``, ``.details``); ``MemgymUnavailable`` names the address.
 
-Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``, ``memgym.v1.banks_pb2``), typed
+Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``, ``banks_pb2``, ``agent_pb2``), typed
 by the generated ``.pyi``; ``message_to_dict`` turns one into plain Python values.
 """
 
@@ -25,9 +27,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
+from memgym._agent_client import AgentMixin, AsyncAgentMixin
 from memgym._banks_client import AsyncBanksMixin, BanksMixin
 from memgym.errors import MemgymError, from_rpc_error
-from memgym.v1 import banks_pb2_grpc
+from memgym.v1 import agent_pb2_grpc, banks_pb2_grpc
 from memgym.v1 import memgym_pb2 as pb
 from memgym.v1 import memgym_pb2_grpc as pb_grpc
 
@@ -183,7 +186,7 @@ class _Base:
         return f"{type(self).__name__}({self.address!r}, timeout={self.timeout})"
 
 
-class MemgymClient(BanksMixin, _Base):
+class MemgymClient(BanksMixin, AgentMixin, _Base):
     """Blocking client. Thread-safe (one HTTP/2 channel shared by all threads).
 
     >>> with MemgymClient("127.0.0.1:50051") as c:
@@ -194,16 +197,21 @@ class MemgymClient(BanksMixin, _Base):
     ...     bank = c.create_bank("math", if_not_exists=True)            # the Banks calls: memgym._banks_client
     ...     c.add_experience("math", "Verify solutions by substitution.").id
     'G0'
+    >>> with MemgymClient("127.0.0.1:50051") as c:                   # the AgentMemory calls: memgym._agent_client
+    ...     _ = c.create_agent_bank("agent", if_not_exists=True)
+    ...     c.record_episode("agent", task_id="triage", score=0.9, successes=["Read the logs first"]).rules_added
+    ['[WORKS] Read the logs first']
     """
 
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
         super().__init__(address, timeout, **kwargs)
         self._channel = grpc.insecure_channel(address, options=self._options)
-        #: Raw stubs (``env``, ``dataset``, ``banks``), for the typed tool RPCs (Search, Manage, ...) and
-        #: anything not wrapped here.
+        #: Raw stubs (``env``, ``dataset``, ``banks``, ``agent``), for the typed tool RPCs (Search, Manage,
+        #: ...) and anything not wrapped here.
         self.env = pb_grpc.MemoryEnvStub(self._channel)
         self.dataset = pb_grpc.DatasetStub(self._channel)
         self.banks = banks_pb2_grpc.BanksStub(self._channel)
+        self.agent = agent_pb2_grpc.AgentMemoryStub(self._channel)
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
@@ -296,7 +304,7 @@ class MemgymClient(BanksMixin, _Base):
         return self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
 
 
-class AsyncMemgymClient(AsyncBanksMixin, _Base):
+class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, _Base):
     """asyncio client (``grpc.aio``), same methods as ``MemgymClient`` as coroutines.
 
     A ``grpc.aio`` channel belongs to the event loop it is used on: create the client inside the loop
@@ -309,6 +317,7 @@ class AsyncMemgymClient(AsyncBanksMixin, _Base):
         self.env = pb_grpc.MemoryEnvStub(self._channel)
         self.dataset = pb_grpc.DatasetStub(self._channel)
         self.banks = banks_pb2_grpc.BanksStub(self._channel)
+        self.agent = agent_pb2_grpc.AgentMemoryStub(self._channel)
 
     async def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
         attempt = 0
