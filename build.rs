@@ -4,7 +4,8 @@
 use std::{env, fs, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = ["proto/memgym/v1/memgym.proto", "proto/memgym/v1/banks.proto", "proto/memgym/v1/agent.proto"];
+    let protos =
+        ["proto/memgym/v1/memgym.proto", "proto/memgym/v1/banks.proto", "proto/memgym/v1/agent.proto", "proto/memgym/v1/learn.proto"];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");
     }

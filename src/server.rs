@@ -20,8 +20,9 @@ use crate::api::deadline::DeadlineLayer;
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
+use crate::api::pb::learn_server::LearnServer;
 use crate::api::pb::memory_env_server::MemoryEnvServer;
-use crate::api::{AgentService, BanksService, DatasetService, MemoryEnvService, FILE_DESCRIPTOR_SET};
+use crate::api::{AgentService, BanksService, DatasetService, LearnService, MemoryEnvService, FILE_DESCRIPTOR_SET};
 use crate::banks::Banks;
 use crate::episode::Environment;
 
@@ -69,6 +70,8 @@ pub async fn serve_with(
         health_names.push(<BanksServer<BanksService> as NamedService>::NAME);
         health_reporter.set_serving::<AgentMemoryServer<AgentService>>().await;
         health_names.push(<AgentMemoryServer<AgentService> as NamedService>::NAME);
+        health_reporter.set_serving::<LearnServer<LearnService>>().await;
+        health_names.push(<LearnServer<LearnService> as NamedService>::NAME);
     }
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
@@ -84,6 +87,7 @@ pub async fn serve_with(
     let data_svc = DatasetServer::new(DatasetService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let banks_svc = banks.clone().map(|b| BanksServer::new(BanksService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
     let agent_svc = banks.clone().map(|b| AgentMemoryServer::new(AgentService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
+    let learn_svc = banks.clone().map(|b| LearnServer::new(LearnService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
     let mut flusher = banks.as_ref().map(|b| b.spawn_usage_flusher());
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -99,7 +103,8 @@ pub async fn serve_with(
         .add_service(env_svc)
         .add_service(data_svc)
         .add_optional_service(banks_svc)
-        .add_optional_service(agent_svc);
+        .add_optional_service(agent_svc)
+        .add_optional_service(learn_svc);
     // serve_with_incoming does not apply the builder's tcp_nodelay to accepted sockets: without it, small
     // unary replies wait for delayed ACKs (~40 ms per call, seen in `memgym bench`).
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use super::banks_service::logged;
 use super::pb;
 use super::pb::agent_memory_server::AgentMemory as AgentRpc;
-use super::status::log_status;
 use crate::banks::agent::{CardInput, CardOutcome, ConsolidateMode, Episode, DEFAULT_MAX_RECENT, DEFAULT_MAX_RULES};
 use crate::banks::{BankError, Banks};
 use crate::quote::name;
@@ -25,14 +25,6 @@ impl AgentService {
     pub fn new(banks: Arc<Banks>) -> Self {
         AgentService { banks }
     }
-}
-
-fn logged<T>(r: Result<T, BankError>) -> Result<Response<T>, Status> {
-    r.map(Response::new).map_err(|e| {
-        let s = Status::from(e);
-        log_status(&s);
-        s
-    })
 }
 
 /// An empty proto string is an absent value.

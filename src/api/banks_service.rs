@@ -33,7 +33,8 @@ impl BanksService {
     }
 }
 
-fn logged<T>(r: Result<T, BankError>) -> Result<Response<T>, Status> {
+/// The response, or the error's `Status` (logged).
+pub(super) fn logged<T>(r: Result<T, BankError>) -> Result<Response<T>, Status> {
     r.map(Response::new).map_err(|e| {
         let s = Status::from(e);
         log_status(&s);
@@ -101,7 +102,7 @@ fn format_in(v: i32) -> Result<Format, BankError> {
     }
 }
 
-fn outcome_out(o: OpOutcome) -> pb::OperationResult {
+pub(super) fn outcome_out(o: OpOutcome) -> pb::OperationResult {
     let status = match o.status {
         OpStatus::Applied => pb::OperationStatus::Applied,
         OpStatus::Kept => pb::OperationStatus::Kept,

@@ -8,6 +8,7 @@ pub mod convert;
 mod dataset_service;
 pub mod deadline;
 mod env_service;
+mod learn_service;
 pub mod page;
 pub mod status;
 
@@ -15,6 +16,7 @@ pub use agent_service::AgentService;
 pub use banks_service::BanksService;
 pub use dataset_service::DatasetService;
 pub use env_service::MemoryEnvService;
+pub use learn_service::LearnService;
 
 /// Generated protobuf and tonic code for `memgym.v1`.
 #[allow(missing_docs, clippy::all)]

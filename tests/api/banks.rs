@@ -4,15 +4,13 @@
 use std::process::Command;
 use std::time::Duration;
 
-use clap::Parser;
 use memgym::api::pb;
 use memgym::api::pb::banks_client::BanksClient;
-use memgym::cli::{Cli, Command as Cmd};
-use memgym::server::{self, Running};
 use tonic::transport::Channel;
 use tonic::Code;
 
 use crate::binary::{start_binary, start_binary_env};
+use crate::helpers::{spawn_banked, Banked};
 
 /// A server process that is killed when the test ends, passing or not.
 struct Killed(std::process::Child);
@@ -24,23 +22,14 @@ impl Drop for Killed {
     }
 }
 
-struct Banked {
-    _server: Running,
+struct Banks {
+    _app: Banked,
     banks: BanksClient<Channel>,
-    _dir: tempfile::TempDir,
 }
 
-async fn spawn_banks(extra: &[&str]) -> Banked {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().display().to_string();
-    let mut argv = vec!["memgym", "serve", "--banks-dir", &d];
-    argv.extend_from_slice(extra);
-    let Cmd::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let banks = memgym::config::build_banks(&args.banks, &env).await.expect("banks open");
-    let server = server::spawn_with(env, banks, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
-    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
-    Banked { _server: server, banks: BanksClient::new(channel), _dir: dir }
+async fn spawn_banks(extra: &[&str]) -> Banks {
+    let app = spawn_banked(extra).await;
+    Banks { banks: BanksClient::new(app.channel.clone()), _app: app }
 }
 
 fn add(bank: &str, text: &str) -> pb::AddExperienceRequest {

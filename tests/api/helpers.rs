@@ -80,3 +80,24 @@ impl App {
             .expect("state")
     }
 }
+
+/// A server in-process with its banks in a temporary SQLite directory (kept while this lives).
+pub struct Banked {
+    pub _server: Running,
+    pub channel: Channel,
+    pub _dir: tempfile::TempDir,
+}
+
+/// Starts a server with banks in a temporary directory, plus `flags`.
+pub async fn spawn_banked(flags: &[&str]) -> Banked {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mut argv = vec!["memgym", "serve", "--banks-dir", &d];
+    argv.extend_from_slice(flags);
+    let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
+    let env = memgym::config::build_environment(&args.env).expect("environment builds");
+    let banks = memgym::config::build_banks(&args.banks, &env).await.expect("banks open");
+    let server = server::spawn_with(env, banks, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
+    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
+    Banked { _server: server, channel, _dir: dir }
+}

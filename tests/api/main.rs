@@ -10,6 +10,7 @@ mod dataset;
 mod ended;
 mod episodes;
 mod helpers;
+mod learn;
 mod llm;
 mod memory_text;
 mod paging;

@@ -290,15 +290,11 @@ fn plan_json(plan: &[Op], confidence: Option<f64>) -> String {
 }
 
 impl Banks {
-    fn learn_llm(&self) -> Result<Arc<Llm>, BankError> {
+    /// The server's LLM, or FailedPrecondition: learning needs one.
+    pub fn learn_llm(&self) -> Result<Arc<Llm>, BankError> {
         self.llm().cloned().ok_or_else(|| BankError::FailedPrecondition {
             message: "learning from groups needs the server's LLM endpoint (start it with --llm-base-url and --llm-model)".into(),
         })
-    }
-
-    /// The stage RPCs' LLM, or FailedPrecondition.
-    pub fn stage_llm(&self) -> Result<Arc<Llm>, BankError> {
-        self.learn_llm()
     }
 
     /// LearnFromGroup on `bank` (see the module doc).
