@@ -19,9 +19,10 @@
 //! - `crossover/{n}`: the same two searches, alternating blocks of questions so both see the same
 //!   machine load; prints the medians and HNSW's recall@10 against the exact scan per size, and the
 //!   interpolated crossover (see [`crossover`]). Measured: the exact scan is faster up to ≈ 2.4k–2.5k
-//!   memories (two runs), HNSW above (2.2× faster at 10k). The planner's `full_scan_threshold`
-//!   default, 2,000, is the largest probed size at which the exact scan was never slower. (With
-//!   hnsw_rs's own search, before `memory::graph`, the crossover was ≈ 21k–26k.)
+//!   memories (three runs), HNSW above (2.2× faster at 10k). Banks' `--banks-full-scan-threshold`
+//!   default, 2,000, is the largest probed size at which the exact scan was never slower; episodes keep
+//!   20,000 (see `IndexConfig::full_scan_threshold`). (With hnsw_rs's own search, before
+//!   `memory::graph`, the crossover was ≈ 21k–26k.)
 //! - `vector/dot_384`: one 384-dim dot product (`vector::dot`), the unit of work of an HNSW
 //!   search and of diverse sampling; `vector/dot_rows_300x384`: the exact scan's kernel
 //!   (`vector::dot_rows`, four rows at a time) over 300 cache-resident rows, ~2.5× faster than

@@ -294,10 +294,9 @@ pub struct BanksArgs {
 #[derive(Debug, Args)]
 pub struct BankIndexArgs {
     /// Banks up to this many experiences are searched by the exact scan, larger ones by HNSW (built on
-    /// every core, rebuilt on open). The episodes' default: on this project's machines the exact scan is
-    /// faster than the HNSW search up to about 2,400 384-dimensional vectors (`cargo bench --bench
-    /// search -- crossover`).
-    #[arg(long, env = "MEMGYM_BANKS_FULL_SCAN_THRESHOLD", default_value_t = crate::memory::IndexConfig::default().full_scan_threshold)]
+    /// every core, rebuilt on open). On this project's machines the exact scan is faster than the HNSW
+    /// search up to about 2,400 384-dimensional vectors (`cargo bench --bench search -- crossover`).
+    #[arg(long, env = "MEMGYM_BANKS_FULL_SCAN_THRESHOLD", default_value_t = 2_000)]
     pub banks_full_scan_threshold: usize,
     /// HNSW search beam of the banks (raised to 2·top_k when larger).
     #[arg(long, env = "MEMGYM_BANKS_HNSW_EF_SEARCH", default_value_t = 64)]

@@ -5,8 +5,9 @@
 //! episode on that conversation. Episodes never write to it: they keep their own changes in
 //! [`super::EpisodeMemory`] and pass their tombstones in as a filter.
 //!
-//! Planner (qdrant's `full_scan_threshold` idea): at or below the threshold (default 2,000, the
-//! measured crossover) the exact scan answers — there it is both faster and exact. Above it, HNSW
+//! Planner (qdrant's `full_scan_threshold` idea): at or below the threshold (episodes' default 20,000;
+//! banks use the measured crossover, 2,000) the exact scan answers — exact, and for an episode's M₀ the
+//! cheaper choice (see [`IndexConfig::full_scan_threshold`]). Above it, HNSW
 //! (hnsw_rs builds the graph, [`super::graph::Graph`] searches its flat copy) answers unfiltered
 //! searches, scoring with the same [`dot`] as the exact path. A search with a metadata filter uses the exact scan (filtered sets are
 //! small, and HNSW with a restrictive filter loses recall), and so does any HNSW search that comes
@@ -46,12 +47,13 @@ impl std::str::FromStr for IndexMode {
 pub struct IndexConfig {
     /// Path selection.
     pub mode: IndexMode,
-    /// In `Auto` mode, M₀ sizes up to this use the exact scan. Default 2,000, from the measured
-    /// crossover (`cargo bench --bench search -- crossover` prints it; 384-dim vectors, 2-core VM): the
-    /// exact scan is ~3× faster than HNSW (m 16, ef_search 64) at 300, ~1.1× at 2k, slower from ≈ 2.4k–2.5k
-    /// on (two runs) and 2.2× slower at 10k; 2k is the largest probed size at which it was never slower.
-    /// At or below it, results are also exact (no recall loss). (With hnsw_rs's own search the crossover
-    /// was ≈ 21k–26k; see [`super::graph`].)
+    /// In `Auto` mode, M₀ sizes up to this use the exact scan. The measured crossover of one search is
+    /// ≈ 2,400 (`cargo bench --bench search -- crossover`; 384-dim vectors, 2-core VM: the exact scan is
+    /// ~3× faster than HNSW at 300, slower from ≈ 2.4k on, 2.2× slower at 10k), and banks, built once
+    /// and searched many times, use 2,000 (`--banks-full-scan-threshold`). Episodes keep 20,000: a custom
+    /// M₀ (at most 5,000 memories) is built for one episode, and building its graph takes seconds (a
+    /// 10,000-experience bank's was ready 3.5–4.4 s after its import, on both cores) where a few
+    /// searches save milliseconds; results also stay exact. LoCoMo M₀s (≤ 324) are far below either.
     pub full_scan_threshold: usize,
     /// HNSW neighbours per node.
     pub hnsw_m: usize,
@@ -71,7 +73,7 @@ impl Default for IndexConfig {
     fn default() -> Self {
         IndexConfig {
             mode: IndexMode::Auto,
-            full_scan_threshold: 2_000,
+            full_scan_threshold: 20_000,
             hnsw_m: 16,
             hnsw_ef_construction: 200,
             hnsw_ef_search: 64,
