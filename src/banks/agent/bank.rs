@@ -59,15 +59,17 @@ impl Banks {
         if meta.kind != KIND_AGENT {
             return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_AGENT });
         }
-        let mem = match doc {
-            None => AgentMemory::new(),
-            Some(d) => AgentMemory::import(&d).map_err(|e| {
-                BankError::Store(StoreError::Corrupt {
-                    location: format!("{}, bank {}", self.store.location(), quoted(name)),
-                    message: format!("its agent memory document does not read ({e})"),
-                })
-            })?,
-        };
+        let Some(doc) = doc else { return Ok((meta, AgentMemory::new())) };
+        // A document holds up to a few megabytes of JSON: parsed off the async workers.
+        let read = tokio::task::spawn_blocking(move || AgentMemory::import(&doc)).await.map_err(|e| BankError::FailedPrecondition {
+            message: format!("reading the agent memory of bank {} failed: {e}", quoted(name)),
+        })?;
+        let mem = read.map_err(|e| {
+            BankError::Store(StoreError::Corrupt {
+                location: format!("{}, bank {}", self.store.location(), quoted(name)),
+                message: format!("its agent memory document does not read ({e})"),
+            })
+        })?;
         Ok((meta, mem))
     }
 
@@ -89,7 +91,10 @@ impl Banks {
             }
             let out = change(&mut mem)?;
             let next = BankMeta { version: meta.version + 1, ..meta.clone() };
-            let commit = Commit { put: Vec::new(), delete: Vec::new(), clear: false, meta: next.clone(), document: Some(mem.export()) };
+            let document = tokio::task::spawn_blocking(move || mem.export()).await.map_err(|e| BankError::FailedPrecondition {
+                message: format!("writing the agent memory of bank {} failed: {e}", quoted(name)),
+            })?;
+            let commit = Commit { put: Vec::new(), delete: Vec::new(), clear: false, meta: next.clone(), document: Some(document) };
             match self.store.commit(meta.version, &commit).await? {
                 Committed::Done => return Ok((out, next)),
                 Committed::Conflict { current: None } => return Err(BankError::BankNotFound { name: name.to_string() }),
@@ -225,6 +230,9 @@ impl Banks {
 
     /// Seed 003's document of an agent bank.
     pub async fn export_agent(&self, bank: &str) -> Result<String, BankError> {
-        Ok(self.agent_doc(bank).await?.1.export())
+        let (_, mem) = self.agent_doc(bank).await?;
+        tokio::task::spawn_blocking(move || mem.export()).await.map_err(|e| BankError::FailedPrecondition {
+            message: format!("writing the agent memory of bank {} failed: {e}", quoted(bank)),
+        })
     }
 }

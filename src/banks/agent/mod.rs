@@ -29,6 +29,8 @@ pub use record::{record_episode, CardInput, CardOutcome, Episode, RecordOutcome}
 
 /// Episode log entries kept in memory (the seed trims only at save; we trim at every record).
 pub const MAX_EPISODES_STORED: usize = 100;
+/// Distinct mistakes, and distinct successes, kept (the last ones; the seed keeps every one).
+pub const MAX_LESSONS_STORED: usize = 1_000;
 /// Rules kept per task (the last ones win).
 pub const MAX_RULES_PER_TASK: usize = 10;
 /// Global rules kept after a consolidation: the seed's `MAX_RULES_PER_TASK * 2`.

@@ -16,13 +16,16 @@
 //! - a non-finite score is an error on `score`;
 //! - blank (empty or whitespace-only) mistakes and successes are skipped for lists AND rules;
 //! - the log is trimmed to the last 100 entries at every record, not only at save;
+//! - the distinct mistakes and successes keep the last 1,000 each (the seed's grow without bound, and
+//!   every record rewrites the whole document);
 //! - limits: `task_id` (also a card's) and `now` at most 256 chars, any other text at most 4,000 chars,
 //!   at most 100 mistakes, successes and cards per call; `total_episodes` overflow is an error;
 //! - an empty `task_id` counts as missing ("unknown"), like a card's empty task id in the seed.
 
 use super::doc::{EpisodeLogEntry, MistakeCard};
 use super::{
-    cut_chars, AgentError, AgentMemory, CARD_TEXT_CHARS, HIGH_SCORE, LOW_SCORE, MAX_EPISODES_STORED, MAX_MISTAKE_CARDS, MAX_RULES_PER_TASK,
+    cut_chars, AgentError, AgentMemory, CARD_TEXT_CHARS, HIGH_SCORE, LOW_SCORE, MAX_EPISODES_STORED, MAX_LESSONS_STORED, MAX_MISTAKE_CARDS,
+    MAX_RULES_PER_TASK,
 };
 
 /// Longest accepted task id (and `now` timestamp), in characters.
@@ -155,6 +158,10 @@ pub fn record_episode(mem: &mut AgentMemory, ep: &Episode, now: &str) -> Result<
         if !mem.successes.contains(s) {
             mem.successes.push(s.clone());
         }
+    }
+    for list in [&mut mem.mistakes, &mut mem.successes] {
+        let excess = list.len().saturating_sub(MAX_LESSONS_STORED);
+        list.drain(..excess);
     }
     let card_outcomes = cards.into_iter().map(|c| merge_card(&mut mem.mistake_cards, c, total)).collect();
     let rules_added = update_rules(mem, &task_id, score, ep);

@@ -204,6 +204,19 @@ fn log_trimmed_to_100_at_every_record() {
     assert_eq!(mem.total_episodes, 130);
 }
 
+#[test]
+fn distinct_mistakes_and_successes_keep_the_last_thousand() {
+    let mut mem = AgentMemory::new();
+    for call in 0..11 {
+        let items: Vec<String> = (0..100).map(|i| format!("lesson {}", call * 100 + i)).collect();
+        let e = Episode { mistakes: items.clone(), successes: items, ..ep("t", 0.6) };
+        record_episode(&mut mem, &e, NOW).unwrap();
+    }
+    assert_eq!((mem.mistakes.len(), mem.successes.len()), (1_000, 1_000));
+    assert_eq!((mem.mistakes[0].as_str(), mem.mistakes[999].as_str()), ("lesson 100", "lesson 1099"));
+    assert_eq!(mem.successes[0], "lesson 100");
+}
+
 fn seeded() -> AgentMemory {
     let mut mem = AgentMemory::new();
     let e = Episode { mistakes: s(&["m"]), successes: s(&["w"]), mistake_cards: vec![card("k")], ..ep("t", 0.3) };
