@@ -190,3 +190,25 @@ async fn variation_rules_validation_and_no_llm() {
     b.create("lib", Kind::Experience, None, false).await.unwrap();
     assert!(matches!(b.learn_from_group("lib", vec![g(&[0.0, 1.0])], &o).await, Err(BankError::FailedPrecondition { .. })));
 }
+
+#[test]
+fn operation_replies_are_read_where_they_can_be_and_reported_where_they_cannot() {
+    let limits = OpLimits::default();
+    let read = |reply: &str| read_operations(reply, 3, &limits);
+    // Prose around a fenced array, an unknown option, a keep, and an op past the cap.
+    let (ops, rejected) = read(
+        "Sure! Based on the attempts:\n```json\n[{\"option\":\"add\",\"experience\":\"A.\"},{\"option\":\"rewrite\",\"experience\":\"B.\"},\
+         {\"option\":\"keep\"},{\"option\":\"add\",\"experience\":\"C.\"},{\"option\":\"add\",\"experience\":\"D.\"},{\"option\":\"add\",\"experience\":\"E.\"}]\n```\nHope this helps.",
+    )
+    .unwrap();
+    assert_eq!(ops.iter().map(Op::kind).collect::<Vec<_>>(), ["add", "add", "add"]);
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert!(rejected[0].starts_with("operations[1]") && rejected[0].contains("rewrite"), "{rejected:?}");
+    assert!(rejected[1].contains("beyond the 3"), "{rejected:?}");
+    // An object wrapping the operations, upstream's vocabulary, trailing prose without a fence.
+    let (ops, rejected) = read(r#"{"operations": [{"operation": "UPDATE", "id": "g2", "content": "Better."}]} -- done"#).unwrap();
+    assert_eq!((ops, rejected.len()), (vec![Op::Modify { id: 2, text: "Better.".into(), confidence: None, domain: None }], 0));
+    // Nothing that parses, and an empty array.
+    assert!(read("I have no suggestions.").is_err());
+    assert_eq!(read("[]").unwrap(), (vec![], vec![]));
+}
