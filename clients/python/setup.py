@@ -2,16 +2,17 @@
 
 Why this exists: the contract lives once, in ``proto/memgym/v1/`` at the repository root
 (``memgym.proto``: the episode services; ``banks.proto``: the Banks service; ``agent.proto``: the
-AgentMemory service), and the Python stubs must never drift from it. Every build (``pip install
-./clients/python``, a wheel, an sdist) therefore
+AgentMemory service; ``learn.proto``: the Learn service), and the Python stubs must never drift from it.
+Every build (``pip install ./clients/python``, a wheel, an sdist) therefore
 
-1. copies ``../../proto/memgym/v1/{memgym,banks,agent}.proto`` into ``src/memgym/v1/`` when the repository is
-   there (an sdist carries those copies, so it also builds away from the repository), then
+1. copies ``../../proto/memgym/v1/{memgym,banks,agent,learn}.proto`` into ``src/memgym/v1/`` when the
+   repository is there (an sdist carries those copies, so it also builds away from the repository), then
 2. runs ``grpc_tools.protoc`` on them, writing ``src/memgym/v1/memgym_pb2.py``, ``memgym_pb2_grpc.py``,
-   ``memgym_pb2.pyi`` and the same three for ``banks`` and for ``agent``.
+   ``memgym_pb2.pyi`` and the same three for ``banks``, ``agent`` and ``learn``.
 
-The generated code imports ``memgym.v1.memgym_pb2``, ``memgym.v1.banks_pb2`` and ``memgym.v1.agent_pb2``;
-generating into the ``memgym`` package itself makes those import paths real without touching ``sys.path``.
+The generated code imports ``memgym.v1.memgym_pb2``, ``memgym.v1.banks_pb2``, ``memgym.v1.agent_pb2`` and
+``memgym.v1.learn_pb2``; generating into the ``memgym`` package itself makes those import paths real
+without touching ``sys.path``.
 
 It also pins the runtime: generated code refuses to import on a protobuf/grpcio older than it was
 generated for, so the lower bounds are read from the generated files themselves.
@@ -31,7 +32,7 @@ PKG_PROTO_ROOT = os.path.join(HERE, "src")
 PKG_V1 = os.path.join(PKG_PROTO_ROOT, "memgym", "v1")
 REPO_V1 = os.path.normpath(os.path.join(HERE, "..", "..", "proto", "memgym", "v1"))
 #: The .proto files of package memgym.v1 the client is generated from (each its own ``*_pb2`` module).
-PROTOS = ("memgym.proto", "banks.proto", "agent.proto")
+PROTOS = ("memgym.proto", "banks.proto", "agent.proto", "learn.proto")
 
 
 def copy_proto() -> None:

@@ -6,7 +6,8 @@
 //!
 //! - **summarise** one trajectory as numbered steps, saying where it went right or wrong;
 //! - **extract** (stage 2): from a group's trajectories, best reward first, and the library as it was
-//!   when the call began, at most `max_operations` operations — `add`, or `modify` of a `G` id;
+//!   when the call began, 1 to `max_operations` operations — `add`, or `modify` of a `G` id (only groups
+//!   whose rewards vary are asked, so there is a difference to explain; a reply of `[]` is accepted);
 //! - **critique** (the four-stage mode's stage 2): the same group, answered in prose: what the better
 //!   attempts did that the worse did not;
 //! - **update** (the four-stage mode's stage 3): one group's critique against the library, as upstream's
@@ -105,11 +106,12 @@ fn group_block(group: &[Trajectory], use_groundtruth: bool) -> String {
 pub fn extract(group: &[Trajectory], library: &str, max_operations: usize, use_groundtruth: bool) -> ChatRequest {
     let user = format!(
         "Several attempts at the same task, best reward first:\n\n{}\n\n# Current experience library\n{}\n\n\
-         Compare the better attempts with the worse ones. Propose at most {max_operations} operations on the library \
-         that would help future attempts, as a JSON array. Each operation is either \
+         Compare the better attempts with the worse ones: their rewards differ, so something made the difference. \
+         Propose 1 to {max_operations} operations on the library that would help future attempts, as a JSON array. \
+         Each operation is either \
          {{\"option\": \"add\", \"experience\": \"<one general, reusable sentence>\"}} or \
          {{\"option\": \"modify\", \"modified_from\": \"G<n>\", \"experience\": \"<the improved sentence>\"}}. \
-         Do not repeat what the library already says. Reply with the JSON array only; [] if there is nothing to learn.",
+         Do not repeat what the library already says. Reply with the JSON array only.",
         group_block(group, use_groundtruth),
         library_block(library)
     );
@@ -189,7 +191,7 @@ mod tests {
         ];
         let e = &extract(&group, "", 3, true).messages[1].content;
         assert!(e.find("reward 1.00").unwrap() < e.find("reward 0.00").unwrap(), "best first: {e}");
-        assert!(e.contains("(empty)") && e.contains("at most 3 operations") && e.contains("1. Used the discriminant"));
+        assert!(e.contains("(empty)") && e.contains("Propose 1 to 3 operations") && e.contains("1. Used the discriminant"));
         let c = &consolidate(
             &[vec![Op::Add { text: "Check the discriminant.".into(), confidence: None, domain: None }], vec![]],
             "[G0]. Verify.",

@@ -4,9 +4,11 @@ Why this package exists: RL trainers (verl and others) drive memgym episodes, an
 libraries and cross-episode agent memories in memgym banks, from Python. It exposes ``MemgymClient``
 (blocking) and ``AsyncMemgymClient`` (asyncio), the exceptions ``MemgymError`` and ``MemgymUnavailable``,
 the generated messages as ``memgym.pb`` (``memgym.v1.memgym_pb2``), ``memgym.banks_pb``
-(``memgym.v1.banks_pb2``) and ``memgym.agent_pb`` (``memgym.v1.agent_pb2``), the seeds'
-``ExperienceManager`` / ``SemanticMemoryManager`` on a bank (``memgym.banks``), and seed 003's agent
-memory functions on an agent bank (``memgym.agent_memory``, whose memory object is ``AgentMemory``).
+(``memgym.v1.banks_pb2``), ``memgym.agent_pb`` (``memgym.v1.agent_pb2``) and ``memgym.learn_pb``
+(``memgym.v1.learn_pb2``), the seeds' ``ExperienceManager`` / ``SemanticMemoryManager`` on a bank
+(``memgym.banks``), seed 003's agent memory functions on an agent bank (``memgym.agent_memory``, whose
+memory object is ``AgentMemory``), and seed 001's ``SemanticExtractor`` / ``Trajectory`` on the server's
+``Learn`` service (``memgym.learn``).
 """
 
 from memgym.client import (
@@ -18,11 +20,14 @@ from memgym.client import (
 )
 from memgym._agent_client import CONSOLIDATION_MODES
 from memgym._banks_client import BANK_FORMATS, BANK_KINDS
+from memgym._learn_client import LEARN_MODES, VARIATION_RULES
 from memgym.agent_memory import AgentMemory
 from memgym.banks import ExperienceManager, SemanticMemoryManager
 from memgym.errors import MemgymError, MemgymUnavailable
+from memgym.learn import SemanticExtractor, Trajectory
 from memgym.v1 import agent_pb2 as agent_pb
 from memgym.v1 import banks_pb2 as banks_pb
+from memgym.v1 import learn_pb2 as learn_pb
 from memgym.v1 import memgym_pb2 as pb
 
 __version__ = "0.1.0"
@@ -36,12 +41,17 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "EVALUATORS",
     "ExperienceManager",
+    "LEARN_MODES",
     "MemgymClient",
     "MemgymError",
     "MemgymUnavailable",
+    "SemanticExtractor",
     "SemanticMemoryManager",
+    "Trajectory",
+    "VARIATION_RULES",
     "agent_pb",
     "banks_pb",
+    "learn_pb",
     "message_to_dict",
     "pb",
 ]

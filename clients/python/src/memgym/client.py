@@ -1,20 +1,23 @@
-"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv``, ``Dataset``, ``Banks`` and
-``AgentMemory``).
+"""Sync and asyncio clients for the memgym gRPC server (services ``MemoryEnv``, ``Dataset``, ``Banks``,
+``AgentMemory`` and ``Learn``).
 
 Why this exists: trainers talk to memgym from Python. These clients give them one channel per client,
 a deadline on every call, retries only where they are safe, and Python exceptions instead of raw gRPC
 errors:
 
-- **Deadline**: every RPC gets ``timeout`` seconds (per attempt).
+- **Deadline**: every RPC gets ``timeout`` seconds (per attempt); the ``Learn`` calls take ``timeout=`` to
+  override it per call.
 - **Retries**: only on ``UNAVAILABLE`` (server restarting, connection refused) and only for idempotent
   RPCs — ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``, ``GetEpisode``,
   ``ListMemories``, ``ListTools``, ``CloseEpisode`` and the ``Dataset`` RPCs. Tool calls (``CallTool`` and
   the typed tool RPCs) change memory and are never retried: a retried call could apply twice. The
   ``Banks`` calls (``memgym._banks_client``) and the ``AgentMemory`` calls (``memgym._agent_client``)
-  retry their reads only; their writes are sent once.
+  retry their reads only; their writes are sent once. The ``Learn`` calls (``memgym._learn_client``)
+  are never retried: each costs LLM requests and ``LearnFromGroup`` writes.
 - **Errors**: ``MemgymError`` (``.code``, ``.details``); ``MemgymUnavailable`` names the address.
 
-Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``, ``banks_pb2``, ``agent_pb2``), typed
+Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``, ``banks_pb2``, ``agent_pb2``,
+``learn_pb2``), typed
 by the generated ``.pyi``; ``message_to_dict`` turns one into plain Python values.
 """
 
@@ -29,8 +32,9 @@ import grpc
 
 from memgym._agent_client import AgentMixin, AsyncAgentMixin
 from memgym._banks_client import AsyncBanksMixin, BanksMixin
+from memgym._learn_client import AsyncLearnMixin, LearnMixin
 from memgym.errors import MemgymError, from_rpc_error
-from memgym.v1 import agent_pb2_grpc, banks_pb2_grpc
+from memgym.v1 import agent_pb2_grpc, banks_pb2_grpc, learn_pb2_grpc
 from memgym.v1 import memgym_pb2 as pb
 from memgym.v1 import memgym_pb2_grpc as pb_grpc
 
@@ -186,7 +190,7 @@ class _Base:
         return f"{type(self).__name__}({self.address!r}, timeout={self.timeout})"
 
 
-class MemgymClient(BanksMixin, AgentMixin, _Base):
+class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
     """Blocking client. Thread-safe (one HTTP/2 channel shared by all threads).
 
     >>> with MemgymClient("127.0.0.1:50051") as c:
@@ -206,19 +210,20 @@ class MemgymClient(BanksMixin, AgentMixin, _Base):
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
         super().__init__(address, timeout, **kwargs)
         self._channel = grpc.insecure_channel(address, options=self._options)
-        #: Raw stubs (``env``, ``dataset``, ``banks``, ``agent``), for the typed tool RPCs (Search, Manage,
-        #: ...) and anything not wrapped here.
+        #: Raw stubs (``env``, ``dataset``, ``banks``, ``agent``, ``learn``), for the typed tool RPCs (Search,
+        #: Manage, ...) and anything not wrapped here.
         self.env = pb_grpc.MemoryEnvStub(self._channel)
         self.dataset = pb_grpc.DatasetStub(self._channel)
         self.banks = banks_pb2_grpc.BanksStub(self._channel)
         self.agent = agent_pb2_grpc.AgentMemoryStub(self._channel)
+        self.learn = learn_pb2_grpc.LearnStub(self._channel)
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
+    def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool, timeout: Optional[float] = None) -> Any:
         attempt = 0
         while True:
             try:
-                return rpc(request, timeout=self.timeout)
+                return rpc(request, timeout=self.timeout if timeout is None else timeout)
             except grpc.RpcError as err:
                 code = err.code() if hasattr(err, "code") else None
                 if idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
@@ -304,7 +309,7 @@ class MemgymClient(BanksMixin, AgentMixin, _Base):
         return self._call("Dataset/ListQuestions", self.dataset.ListQuestions, req, idempotent=True)
 
 
-class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, _Base):
+class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base):
     """asyncio client (``grpc.aio``), same methods as ``MemgymClient`` as coroutines.
 
     A ``grpc.aio`` channel belongs to the event loop it is used on: create the client inside the loop
@@ -318,12 +323,15 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, _Base):
         self.dataset = pb_grpc.DatasetStub(self._channel)
         self.banks = banks_pb2_grpc.BanksStub(self._channel)
         self.agent = agent_pb2_grpc.AgentMemoryStub(self._channel)
+        self.learn = learn_pb2_grpc.LearnStub(self._channel)
 
-    async def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool) -> Any:
+    async def _call(
+        self, method: str, rpc: Any, request: Any, *, idempotent: bool, timeout: Optional[float] = None
+    ) -> Any:
         attempt = 0
         while True:
             try:
-                return await rpc(request, timeout=self.timeout)
+                return await rpc(request, timeout=self.timeout if timeout is None else timeout)
             except grpc.RpcError as err:
                 code = err.code() if hasattr(err, "code") else None
                 if idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
