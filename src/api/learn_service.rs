@@ -115,7 +115,7 @@ impl LearnRpc for LearnService {
                 let o = options(None, use_groundtruth, 0, 0)?;
                 learn::validate(std::slice::from_ref(&vec![t.clone()]), &o)
                     .map_err(|e| rename(e, "groups[0].trajectories[0]", "trajectory"))?;
-                let llm = self.banks.learn_llm()?;
+                let llm = self.banks.require_llm("learning from groups")?;
                 let summary = learn::summarize(&llm, &t, o.use_groundtruth)
                     .await
                     .map_err(|message| BankError::Llm(LlmError::BadReply { message }))?;
@@ -144,7 +144,7 @@ impl LearnRpc for LearnService {
                         ..Default::default()
                     });
                 }
-                let llm = self.banks.learn_llm()?;
+                let llm = self.banks.require_llm("learning from groups")?;
                 Ok(match learn::extract(&llm, &group, &experiences, &o, &self.banks.op_limits()).await {
                     Ok((ops, rejected, critique)) => pb::ExtractGroupOperationsResponse {
                         operations_json: ops_json(&ops),
@@ -178,7 +178,7 @@ impl LearnRpc for LearnService {
                     rejected.extend(bad.into_iter().map(|b| format!("group_operations_json[{i}]: {b}")));
                     groups.push(ops);
                 }
-                let llm = self.banks.learn_llm()?;
+                let llm = self.banks.require_llm("learning from groups")?;
                 Ok(match learn::consolidate(&llm, &groups, &experiences, &limits).await {
                     Ok((plan, bad)) => {
                         rejected.extend(bad);

@@ -213,6 +213,13 @@ impl Banks {
         self.llm.as_ref()
     }
 
+    /// The server's LLM for `what`, or FailedPrecondition saying how to configure one.
+    pub fn require_llm(&self, what: &str) -> Result<Arc<Llm>, BankError> {
+        self.llm().cloned().ok_or_else(|| BankError::FailedPrecondition {
+            message: format!("{what} needs the server's LLM endpoint (start it with --llm-base-url and --llm-model)"),
+        })
+    }
+
     fn handle(&self, name: &str) -> Handle {
         Arc::clone(self.open.lock().entry(name.to_string()).or_default())
     }

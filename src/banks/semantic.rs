@@ -219,9 +219,7 @@ impl Banks {
                 })
                 .await;
         }
-        let llm = self.llm().cloned().ok_or_else(|| BankError::FailedPrecondition {
-            message: "use_llm needs the server's LLM endpoint (start it with --llm-base-url and --llm-model)".into(),
-        })?;
+        let llm = self.require_llm("use_llm")?;
         let (groups, sources, version) = self
             .read(bank, |lib| -> Result<_, BankError> {
                 let groups = groups_of(lib, threshold)?;

@@ -160,9 +160,7 @@ impl Banks {
         let llm = match mode {
             ConsolidateMode::Heuristic => None,
             ConsolidateMode::Auto => self.llm().cloned(),
-            ConsolidateMode::Llm => Some(self.llm().cloned().ok_or_else(|| BankError::FailedPrecondition {
-                message: "mode LLM needs the server's LLM endpoint (start it with --llm-base-url and --llm-model)".into(),
-            })?),
+            ConsolidateMode::Llm => Some(self.require_llm("mode LLM")?),
         };
         if !force && !due(&mem) {
             return Ok((idle(&mem, "", String::new()), meta));

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::experience::{render, OpOutcome};
+use super::experience::{group_confidence, render, OpOutcome};
 use super::ops::{parse_batch, to_seed_json, Op, OpLimits};
 use super::{BankError, Banks};
 use crate::llm::Llm;
@@ -41,8 +41,6 @@ pub const MAX_GROUP_SIZE: usize = 64;
 pub const MAX_OPERATIONS: usize = 32;
 /// Characters of a query, output, ground truth or summary at most.
 pub const MAX_TEXT_CHARS: usize = 100_000;
-/// Reward spread below which a group has no variation (as `AddExperience.group_advantages`).
-const MIN_SPREAD: f64 = 1e-9;
 
 /// One rollout (seed 001's `Trajectory`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -191,19 +189,19 @@ pub fn validate(groups: &[Vec<Trajectory>], o: &LearnOptions) -> Result<(), Bank
     Ok(())
 }
 
-/// `min(1, max − min)` of the rewards when the group varies by `rule`, else `None`.
+/// `min(1, max − min)` of the rewards when the group varies by `rule`, else `None` (the spread rule is
+/// [`group_confidence`]'s, as for `AddExperience.group_advantages`).
 pub fn variation(group: &[Trajectory], rule: Variation) -> Option<f64> {
-    let max = group.iter().map(|t| t.reward).fold(f64::NEG_INFINITY, f64::max);
-    let min = group.iter().map(|t| t.reward).fold(f64::INFINITY, f64::min);
-    let spread = max - min;
-    let varies = match rule {
-        Variation::Spread => spread >= MIN_SPREAD,
+    let rewards: Vec<f64> = group.iter().map(|t| t.reward).collect();
+    // Validated groups are non-empty and finite, so only "no variation" gives `None`.
+    let spread = group_confidence(&rewards).ok().flatten();
+    match rule {
+        Variation::Spread => spread,
         Variation::MeanBetween => {
-            let mean = group.iter().map(|t| t.reward).sum::<f64>() / group.len() as f64;
-            mean > 0.0 && mean < 1.0
+            let mean = rewards.iter().sum::<f64>() / rewards.len() as f64;
+            (mean > 0.0 && mean < 1.0).then(|| spread.unwrap_or(0.0))
         }
-    };
-    varies.then_some(spread.min(1.0))
+    }
 }
 
 /// Stage 1 of one trajectory: its summary, or why there is none.
@@ -290,17 +288,10 @@ fn plan_json(plan: &[Op], confidence: Option<f64>) -> String {
 }
 
 impl Banks {
-    /// The server's LLM, or FailedPrecondition: learning needs one.
-    pub fn learn_llm(&self) -> Result<Arc<Llm>, BankError> {
-        self.llm().cloned().ok_or_else(|| BankError::FailedPrecondition {
-            message: "learning from groups needs the server's LLM endpoint (start it with --llm-base-url and --llm-model)".into(),
-        })
-    }
-
     /// LearnFromGroup on `bank` (see the module doc).
     pub async fn learn_from_group(&self, bank: &str, mut groups: Vec<Vec<Trajectory>>, o: &LearnOptions) -> Result<LearnReport, BankError> {
         validate(&groups, o)?;
-        let llm = self.learn_llm()?;
+        let llm = self.require_llm("learning from groups")?;
         let limits = self.op_limits();
         let (library, version) = self.read(bank, |lib| (render(lib.iter()), lib.meta().version)).await?;
         if let Some(e) = o.expected_version.filter(|e| *e != version) {
