@@ -19,6 +19,12 @@ fn hash() -> EmbedService {
     EmbedService::new(Arc::new(HashEmbedder::default()), 2)
 }
 
+/// Banks in a SQLite file under `dir`, the hash embedder, `llm` and the default settings (for the
+/// tests of `agent/` and `learn/` too).
+pub(super) fn banks_with_llm(dir: &std::path::Path, llm: Option<Arc<crate::llm::Llm>>) -> Banks {
+    Banks::new(Arc::new(SqliteStore::open(dir).expect("the store opens")), hash(), llm, BanksConfig::default())
+}
+
 fn fresh() -> (tempfile::TempDir, Banks) {
     let dir = tempfile::tempdir().unwrap();
     let banks = banks_in(dir.path(), hash(), BanksConfig::default());
@@ -335,7 +341,7 @@ async fn merge_similar_with_the_llm_uses_its_text_or_falls_back_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let chat = Arc::new(ScriptedChat::new(|_| Ok("Verify every solution by substituting it back into the equation.".into())));
     let llm = Arc::new(Llm::new(chat.clone(), 0));
-    let b = Banks::new(Arc::new(SqliteStore::open(dir.path()).unwrap()), hash(), Some(llm), BanksConfig::default());
+    let b = banks_with_llm(dir.path(), Some(llm));
     b.create("lib", Kind::Experience, None, false).await.unwrap();
     for t in ["verify the solution by substitution", "verify the solution by substitution", "draw a diagram first"] {
         b.add("lib", t, NewFields::default(), None).await.unwrap();

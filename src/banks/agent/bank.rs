@@ -51,6 +51,13 @@ pub struct Consolidation {
     pub last_consolidated_at: Option<u64>,
 }
 
+/// Runs `f` (parsing or writing a document of up to a few megabytes of JSON) off the async workers.
+async fn off_workers<T: Send + 'static>(bank: &str, what: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, BankError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BankError::FailedPrecondition { message: format!("{what} the agent memory of bank {} failed: {e}", quoted(bank)) })
+}
+
 impl Banks {
     /// The agent bank's counters and document.
     async fn agent_doc(&self, name: &str) -> Result<(BankMeta, AgentMemory), BankError> {
@@ -60,10 +67,7 @@ impl Banks {
             return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_AGENT });
         }
         let Some(doc) = doc else { return Ok((meta, AgentMemory::new())) };
-        // A document holds up to a few megabytes of JSON: parsed off the async workers.
-        let read = tokio::task::spawn_blocking(move || AgentMemory::import(&doc)).await.map_err(|e| BankError::FailedPrecondition {
-            message: format!("reading the agent memory of bank {} failed: {e}", quoted(name)),
-        })?;
+        let read = off_workers(name, "reading", move || AgentMemory::import(&doc)).await?;
         let mem = read.map_err(|e| {
             BankError::Store(StoreError::Corrupt {
                 location: format!("{}, bank {}", self.store.location(), quoted(name)),
@@ -91,9 +95,7 @@ impl Banks {
             }
             let out = change(&mut mem)?;
             let next = BankMeta { version: meta.version + 1, ..meta.clone() };
-            let document = tokio::task::spawn_blocking(move || mem.export()).await.map_err(|e| BankError::FailedPrecondition {
-                message: format!("writing the agent memory of bank {} failed: {e}", quoted(name)),
-            })?;
+            let document = off_workers(name, "writing", move || mem.export()).await?;
             let commit = Commit { put: Vec::new(), delete: Vec::new(), clear: false, meta: next.clone(), document: Some(document) };
             match self.store.commit(meta.version, &commit).await? {
                 Committed::Done => return Ok((out, next)),
@@ -229,8 +231,6 @@ impl Banks {
     /// Seed 003's document of an agent bank.
     pub async fn export_agent(&self, bank: &str) -> Result<String, BankError> {
         let (_, mem) = self.agent_doc(bank).await?;
-        tokio::task::spawn_blocking(move || mem.export()).await.map_err(|e| BankError::FailedPrecondition {
-            message: format!("writing the agent memory of bank {} failed: {e}", quoted(bank)),
-        })
+        off_workers(bank, "writing", move || mem.export()).await
     }
 }

@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::banks::experience::{NewFields, OpStatus};
-use crate::banks::store::sqlite::SqliteStore;
-use crate::banks::{BanksConfig, Kind};
-use crate::embed::{EmbedService, HashEmbedder};
+use crate::banks::tests::banks_with_llm;
+use crate::banks::Kind;
 use crate::llm::fake::ScriptedChat;
 use crate::llm::{ChatRequest, LlmError};
 
@@ -38,8 +37,7 @@ async fn setup(reply: Reply, delay: Duration) -> (tempfile::TempDir, Arc<Banks>,
     chat.delay = delay;
     let chat = Arc::new(chat);
     let llm = Arc::new(Llm::new(chat.clone(), 0));
-    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
-    let b = Arc::new(Banks::new(Arc::new(SqliteStore::open(dir.path()).unwrap()), embed, Some(llm), BanksConfig::default()));
+    let b = Arc::new(banks_with_llm(dir.path(), Some(llm)));
     b.create("lib", Kind::Experience, None, false).await.unwrap();
     b.add("lib", "Verify solutions by substitution.", NewFields::default(), None).await.unwrap();
     (dir, b, chat)
@@ -185,8 +183,7 @@ async fn variation_rules_validation_and_no_llm() {
     let big = vec![traj("q", 0.0); MAX_GROUP_SIZE + 1];
     assert!(matches!(validate(&[big], &o), Err(BankError::ResourceExhausted { .. })));
     let dir = tempfile::tempdir().unwrap();
-    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
-    let b = Banks::new(Arc::new(SqliteStore::open(dir.path()).unwrap()), embed, None, BanksConfig::default());
+    let b = banks_with_llm(dir.path(), None);
     b.create("lib", Kind::Experience, None, false).await.unwrap();
     assert!(matches!(b.learn_from_group("lib", vec![g(&[0.0, 1.0])], &o).await, Err(BankError::FailedPrecondition { .. })));
 }

@@ -5,14 +5,12 @@ use std::sync::Arc;
 use crate::banks::agent::{AgentMemory, ConsolidateMode, Episode};
 use crate::banks::store::sqlite::SqliteStore;
 use crate::banks::store::{BankStore, Commit};
-use crate::banks::{BankError, Banks, BanksConfig, Kind};
-use crate::embed::{EmbedService, HashEmbedder};
+use crate::banks::{BankError, Banks, Kind};
 use crate::llm::fake::ScriptedChat;
 use crate::llm::Llm;
 
 fn banks(dir: &std::path::Path, llm: Option<Arc<Llm>>) -> Banks {
-    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
-    Banks::new(Arc::new(SqliteStore::open(dir).expect("the store opens")), embed, llm, BanksConfig::default())
+    crate::banks::tests::banks_with_llm(dir, llm)
 }
 
 fn episode(task: &str, score: f64, summary: &str) -> Episode {
