@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
+from memgym._requests import msg, pick
 from memgym.v1 import agent_pb2 as apb
 from memgym.v1 import banks_pb2 as bpb
 
@@ -43,20 +44,7 @@ MistakeCard = Union[apb.MistakeCardInput, Mapping[str, Any]]
 
 
 def _mode(value: Union[None, int, str]) -> int:
-    if value is None:
-        return apb.CONSOLIDATION_MODE_AUTO
-    if isinstance(value, int):
-        return value
-    key = value.strip().lower().replace("_", "-")
-    key = key[len("consolidation-mode-") :] if key.startswith("consolidation-mode-") else key
-    if key in CONSOLIDATION_MODES:
-        return CONSOLIDATION_MODES[key]
-    raise ValueError(f"unknown consolidation mode {value!r}; expected one of {sorted(CONSOLIDATION_MODES)}")
-
-
-def _msg(cls: Any, **fields: Any) -> Any:
-    """``cls(**fields)`` without the ``None`` values: an unset ``optional`` field takes the server's default."""
-    return cls(**{k: v for k, v in fields.items() if v is not None})
+    return pick(value, CONSOLIDATION_MODES, ("consolidation-mode-",), "consolidation mode", apb.CONSOLIDATION_MODE_AUTO)
 
 
 def mistake_card(card: MistakeCard) -> apb.MistakeCardInput:
@@ -96,7 +84,7 @@ def _record(
     mistake_cards: Sequence[MistakeCard],
     expected_version: Optional[int],
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         apb.RecordEpisodeRequest,
         bank=bank,
         task_id=task_id,
@@ -112,12 +100,12 @@ def _record(
 
 
 def _context(bank: str, task_id: Optional[str], max_rules: Optional[int], max_recent: Optional[int]) -> _Plan:
-    req = _msg(apb.BuildMemoryContextRequest, bank=bank, task_id=task_id, max_rules=max_rules, max_recent=max_recent)
+    req = msg(apb.BuildMemoryContextRequest, bank=bank, task_id=task_id, max_rules=max_rules, max_recent=max_recent)
     return _Plan("AgentMemory", "BuildMemoryContext", req, True)
 
 
 def _consolidate(bank: str, mode: Union[None, int, str], force: bool, expected_version: Optional[int]) -> _Plan:
-    req = _msg(
+    req = msg(
         apb.MaybeConsolidateRequest, bank=bank, mode=_mode(mode), force=bool(force), expected_version=expected_version
     )
     return _Plan("AgentMemory", "MaybeConsolidate", req, False)
@@ -125,7 +113,7 @@ def _consolidate(bank: str, mode: Union[None, int, str], force: bool, expected_v
 
 def _import(bank: str, data: Union[str, Mapping[str, Any]], replace: bool, expected_version: Optional[int]) -> _Plan:
     text = data if isinstance(data, str) else json.dumps(dict(data), ensure_ascii=False)
-    req = _msg(
+    req = msg(
         apb.ImportAgentMemoryRequest, bank=bank, data=text, replace=bool(replace), expected_version=expected_version
     )
     return _Plan("AgentMemory", "ImportAgentMemory", req, False)

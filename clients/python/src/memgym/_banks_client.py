@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any, AsyncIterator, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
+from memgym._requests import msg, pick
 from memgym.v1 import banks_pb2 as bpb
 
 #: Bank kinds accepted by ``create_bank(kind=...)``.
@@ -40,24 +41,6 @@ BANK_FORMATS = {
 #: Operations for ``apply_operations``: a list of operation dicts, an object holding one, or JSON text
 #: (an LLM's reply is passed on as it is; the server finds the operations in it).
 Operations = Union[str, Sequence[Mapping[str, Any]], Mapping[str, Any]]
-
-
-def _pick(value: Union[None, int, str], names: Mapping[str, int], what: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    key = value.strip().lower().replace("_", "-")
-    for prefix in ("bank-format-", "bank-kind-"):
-        key = key[len(prefix) :] if key.startswith(prefix) else key
-    if key in names:
-        return names[key]
-    raise ValueError(f"unknown {what} {value!r}; expected one of {sorted(names)}")
-
-
-def _msg(cls: Any, **fields: Any) -> Any:
-    """``cls(**fields)`` without the ``None`` values: an unset ``optional`` field takes the server's default."""
-    return cls(**{k: v for k, v in fields.items() if v is not None})
 
 
 def operations_json(operations: Operations) -> str:
@@ -78,7 +61,7 @@ class _Plan(NamedTuple):
 
 
 def _create_bank(name: str, kind: Union[None, int, str], max_size: Optional[int], if_not_exists: bool) -> _Plan:
-    req = _msg(bpb.CreateBankRequest, name=name, kind=_pick(kind, BANK_KINDS, "bank kind"), max_size=max_size)
+    req = msg(bpb.CreateBankRequest, name=name, kind=pick(kind, BANK_KINDS, ("bank-format-", "bank-kind-"), "bank kind"), max_size=max_size)
     req.if_not_exists = bool(if_not_exists)
     return _Plan("CreateBank", req, bool(if_not_exists))
 
@@ -92,7 +75,7 @@ def _add(
     expected_version: Optional[int],
     group_advantages: Optional[Sequence[float]],
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.AddExperienceRequest,
         bank=bank,
         text=text,
@@ -108,7 +91,7 @@ def _add(
 def _modify(
     bank: str, id: str, text: str, confidence: Optional[float], domain: Optional[str], expected_version: Optional[int]
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.ModifyExperienceRequest,
         bank=bank,
         id=id,
@@ -128,7 +111,7 @@ def _merge(
     domain: Optional[str],
     expected_version: Optional[int],
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.MergeExperiencesRequest,
         bank=bank,
         ids=list(ids),
@@ -143,7 +126,7 @@ def _merge(
 def _apply(
     bank: str, operations: Operations, partial: bool, dry_run: bool, expected_version: Optional[int]
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.ApplyOperationsRequest,
         bank=bank,
         operations_json=operations_json(operations),
@@ -168,7 +151,7 @@ def _format(
     system: Optional[str],
     read_only: bool,
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.FormatForPromptRequest,
         bank=bank,
         query=query or "",
@@ -184,7 +167,7 @@ def _format(
 def _retrieve(
     bank: str, query: str, top_k: int, min_similarity: Optional[float], domain: str, read_only: bool
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.RetrieveRequest,
         bank=bank,
         query=query,
@@ -205,7 +188,7 @@ def _compress(
     dry_run: bool,
     expected_version: Optional[int],
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.CompressRequest,
         bank=bank,
         max_size=max_size,
@@ -221,7 +204,7 @@ def _compress(
 def _merge_similar(
     bank: str, threshold: Optional[float], use_llm: bool, dry_run: bool, expected_version: Optional[int]
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         bpb.MergeSimilarRequest,
         bank=bank,
         threshold=threshold,
@@ -240,10 +223,10 @@ def _import(
     expected_version: Optional[int],
 ) -> _Plan:
     text = data if isinstance(data, str) else json.dumps(dict(data), ensure_ascii=False)
-    req = _msg(
+    req = msg(
         bpb.ImportBankRequest,
         bank=bank,
-        format=_pick(format, BANK_FORMATS, "bank format"),
+        format=pick(format, BANK_FORMATS, ("bank-format-", "bank-kind-"), "bank format"),
         data=text,
         replace=bool(replace),
         expected_version=expected_version,
@@ -252,7 +235,7 @@ def _import(
 
 
 def _export(bank: str, format: Union[int, str]) -> _Plan:
-    req = bpb.ExportBankRequest(bank=bank, format=_pick(format, BANK_FORMATS, "bank format"))
+    req = bpb.ExportBankRequest(bank=bank, format=pick(format, BANK_FORMATS, ("bank-format-", "bank-kind-"), "bank format"))
     return _Plan("ExportBank", req, True)
 
 
@@ -290,7 +273,7 @@ class BanksMixin:
 
     def delete_bank(self, name: str, *, expected_version: Optional[int] = None) -> bpb.DeleteBankResponse:
         """Deletes a bank and its records; never retried."""
-        req = _msg(bpb.DeleteBankRequest, name=name, expected_version=expected_version)
+        req = msg(bpb.DeleteBankRequest, name=name, expected_version=expected_version)
         return self._banks(_Plan("DeleteBank", req, False))
 
     # -- experiences --------------------------------------------------------------------------
@@ -327,7 +310,7 @@ class BanksMixin:
 
     def delete_experience(self, bank: str, id: str, *, expected_version: Optional[int] = None) -> bpb.WriteResponse:
         """Deletes an experience (NOT_FOUND for an unknown id)."""
-        req = _msg(bpb.DeleteExperienceRequest, bank=bank, id=id, expected_version=expected_version)
+        req = msg(bpb.DeleteExperienceRequest, bank=bank, id=id, expected_version=expected_version)
         return self._banks(_Plan("DeleteExperience", req, False))
 
     def merge_experiences(
@@ -411,7 +394,7 @@ class BanksMixin:
 
     def set_epoch(self, bank: str, epoch: int, *, expected_version: Optional[int] = None) -> bpb.WriteResponse:
         """The epoch new experiences and usage are stamped with."""
-        req = _msg(bpb.SetEpochRequest, bank=bank, epoch=epoch, expected_version=expected_version)
+        req = msg(bpb.SetEpochRequest, bank=bank, epoch=epoch, expected_version=expected_version)
         return self._banks(_Plan("SetEpoch", req, False))
 
     def get_stats(self, bank: str) -> bpb.BankStats:
@@ -494,7 +477,7 @@ class AsyncBanksMixin:
 
     async def delete_bank(self, name: str, *, expected_version: Optional[int] = None) -> bpb.DeleteBankResponse:
         """See ``MemgymClient.delete_bank``."""
-        req = _msg(bpb.DeleteBankRequest, name=name, expected_version=expected_version)
+        req = msg(bpb.DeleteBankRequest, name=name, expected_version=expected_version)
         return await self._banks(_Plan("DeleteBank", req, False))
 
     async def add_experience(
@@ -528,7 +511,7 @@ class AsyncBanksMixin:
         self, bank: str, id: str, *, expected_version: Optional[int] = None
     ) -> bpb.WriteResponse:
         """See ``MemgymClient.delete_experience``."""
-        req = _msg(bpb.DeleteExperienceRequest, bank=bank, id=id, expected_version=expected_version)
+        req = msg(bpb.DeleteExperienceRequest, bank=bank, id=id, expected_version=expected_version)
         return await self._banks(_Plan("DeleteExperience", req, False))
 
     async def merge_experiences(
@@ -608,7 +591,7 @@ class AsyncBanksMixin:
 
     async def set_epoch(self, bank: str, epoch: int, *, expected_version: Optional[int] = None) -> bpb.WriteResponse:
         """See ``MemgymClient.set_epoch``."""
-        req = _msg(bpb.SetEpochRequest, bank=bank, epoch=epoch, expected_version=expected_version)
+        req = msg(bpb.SetEpochRequest, bank=bank, epoch=epoch, expected_version=expected_version)
         return await self._banks(_Plan("SetEpoch", req, False))
 
     async def get_stats(self, bank: str) -> bpb.BankStats:

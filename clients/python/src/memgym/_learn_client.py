@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
+from memgym._requests import msg, pick
 from memgym.v1 import learn_pb2 as lpb
 
 #: Values of ``variation=`` (names as in learn.proto, lower case).
@@ -51,26 +52,14 @@ GroupOperations = Union[str, Sequence[Mapping[str, Any]]]
 _FIELDS = ("query", "output", "reward", "groundtruth", "summary")
 
 
-def _pick(value: Union[None, int, str], names: Mapping[str, int], prefix: str, what: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    key = value.strip().lower().replace("-", "_")
-    key = key[len(prefix) :] if key.startswith(prefix) else key
-    if key in names:
-        return names[key]
-    raise ValueError(f"unknown {what} {value!r}; expected one of {sorted(names)}")
-
-
 def variation_rule(value: Union[None, int, str]) -> int:
     """``None`` (the server's default, SPREAD), ``"spread"``, ``"mean_between"`` or the enum value."""
-    return _pick(value, VARIATION_RULES, "variation_rule_", "variation rule")
+    return pick(value, VARIATION_RULES, ("variation_rule_",), "variation rule")
 
 
 def learn_mode(value: Union[None, int, str]) -> int:
     """``None`` (the server's default, THREE_STAGE), ``"three_stage"``, ``"four_stage"`` or the enum value."""
-    return _pick(value, LEARN_MODES, "learn_mode_", "learn mode")
+    return pick(value, LEARN_MODES, ("learn_mode_",), "learn mode")
 
 
 def trajectory_message(t: TrajectoryLike) -> lpb.Trajectory:
@@ -112,9 +101,6 @@ def group_operations_json(ops: GroupOperations) -> str:
     return json.dumps([dict(op) if isinstance(op, Mapping) else op for op in ops], ensure_ascii=False, default=str)
 
 
-def _msg(cls: Any, **fields: Any) -> Any:
-    """``cls(**fields)`` without the ``None`` values: an unset ``optional`` field takes the server's default."""
-    return cls(**{k: v for k, v in fields.items() if v is not None})
 
 
 class _Plan(NamedTuple):
@@ -136,7 +122,7 @@ def _learn(
 ) -> _Plan:
     if isinstance(groups, (str, bytes, Mapping)):
         raise TypeError("groups must be a list of groups (each a list of trajectories)")
-    req = _msg(
+    req = msg(
         lpb.LearnFromGroupRequest,
         bank=bank,
         groups=[trajectory_group(g) for g in groups],
@@ -151,7 +137,7 @@ def _learn(
 
 
 def _summarize(trajectory: TrajectoryLike, use_groundtruth: Optional[bool]) -> _Plan:
-    req = _msg(lpb.SummarizeTrajectoryRequest, trajectory=trajectory_message(trajectory), use_groundtruth=use_groundtruth)
+    req = msg(lpb.SummarizeTrajectoryRequest, trajectory=trajectory_message(trajectory), use_groundtruth=use_groundtruth)
     return _Plan("SummarizeTrajectory", req)
 
 
@@ -163,7 +149,7 @@ def _extract(
     variation: Union[None, int, str],
     mode: Union[None, int, str],
 ) -> _Plan:
-    req = _msg(
+    req = msg(
         lpb.ExtractGroupOperationsRequest,
         trajectories=list(trajectory_group(trajectories).trajectories),
         experiences=experiences or "",
