@@ -170,9 +170,8 @@ impl AgentRpc for AgentService {
         let span = tracing::info_span!("import_agent_memory", bank = %name(&bank), replace);
         logged(
             async {
-                let meta = self.banks.import_agent(&bank, &data, replace, expected_version).await?;
-                let (s, _) = self.banks.agent_summary(&bank).await?;
-                Ok(pb::ImportAgentMemoryResponse { version: meta.version, total_episodes: s.total_episodes })
+                let (meta, total_episodes) = self.banks.import_agent(&bank, &data, replace, expected_version).await?;
+                Ok(pb::ImportAgentMemoryResponse { version: meta.version, total_episodes })
             }
             .instrument(span)
             .await,

@@ -209,10 +209,12 @@ impl Banks {
         Ok((c, meta))
     }
 
-    /// Imports seed 003's document into an agent bank (created if missing). A bank that has recorded
-    /// episodes is replaced only with `replace`.
-    pub async fn import_agent(&self, bank: &str, json: &str, replace: bool, expected: Option<u64>) -> Result<BankMeta, BankError> {
-        let imported = AgentMemory::import(json)?;
+    /// Imports seed 003's document into an agent bank (created if missing); returns the bank's counters
+    /// and the document's episode count. A bank that has recorded episodes is replaced only with `replace`.
+    pub async fn import_agent(&self, bank: &str, json: &str, replace: bool, expected: Option<u64>) -> Result<(BankMeta, u64), BankError> {
+        let json = json.to_string();
+        let imported = off_workers(bank, "reading", move || AgentMemory::import(&json)).await??;
+        let total = imported.total_episodes;
         self.create(bank, Kind::Agent, None, true).await?;
         let ((), meta) = self
             .agent_write(bank, expected, |mem| {
@@ -225,7 +227,7 @@ impl Banks {
                 Ok(())
             })
             .await?;
-        Ok(meta)
+        Ok((meta, total))
     }
 
     /// Seed 003's document of an agent bank.

@@ -166,8 +166,8 @@ async fn import_and_export_seed_documents() {
                   "task_rules": {"t": ["[WORKS] plan first"]},
                   "episode_log": [{"timestamp": "2025-01-01T00:00:00+00:00", "task_id": "t", "score": 0.9, "steps": 3, "summary": "ok"}],
                   "score_history": {"t": [0.9, 0.2]}, "mistakes": ["rushed"]}"#;
-    let meta = b.import_agent("imported", old, false, None).await.unwrap();
-    assert_eq!(meta.version, 1);
+    let (meta, total) = b.import_agent("imported", old, false, None).await.unwrap();
+    assert_eq!((meta.version, total), (1, 2));
     let mem = AgentMemory::import(&b.export_agent("imported").await.unwrap()).unwrap();
     assert_eq!((mem.total_episodes, mem.last_consolidated_at, mem.mistake_cards.len()), (2, None, 0));
     assert!(b.memory_context("imported", Some("t"), 5, 3).await.unwrap().contains("Your mean score on t: 0.55 (over 2 episodes)"));
