@@ -249,3 +249,29 @@ def test_bank_merge_similar_asks_the_real_model_once_per_group(llm):
         assert sorted(kept) == ["G2", "G3"] and kept["G3"].text == group.text
         assert kept["G3"].confidence == pytest.approx(0.8)
         print("bank merge by the model:", "offline fallback: " + group.note if group.note else repr(group.text))
+
+
+def test_agent_memory_consolidation_asks_the_real_model(llm):
+    """MaybeConsolidate in LLM mode on an agent bank: the model is asked once; either its rules are merged as
+    ``[CONSOLIDATED] …`` global rules and the counter advances, or its reply gave no rules, nothing changed and
+    the response says why."""
+    with running_server(*memgym_flags(llm)) as address, MemgymClient(address, timeout=600) as client:
+        client.create_agent_bank("agent")
+        for i in range(20):
+            client.record_episode(
+                "agent", task_id="qa", score=0.9 if i % 2 else 0.3, steps=3,
+                trajectory_summary=f"run {i}: searched the memory, then answered" if i % 2 else f"run {i}: guessed without searching",
+            )
+        asked = len(llm.requests())
+        before = client.get_agent_summary("agent")
+        resp = client.maybe_consolidate("agent", mode="llm")
+        assert len(llm.requests()) == asked + 1, "one request"
+        after = client.get_agent_summary("agent")
+        if resp.ran:
+            assert resp.mode == "llm" and resp.last_consolidated_at == 20 and resp.rules_added
+            assert all(r.startswith("[CONSOLIDATED] ") for r in resp.rules_added)
+            assert after.version == before.version + 1 and after.global_rules == len(resp.rules_added)
+        else:
+            assert resp.error and not resp.HasField("last_consolidated_at"), resp
+            assert after.version == before.version and after.global_rules == 0
+        print("agent consolidation by the model:", list(resp.rules_added) or resp.error)
