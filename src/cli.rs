@@ -259,12 +259,37 @@ pub struct ServeArgs {
     /// Seconds to let in-flight calls finish after SIGTERM/Ctrl-C.
     #[arg(long, env = "MEMGYM_DRAIN_SECS", default_value_t = 10)]
     pub drain_secs: u64,
+    /// Also serve OpenEnv's HTTP + WebSocket protocol on this address (`/ws`, `/reset`, `/step`, `/state`,
+    /// `/health`, `/metadata`, `/schema`, `/openapi.json`, `/mcp`). Off unless given.
+    #[arg(long, env = "MEMGYM_OPENENV_ADDR")]
+    pub openenv_addr: Option<SocketAddr>,
+    /// Concurrent OpenEnv sessions (WebSocket connections plus `openenv/session/create` sessions); one more
+    /// is told CAPACITY_REACHED. Episodes also count against --max-episodes.
+    #[arg(long, env = "MEMGYM_OPENENV_MAX_SESSIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub openenv_max_sessions: u32,
+    /// Also serve MCP (streamable HTTP, path `/mcp`) on this address. Off unless given. OpenEnv's
+    /// `/mcp` serves the same tools.
+    #[arg(long, env = "MEMGYM_MCP_ADDR")]
+    pub mcp_addr: Option<SocketAddr>,
+    /// `Host` header values the MCP endpoints accept (DNS-rebinding protection), comma-separated; a name
+    /// without a port matches any port. `*` accepts any Host (behind a proxy or in a container).
+    #[arg(long, env = "MEMGYM_MCP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
+    pub mcp_allowed_hosts: String,
     /// Environment settings.
     #[command(flatten)]
     pub env: EnvArgs,
     /// Banks settings.
     #[command(flatten)]
     pub banks: BanksArgs,
+}
+
+impl ServeArgs {
+    /// The MCP endpoints' settings.
+    pub fn mcp_options(&self) -> crate::api::mcp::McpOptions {
+        let hosts: Vec<String> = self.mcp_allowed_hosts.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
+        let allowed_hosts = if hosts.iter().any(|h| h == "*") { Vec::new() } else { hosts };
+        crate::api::mcp::McpOptions { allowed_hosts }
+    }
 }
 
 /// Where the memory banks live.

@@ -153,6 +153,19 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 }
 
+/// "a string", "an array", … : what a `serde_json::Value` is, for error messages.
+pub fn kind_of(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,7 +46,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),
                     embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
-                server::serve_with(listener, env, banks, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await
+                let mut faces = server::Faces::default();
+                if let Some(addr) = a.openenv_addr {
+                    let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--openenv-addr: cannot listen on {addr}: {e}"))?;
+                    tracing::info!(addr = %l.local_addr()?, max_sessions = a.openenv_max_sessions, "openenv listening");
+                    let options = memgym::api::openenv::OpenEnvOptions { max_sessions: a.openenv_max_sessions as usize, mcp: a.mcp_options() };
+                    faces.openenv = Some((l, options));
+                }
+                if let Some(addr) = a.mcp_addr {
+                    let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--mcp-addr: cannot listen on {addr}: {e}"))?;
+                    tracing::info!(addr = %l.local_addr()?, "mcp listening (path /mcp)");
+                    faces.mcp = Some((l, a.mcp_options()));
+                }
+                server::serve_all(listener, env, banks, faces, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await
             })
         }
         Command::Dataset(DatasetCommand::Convert { locomo, out }) => {

@@ -1,6 +1,7 @@
 //! Builds and runs the gRPC server: the memgym services (episodes, dataset, and the banks when the
 //! server has them), standard health, reflection (v1 and v1alpha, so grpcurl 1.8 works), the idle
-//! reaper, the banks' usage flusher, and graceful shutdown with a drain deadline.
+//! reaper, the banks' usage flusher, and graceful shutdown with a drain deadline; beside them, on their own
+//! listeners, the JSON faces (OpenEnv and MCP over HTTP).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -17,6 +18,9 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::api::deadline::DeadlineLayer;
+use crate::api::gateway::Gateway;
+use crate::api::mcp::{self, McpOptions};
+use crate::api::openenv::{self, OpenEnvOptions};
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
@@ -60,6 +64,74 @@ pub async fn serve_with(
     banks: Option<Arc<Banks>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
+) -> anyhow::Result<()> {
+    serve_all(listener, env, banks, Faces::default(), shutdown, drain).await
+}
+
+/// The JSON faces served beside gRPC, each on its own listener: OpenEnv (HTTP and WebSocket, with MCP
+/// behind its `/mcp`) and standard MCP.
+#[derive(Debug, Default)]
+pub struct Faces {
+    /// `--openenv-addr`.
+    pub openenv: Option<(TcpListener, OpenEnvOptions)>,
+    /// `--mcp-addr`.
+    pub mcp: Option<(TcpListener, McpOptions)>,
+}
+
+impl Faces {
+    /// Starts the faces' HTTP servers; they stop accepting when `stop` fires.
+    fn spawn(self, env: &Arc<Environment>, stop: &tokio::sync::watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+        let gateway = Gateway::new(env.clone());
+        let mut routers = Vec::new();
+        if let Some((listener, options)) = self.openenv {
+            routers.push(("openenv", listener, openenv::router(gateway.clone(), &options)));
+        }
+        if let Some((listener, options)) = self.mcp {
+            routers.push(("mcp", listener, mcp::router(gateway.clone(), &options)));
+        }
+        routers
+            .into_iter()
+            .map(|(face, listener, router)| {
+                let mut stop = stop.clone();
+                tokio::spawn(async move {
+                    let stopped = async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    };
+                    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+                        tracing::error!(face, error = %e, "HTTP face stopped");
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// [`serve_with`] plus the JSON faces.
+pub async fn serve_all(
+    listener: TcpListener,
+    env: Arc<Environment>,
+    banks: Option<Arc<Banks>>,
+    faces: Faces,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: Duration,
+) -> anyhow::Result<()> {
+    let (faces_stop, faces_stopped) = tokio::sync::watch::channel(false);
+    let faces = faces.spawn(&env, &faces_stopped);
+    let out = serve_grpc(listener, env, banks, shutdown, drain, &faces_stop).await;
+    let _ = faces_stop.send(true);
+    for f in faces {
+        f.abort();
+    }
+    out
+}
+
+async fn serve_grpc(
+    listener: TcpListener,
+    env: Arc<Environment>,
+    banks: Option<Arc<Banks>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: Duration,
+    faces_stop: &tokio::sync::watch::Sender<bool>,
 ) -> anyhow::Result<()> {
     let (mut health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MemoryEnvServer<MemoryEnvService>>().await;
@@ -117,6 +189,7 @@ pub async fn serve_with(
         () = shutdown => {}
     }
     tracing::info!("shutting down: health NOT_SERVING, draining in-flight calls");
+    let _ = faces_stop.send(true);
     for name in &health_names {
         health_reporter.set_service_status(name, ServingStatus::NotServing).await;
     }
@@ -221,6 +294,10 @@ pub async fn shutdown_signal() {
 pub struct Running {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where the OpenEnv face listens, when served.
+    pub openenv_addr: Option<SocketAddr>,
+    /// Where the MCP face listens, when served.
+    pub mcp_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     handle: JoinHandle<anyhow::Result<()>>,
 }
@@ -242,17 +319,39 @@ pub async fn spawn(env: Arc<Environment>, addr: SocketAddr) -> anyhow::Result<Ru
 
 /// [`spawn`] with the banks service too.
 pub async fn spawn_with(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr: SocketAddr) -> anyhow::Result<Running> {
+    spawn_all(env, banks, addr, None, None).await
+}
+
+/// [`spawn_with`] plus the JSON faces, each on its own `127.0.0.1:0` listener.
+pub async fn spawn_all(
+    env: Arc<Environment>,
+    banks: Option<Arc<Banks>>,
+    addr: SocketAddr,
+    openenv: Option<OpenEnvOptions>,
+    mcp: Option<McpOptions>,
+) -> anyhow::Result<Running> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    let loopback: SocketAddr = "127.0.0.1:0".parse()?;
+    let mut faces = Faces::default();
+    if let Some(o) = openenv {
+        faces.openenv = Some((TcpListener::bind(loopback).await?, o));
+    }
+    if let Some(o) = mcp {
+        faces.mcp = Some((TcpListener::bind(loopback).await?, o));
+    }
+    let openenv_addr = faces.openenv.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
+    let mcp_addr = faces.mcp.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
     let (tx, rx) = oneshot::channel::<()>();
-    let handle = tokio::spawn(serve_with(
+    let handle = tokio::spawn(serve_all(
         listener,
         env,
         banks,
+        faces,
         async {
             let _ = rx.await;
         },
         Duration::from_secs(5),
     ));
-    Ok(Running { addr, stop: Some(tx), handle })
+    Ok(Running { addr, openenv_addr, mcp_addr, stop: Some(tx), handle })
 }

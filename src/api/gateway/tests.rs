@@ -1,0 +1,90 @@
+//! The reading of episode-opening keys and the JSON renderings, without a server.
+
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+fn map(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+#[test]
+fn open_keys_are_read_with_their_types_and_null_means_unset() {
+    let r = open_request(&map(json!({"question_id": "conv-26:q3", "seed": 7, "max_steps": 5.0, "evaluator": "LLM-F1",
+        "include_adversarial": true, "episode_id": null})))
+    .unwrap();
+    assert_eq!((r.question_id.as_str(), r.seed, r.max_steps, r.include_adversarial), ("conv-26:q3", Some(7), Some(5), true));
+    assert_eq!(r.evaluator, pb::Evaluator::LlmF1 as i32);
+    assert!(r.episode_id.is_empty() && r.custom.is_none());
+    let empty = open_request(&Map::new()).unwrap();
+    assert_eq!((empty.seed, empty.evaluator), (None, pb::Evaluator::Unspecified as i32));
+}
+
+#[test]
+fn bad_open_keys_name_the_field() {
+    let cases = [
+        (json!({"questionid": "x"}), "questionid: unknown key"),
+        (json!({"seed": -1}), "seed: must be a non-negative integer"),
+        (json!({"seed": 1.5}), "seed: must be a non-negative integer"),
+        (json!({"max_steps": "ten"}), "max_steps: must be a non-negative integer, got a string"),
+        (json!({"max_steps": 5_000_000_000u64}), "max_steps: too large"),
+        (json!({"evaluator": "gpt"}), "evaluator: must be one of answer_recall, llm_f1, llm_judge"),
+        (json!({"include_adversarial": "yes"}), "include_adversarial: must be a boolean"),
+        (json!({"question_id": 3}), "question_id: must be a string, got a number"),
+    ];
+    for (args, want) in cases {
+        let e = open_request(&map(args.clone())).unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().starts_with(want), "{args}: {}", e.message());
+    }
+}
+
+#[test]
+fn a_long_bad_key_is_quoted_by_a_prefix_only() {
+    let key = "k".repeat(5_000);
+    let e = open_request(&map(json!({ key: 1 }))).unwrap_err();
+    assert!(e.message().len() < 400, "{}", e.message().len());
+}
+
+#[test]
+fn breakdown_json_keeps_every_field_name_of_the_grpc_message() {
+    let r =
+        pb::ScoreEpisodeResponse { reward: 0.25, p_new: 0.5, retrieved_new: vec!["m0001".into()], f1_new: Some(0.5), ..Default::default() };
+    let v = breakdown_json(r);
+    assert_eq!((v["reward"].as_f64(), v["p_new"].as_f64(), v["f1_new"].as_f64()), (Some(0.25), Some(0.5), Some(0.5)));
+    assert_eq!(v["retrieved_new"], json!(["m0001"]));
+    assert_eq!(v.as_object().unwrap().len(), 27);
+    assert!(score_text(&v).starts_with("Scored: reward 0.2500"));
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        ".{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(2, 8, 4, |inner| prop::collection::vec(inner, 0..3).prop_map(Value::Array))
+}
+
+proptest! {
+    #[test]
+    fn open_request_never_panics_and_refuses_or_keeps_the_keys(
+        keys in prop::collection::vec(prop_oneof![
+            Just("question_id".to_string()), Just("seed".to_string()), Just("max_steps".to_string()),
+            Just("evaluator".to_string()), Just("include_adversarial".to_string()), "[a-z_]{1,12}"], 0..6),
+        values in prop::collection::vec(json_value(), 6),
+    ) {
+        let m: Map<String, Value> = keys.into_iter().zip(values).collect();
+        match open_request(&m) {
+            Ok(r) => prop_assert!(r.custom.is_none()),
+            Err(e) => {
+                prop_assert_eq!(e.code(), Code::InvalidArgument);
+                let field = e.message().split(':').next().unwrap_or("").to_string();
+                prop_assert!(m.keys().any(|k| crate::quote::name(k) == field), "{}", e.message());
+            }
+        }
+    }
+}

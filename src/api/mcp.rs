@@ -1,0 +1,247 @@
+//! MCP (Model Context Protocol): memgym's episodes as nine tools any agent framework can call — the six
+//! memory tools plus `create_episode`, `score_episode` and `close_episode`. Every editing tool takes
+//! `episode_id`: the stateless 2026-07-28 protocol has no session to hold an episode, and one MCP
+//! session may drive many episodes. Served over streamable HTTP by the official Rust SDK (rmcp, pinned;
+//! both the initialize handshake versions and the stateless `server/discover` wire), and, with the same
+//! tool table, over OpenEnv's `/mcp` JSON-RPC dialect (`openenv/dialect.rs`).
+//!
+//! The six tools' input schemas are ListTools' parameters plus `episode_id`; results carry the compact text
+//! as text content and the gRPC response's fields as `structuredContent`. A refused call (bad argument,
+//! unknown episode, budget spent) is a result with `isError: true` naming the field, never a protocol
+//! error; only an unknown tool name is (invalid params), as the MCP specification has it.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+use tonic::Status;
+use tracing::Instrument;
+
+use super::gateway::{code_name, episode_json, is_tool, open_properties, score_text, tool_schemas, Gateway};
+
+/// The three episode tools, after the six memory tools.
+pub const EPISODE_TOOLS: [&str; 3] = ["create_episode", "score_episode", "close_episode"];
+
+/// What the `episode_id` argument of the editing tools says.
+const EPISODE_ID: &str = "The episode to act on (from create_episode).";
+
+/// The nine tools as MCP describes them: `{"name", "description", "inputSchema"}`.
+pub fn tools_json() -> Vec<Value> {
+    let mut out = Vec::with_capacity(9);
+    for s in tool_schemas() {
+        let f = &s["function"];
+        let mut schema = f["parameters"].clone();
+        let mut props = Map::new();
+        props.insert("episode_id".into(), json!({"type": "string", "description": EPISODE_ID}));
+        if let Some(p) = schema["properties"].as_object() {
+            props.extend(p.clone());
+        }
+        schema["properties"] = Value::Object(props);
+        let mut required = vec![Value::from("episode_id")];
+        required.extend(schema["required"].as_array().cloned().unwrap_or_default());
+        schema["required"] = Value::Array(required);
+        out.push(json!({"name": f["name"], "description": f["description"], "inputSchema": schema}));
+    }
+    let open = open_properties();
+    let id_only =
+        json!({"type": "object", "properties": {"episode_id": {"type": "string", "description": EPISODE_ID}}, "required": ["episode_id"]});
+    out.push(json!({"name": EPISODE_TOOLS[0], "description": "Opens an episode: one LoCoMo conversation's memory and a target question. Returns its episode_id and question.",
+        "inputSchema": {"type": "object", "properties": open, "required": []}}));
+    out.push(json!({"name": EPISODE_TOOLS[1], "description": "Scores the episode (idempotent; finalises it): reward = performance_delta x memory_efficiency, with the breakdown.",
+        "inputSchema": id_only}));
+    out.push(json!({"name": EPISODE_TOOLS[2], "description": "Closes the episode and frees it (idempotent).", "inputSchema": id_only}));
+    out
+}
+
+/// A tool's answer in MCP terms.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The text content.
+    pub text: String,
+    /// `structuredContent` (an object).
+    pub structured: Value,
+    /// A refused call.
+    pub is_error: bool,
+}
+
+impl Reply {
+    fn ok(text: String, structured: Value) -> Self {
+        Reply { text, structured, is_error: false }
+    }
+
+    fn refused(s: &Status) -> Self {
+        let code = code_name(s.code());
+        Reply {
+            text: format!("Error: {}", s.message()),
+            structured: json!({"error": {"code": code, "message": s.message()}}),
+            is_error: true,
+        }
+    }
+}
+
+/// Runs tool `name` with `args`; `None` for a name that is not one of the nine.
+pub async fn call(gw: &Gateway, name: &str, mut args: Map<String, Value>) -> Option<Reply> {
+    let name = name.trim();
+    if !is_tool(name) && !EPISODE_TOOLS.contains(&name) {
+        return None;
+    }
+    let r = if name == EPISODE_TOOLS[0] {
+        gw.open(&args).await.map(|o| {
+            let text = format!(
+                "Episode {} opened: {} memories, {} steps. Question: {}",
+                o.state.episode_id, o.state.memory_count, o.state.max_steps, o.state.question
+            );
+            Reply::ok(text, episode_json(&o.state, Some(o.created)))
+        })
+    } else {
+        match take_episode_id(&mut args) {
+            Err(s) => Err(s),
+            Ok(id) if name == EPISODE_TOOLS[1] => match only_episode_id(&args) {
+                Err(s) => Err(s),
+                Ok(()) => gw.score(&id).await.map(|b| Reply::ok(score_text(&b), b)),
+            },
+            Ok(id) if name == EPISODE_TOOLS[2] => match only_episode_id(&args) {
+                Err(s) => Err(s),
+                Ok(()) => {
+                    gw.close(&id).await.map(|()| Reply::ok(format!("Episode {id} closed."), json!({"episode_id": id, "closed": true})))
+                }
+            },
+            Ok(id) => gw.call(&id, name, &Value::Object(args)).await.map(|c| Reply::ok(c.text, c.structured)),
+        }
+    };
+    Some(r.unwrap_or_else(|s| Reply::refused(&s)))
+}
+
+fn take_episode_id(args: &mut Map<String, Value>) -> Result<String, Status> {
+    match args.remove("episode_id") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        None | Some(Value::Null) => Err(Status::invalid_argument("episode_id: is required")),
+        Some(Value::String(_)) => Err(Status::invalid_argument("episode_id: is required (got an empty string)")),
+        Some(v) => Err(Status::invalid_argument(format!("episode_id: must be a string, got {}", super::gateway::kind(&v)))),
+    }
+}
+
+fn only_episode_id(args: &Map<String, Value>) -> Result<(), Status> {
+    match args.keys().next() {
+        Some(k) => Err(Status::invalid_argument(format!("{}: unknown argument (expected episode_id)", crate::quote::name(k)))),
+        None => Ok(()),
+    }
+}
+
+/// The MCP server handler (rmcp): one per MCP session, all sharing the gateway.
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    gw: Gateway,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl McpServer {
+    /// A handler over `gw`.
+    pub fn new(gw: Gateway) -> Self {
+        let tools = tools_json()
+            .into_iter()
+            .filter_map(|t| {
+                let schema = t["inputSchema"].as_object()?.clone();
+                let name = t["name"].as_str()?.to_string();
+                let description = t["description"].as_str().unwrap_or_default().to_string();
+                Some(Tool::new(name, description, schema))
+            })
+            .collect();
+        McpServer { gw, tools: Arc::new(tools) }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        info.server_info = Implementation::new("memgym", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "memgym: a memory-editing RL environment. create_episode opens one LoCoMo conversation's memory and a question; \
+             edit it with search_memory, manage_memory, delete_memory, sample_memory, merge_memory and split_memory \
+             (each takes episode_id); score_episode returns the reward; close_episode frees it."
+                .into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, _context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let span = tracing::info_span!("mcp_tool", tool = %crate::quote::name(&name));
+        let args = request.arguments.unwrap_or_default();
+        let Some(reply) = call(&self.gw, &name, args).instrument(span).await else {
+            return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::quote::quoted(&name)), None));
+        };
+        let mut result = if reply.is_error {
+            CallToolResult::error(vec![ContentBlock::text(reply.text)])
+        } else {
+            CallToolResult::success(vec![ContentBlock::text(reply.text)])
+        };
+        result.structured_content = Some(reply.structured);
+        Ok(result.into())
+    }
+}
+
+/// How the MCP endpoint is served.
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// `Host` header values accepted (DNS-rebinding protection); empty accepts any.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// The streamable-HTTP MCP service (serve it at `/mcp` through [`handle`]).
+pub fn service(gw: Gateway, options: &McpOptions) -> Service {
+    let config = StreamableHttpServerConfig::default();
+    let config = if options.allowed_hosts.is_empty() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(options.allowed_hosts.clone())
+    };
+    let handler = McpServer::new(gw);
+    StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config)
+}
+
+/// The service rmcp builds, as the faces hold it.
+pub type Service = StreamableHttpService<McpServer, LocalSessionManager>;
+
+/// Hands one HTTP request to rmcp. A successful session DELETE is answered 204 No Content rather than
+/// rmcp's 202: the official Python client accepts 200, 204 or 405 there and logs a warning otherwise.
+pub async fn handle(service: &Service, request: axum::extract::Request) -> axum::response::Response {
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = service.handle(request).await.map(axum::body::Body::new);
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+    }
+    response
+}
+
+/// A router serving MCP alone at `/mcp` (`--mcp-addr`).
+pub fn router(gw: Gateway, options: &McpOptions) -> axum::Router {
+    let service = Arc::new(service(gw, options));
+    axum::Router::new().route(
+        "/mcp",
+        axum::routing::any(move |request: axum::extract::Request| {
+            let service = service.clone();
+            async move { handle(&service, request).await }
+        }),
+    )
+}

@@ -1,0 +1,159 @@
+//! OpenEnv's HTTP routes. `/reset`, `/step` and `/state` are stateless, as OpenEnv's are: each request
+//! runs on a throwaway environment instance (its episode is closed before the reply), so they never hold a
+//! session place. Episodes that last run over `/ws`. Errors of the stateless routes are FastAPI's shape,
+//! HTTP 422 `{"detail": [{"loc", "msg", "type"}]}`, or 500 when the environment failed.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use super::session::{ErrorCode, Failure, Session};
+use super::{dialect, schema, ws, OpenEnv};
+use crate::api::gateway::{kind, OPEN_KEYS};
+
+/// Largest body the HTTP routes read (the gRPC server's message cap).
+const MAX_BODY: usize = crate::server::MAX_MESSAGE_BYTES;
+
+pub(super) async fn health() -> Json<Value> {
+    Json(json!({"status": "healthy"}))
+}
+
+pub(super) async fn metadata() -> Json<Value> {
+    Json(schema::metadata())
+}
+
+pub(super) async fn schema() -> Json<Value> {
+    Json(schema::schema())
+}
+
+pub(super) async fn openapi() -> Json<Value> {
+    Json(schema::openapi())
+}
+
+pub(super) async fn state() -> Json<Value> {
+    Json(json!({"episode_id": null, "step_count": 0}))
+}
+
+/// `POST /reset`: the reset keys (an empty body is `{}`).
+pub(super) async fn reset(State(openenv): State<Arc<OpenEnv>>, body: Bytes) -> Response {
+    let data = match body_object(&body) {
+        Ok(d) => d,
+        Err(f) => return failure(&f),
+    };
+    let mut session = Session::new(openenv.gateway.clone());
+    let r = session.reset(&data).await;
+    session.end_now().await;
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(f) => failure(&f),
+    }
+}
+
+/// `POST /step`: `{"action": {...}}`, optionally with `timeout_s`, `request_id` and the reset keys that
+/// choose the throwaway episode.
+pub(super) async fn step(State(openenv): State<Arc<OpenEnv>>, body: Bytes) -> Response {
+    let mut data = match body_object(&body) {
+        Ok(d) => d,
+        Err(f) => return failure(&f),
+    };
+    let Some(action) = data.remove("action") else {
+        return failure(&Failure::new(ErrorCode::Validation, "action: is required"));
+    };
+    match data.remove("timeout_s") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|t| t.is_finite() && t > 0.0) => {}
+        Some(v) => return failure(&Failure::new(ErrorCode::Validation, format!("timeout_s: must be a positive number, got {}", kind(&v)))),
+    }
+    match data.remove("request_id") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.len() <= 255 => {}
+        Some(_) => return failure(&Failure::new(ErrorCode::Validation, "request_id: must be a string of at most 255 bytes")),
+    }
+    if let Some(k) = data.keys().find(|k| !OPEN_KEYS.iter().any(|(n, _, _)| n == k)) {
+        return failure(&Failure::new(ErrorCode::Validation, format!("{}: unknown key", crate::quote::name(k))));
+    }
+    let mut session = Session::new(openenv.gateway.clone());
+    let r = match session.reset(&data).await {
+        Ok(_) => session.step(&action).await,
+        Err(f) => Err(f),
+    };
+    session.end_now().await;
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(f) => failure(&f),
+    }
+}
+
+/// `GET /ws` (optionally `?session_id=` of an `openenv/session/create` session).
+pub(super) async fn websocket(
+    State(openenv): State<Arc<OpenEnv>>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let upgrade = upgrade.max_message_size(MAX_BODY).max_frame_size(MAX_BODY);
+    let attach = query.get("session_id").cloned();
+    upgrade.on_upgrade(move |socket| async move {
+        let slot = match &attach {
+            Some(id) => openenv.slots.attach(id).ok_or_else(|| {
+                json!({"type": "error", "data": {"code": ErrorCode::Session.as_str(),
+                    "message": format!("session {} is unknown or already attached", crate::quote::quoted(id))}})
+            }),
+            None => openenv.slots.acquire().map_err(|(active, max)| {
+                json!({"type": "error", "data": {"code": ErrorCode::CapacityReached.as_str(),
+                    "message": format!("Server at capacity: {active}/{max} sessions active. Cannot accept new connections."),
+                    "active_sessions": active, "max_sessions": max}})
+            }),
+        };
+        match slot {
+            Ok(slot) => {
+                ws::serve(socket, openenv.clone(), slot).await;
+                if let Some(id) = &attach {
+                    openenv.slots.detach(id);
+                }
+            }
+            Err(frame) => ws::refuse(socket, frame).await,
+        }
+    })
+}
+
+/// `/mcp`: standard MCP to rmcp, everything else OpenEnv's JSON-RPC dialect (always HTTP 200).
+pub(super) async fn mcp(State(openenv): State<Arc<OpenEnv>>, request: Request) -> Response {
+    if request.method() != http::Method::POST || dialect::is_standard_mcp(request.headers()) {
+        return crate::api::mcp::handle(&openenv.mcp, request).await;
+    }
+    let answer = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
+        Ok(body) => dialect::answer_bytes(&openenv, &body).await,
+        Err(e) => {
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {}", crate::quote::cut(&e.to_string())), "data": null}})
+        }
+    };
+    Json(answer).into_response()
+}
+
+fn body_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(v) => Err(Failure::new(ErrorCode::Validation, format!("body: must be a JSON object, got {}", kind(&v)))),
+        Err(e) => Err(Failure::new(ErrorCode::InvalidJson, format!("body: not valid JSON: {}", crate::quote::cut(&e.to_string())))),
+    }
+}
+
+/// FastAPI's error shapes: 422 for bad input, 500 when the environment failed.
+fn failure(f: &Failure) -> Response {
+    let status = match f.code {
+        ErrorCode::Validation | ErrorCode::InvalidJson | ErrorCode::UnknownType => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::Execution | ErrorCode::CapacityReached | ErrorCode::Session => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let field = f.message.split(':').next().filter(|p| !p.contains(' ')).unwrap_or("body");
+    (status, Json(json!({"detail": [{"loc": ["body", field], "msg": f.message, "type": f.code.as_str().to_ascii_lowercase()}]})))
+        .into_response()
+}

@@ -1,0 +1,150 @@
+//! OpenEnv's protocol (the `openenv` package, 0.10.0): the HTTP and WebSocket server that TRL, Unsloth,
+//! SkyRL, ART and other trainers reach environments through. `memgym serve --openenv-addr` serves it from
+//! the same process and episodes as gRPC.
+//!
+//! - `ws.rs`: `/ws`, one environment instance (one episode at a time) per connection;
+//! - `session.rs`: that instance — reset, the three actions, state, observations;
+//! - `http.rs`: `/health`, `/metadata`, `/schema`, `/openapi.json` and the stateless `/reset`, `/step`, `/state`;
+//! - `dialect.rs`: `/mcp` — OpenEnv's JSON-RPC dialect, or standard MCP handed to rmcp;
+//! - `schema.rs`: the JSON Schemas and the OpenAPI document.
+//!
+//! Sessions (WebSocket connections and `openenv/session/create` sessions) share one cap
+//! (`--openenv-max-sessions`); a connection beyond it is accepted, told CAPACITY_REACHED, and closed.
+
+mod dialect;
+mod http;
+mod schema;
+mod session;
+mod ws;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::routing::{any, get, post};
+use axum::Router;
+use parking_lot::Mutex;
+
+use super::gateway::Gateway;
+use super::mcp::{self, McpOptions};
+
+pub use session::{ErrorCode, Session};
+
+/// How the OpenEnv server is run.
+#[derive(Debug, Clone)]
+pub struct OpenEnvOptions {
+    /// Concurrent sessions (WebSocket connections plus JSON-RPC sessions).
+    pub max_sessions: usize,
+    /// The standard MCP endpoint behind `/mcp`.
+    pub mcp: McpOptions,
+}
+
+/// The server's shared state.
+pub struct OpenEnv {
+    gateway: Gateway,
+    slots: Arc<Slots>,
+    mcp: mcp::Service,
+}
+
+impl std::fmt::Debug for OpenEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenEnv").field("active", &self.slots.active()).field("max", &self.slots.max).finish()
+    }
+}
+
+/// The OpenEnv router (HTTP, `/ws` and `/mcp`) over `gateway`.
+pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
+    let state = Arc::new(OpenEnv {
+        mcp: mcp::service(gateway.clone(), &options.mcp),
+        gateway,
+        slots: Arc::new(Slots { active: AtomicUsize::new(0), max: options.max_sessions, parked: Mutex::new(HashMap::new()) }),
+    });
+    Router::new()
+        .route("/health", get(http::health))
+        .route("/metadata", get(http::metadata))
+        .route("/schema", get(http::schema))
+        .route("/openapi.json", get(http::openapi))
+        .route("/reset", post(http::reset))
+        .route("/step", post(http::step))
+        .route("/state", get(http::state))
+        .route("/ws", get(http::websocket))
+        .route("/mcp", any(http::mcp))
+        .with_state(state)
+}
+
+/// The session cap and the JSON-RPC sessions waiting for (or attached to) a WebSocket.
+#[derive(Debug)]
+struct Slots {
+    active: AtomicUsize,
+    max: usize,
+    /// session id → attached to a live WebSocket.
+    parked: Mutex<HashMap<String, Parked>>,
+}
+
+#[derive(Debug)]
+struct Parked {
+    slot: Option<Slot>,
+    attached: bool,
+}
+
+/// One of the cap's places, given back when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    slots: Arc<Slots>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Slots {
+    fn active(&self) -> usize {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// A place, or `(active, max)` at the cap.
+    fn acquire(self: &Arc<Self>) -> Result<Slot, (usize, usize)> {
+        self.active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
+            .map(|_| Slot { slots: self.clone() })
+            .map_err(|n| (n, self.max))
+    }
+
+    /// Keeps `slot` for a JSON-RPC session; returns its id.
+    fn park(&self, slot: Slot) -> String {
+        let id = format!("{:032x}", rand::random::<u128>());
+        self.parked.lock().insert(id.clone(), Parked { slot: Some(slot), attached: false });
+        id
+    }
+
+    /// Hands a parked session's place to a WebSocket; `None` for an unknown or already attached id.
+    fn attach(&self, id: &str) -> Option<Slot> {
+        let mut parked = self.parked.lock();
+        let p = parked.get_mut(id).filter(|p| !p.attached)?;
+        p.attached = true;
+        p.slot.take()
+    }
+
+    /// The WebSocket attached to `id` ended: the session goes with it.
+    fn detach(&self, id: &str) {
+        self.parked.lock().remove(id);
+    }
+
+    /// Closes a JSON-RPC session: `Some(true)` closed, `Some(false)` a WebSocket still holds it (it ends
+    /// with the connection), `None` unknown.
+    fn close(&self, id: &str) -> Option<bool> {
+        let mut parked = self.parked.lock();
+        match parked.get(id)?.attached {
+            true => Some(false),
+            false => {
+                parked.remove(id);
+                Some(true)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

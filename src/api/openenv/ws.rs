@@ -1,0 +1,124 @@
+//! OpenEnv's WebSocket `/ws`: one environment instance (at most one live episode) per connection, the
+//! messages `reset`, `step`, `state`, `close` (and `mcp`), one reply frame per request, in order.
+//!
+//! The socket is read by its own task the whole time, so pings are answered while a long step runs (an
+//! LLM evaluator's score takes seconds; OpenEnv's client pings every 20 s and drops the connection when a
+//! pong is 20 s late). Requests queue in order behind the step being served. An error frame leaves the
+//! connection usable; `close` gets no reply; a disconnect closes the episode.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::dialect;
+use super::session::{ErrorCode, Failure, Session};
+use super::{OpenEnv, Slot};
+use crate::api::gateway::kind;
+
+/// Requests a client may queue behind the one being served before the reader waits.
+const QUEUE: usize = 64;
+
+/// What one frame asks for.
+pub(super) enum Request {
+    Reset(Map<String, Value>),
+    Step(Value),
+    State,
+    Close,
+    Mcp(Value),
+}
+
+/// Serves one accepted connection holding `slot` until it closes.
+pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut rx) = mpsc::channel::<String>(QUEUE);
+    let reader = tokio::spawn(async move {
+        while let Some(frame) = stream.next().await {
+            let text = match frame {
+                Ok(Message::Text(t)) => t.to_string(),
+                Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).into_owned(),
+                Ok(Message::Ping(_) | Message::Pong(_)) => continue,
+                Ok(Message::Close(_)) | Err(_) => break,
+            };
+            if tx.send(text).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut session = Session::new(openenv.gateway.clone());
+    while let Some(frame) = rx.recv().await {
+        let reply = match parse(&frame) {
+            Err(f) => error_frame(&f),
+            Ok(Request::Close) => break,
+            Ok(Request::Reset(data)) => observation(session.reset(&data).await),
+            Ok(Request::Step(action)) => observation(session.step(&action).await),
+            Ok(Request::State) => json!({"type": "state", "data": session.state().await}),
+            Ok(Request::Mcp(body)) => json!({"type": "mcp", "data": dialect::answer(&openenv, &body).await}),
+        };
+        if sink.send(Message::Text(reply.to_string().into())).await.is_err() {
+            break;
+        }
+    }
+    reader.abort();
+    session.end_now().await;
+    let _ = sink.send(Message::Close(None)).await;
+    let _ = sink.close().await;
+    drop(slot);
+}
+
+/// Greets a connection the server cannot take: one CAPACITY_REACHED (or SESSION_ERROR) frame, then close.
+pub async fn refuse(mut socket: WebSocket, frame: Value) {
+    let _ = socket.send(Message::Text(frame.to_string().into())).await;
+    let _ = socket.send(Message::Close(None)).await;
+}
+
+fn observation(r: Result<Value, Failure>) -> Value {
+    match r {
+        Ok(data) => json!({"type": "observation", "data": data}),
+        Err(f) => error_frame(&f),
+    }
+}
+
+/// `{"type":"error","data":{"message","code"}}`.
+pub fn error_frame(f: &Failure) -> Value {
+    json!({"type": "error", "data": {"message": f.message, "code": f.code.as_str()}})
+}
+
+pub(super) fn parse(frame: &str) -> Result<Request, Failure> {
+    let v: Value = serde_json::from_str(frame)
+        .map_err(|e| Failure::new(ErrorCode::InvalidJson, format!("Invalid JSON: {}", crate::quote::cut(&e.to_string()))))?;
+    let Value::Object(mut o) = v else {
+        return Err(Failure::new(ErrorCode::Validation, format!("a message must be a JSON object, got {}", kind(&v))));
+    };
+    let ty = match o.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(other) => return Err(Failure::new(ErrorCode::UnknownType, format!("Unknown message type: {}", kind(other)))),
+        None => return Err(Failure::new(ErrorCode::UnknownType, "Unknown message type: None (a message needs \"type\")")),
+    };
+    let allowed: &[&str] = match ty.as_str() {
+        "reset" | "step" | "mcp" => &["type", "data"],
+        "state" | "close" => &["type"],
+        other => return Err(Failure::new(ErrorCode::UnknownType, format!("Unknown message type: {}", crate::quote::quoted(other)))),
+    };
+    if let Some(k) = o.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(Failure::new(ErrorCode::Validation, format!("{}: unknown key in a {ty} message", crate::quote::name(k))));
+    }
+    let data = o.remove("data");
+    Ok(match ty.as_str() {
+        "reset" => match data {
+            None | Some(Value::Null) => Request::Reset(Map::new()),
+            Some(Value::Object(m)) => Request::Reset(m),
+            Some(v) => return Err(Failure::new(ErrorCode::Validation, format!("data: must be a JSON object, got {}", kind(&v)))),
+        },
+        "step" => match data {
+            Some(v @ Value::Object(_)) => Request::Step(v),
+            None | Some(Value::Null) => return Err(Failure::new(ErrorCode::Validation, "data: is required (the action)")),
+            Some(v) => return Err(Failure::new(ErrorCode::Validation, format!("data: must be a JSON object, got {}", kind(&v)))),
+        },
+        "mcp" => Request::Mcp(data.unwrap_or(Value::Null)),
+        "state" => Request::State,
+        _ => Request::Close,
+    })
+}
