@@ -450,6 +450,29 @@ pub enum BenchMode {
     /// The memory banks: retrieval at 100, 10,000 and 100,000 experiences over gRPC, ApplyOperations on
     /// SQLite (and PostgreSQL), compression, and opening a large bank.
     Banks(BankBenchArgs),
+    /// The same episodes over gRPC, OpenEnv's WebSocket and MCP (2026-07-28 and 2025-11-25), in one
+    /// run: tool calls/s, their p50/p99, and each protocol's ratio to gRPC.
+    Protocols(ProtocolBenchArgs),
+}
+
+/// `memgym bench protocols`.
+#[derive(Debug, Args)]
+pub struct ProtocolBenchArgs {
+    /// Concurrent episodes per protocol.
+    #[arg(long, default_value_t = 64)]
+    pub episodes: usize,
+    /// Tool calls per episode.
+    #[arg(long, default_value_t = 20)]
+    pub calls: u32,
+    /// MCP client sessions the episodes share (a trainer has one per worker).
+    #[arg(long, default_value_t = 4)]
+    pub mcp_clients: usize,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    pub json: bool,
+    /// Environment settings of the in-process server (the embedder; hash by default).
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// `memgym bench banks`.

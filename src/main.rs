@@ -151,6 +151,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             match a.mode.take() {
                 Some(memgym::cli::BenchMode::Banks(b)) => rt.block_on(bench::banks::run(b)),
+                Some(memgym::cli::BenchMode::Protocols(p)) => rt.block_on(bench::protocols::run(p)),
                 None => rt.block_on(bench::run(a)),
             }
         }

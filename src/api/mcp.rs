@@ -5,8 +5,9 @@
 //! both the initialize handshake versions and the stateless `server/discover` wire), and, with the same
 //! tool table, over OpenEnv's `/mcp` JSON-RPC dialect (`openenv/dialect.rs`).
 //!
-//! The six tools' input schemas are ListTools' parameters plus `episode_id`; results carry the compact text
-//! as text content and the gRPC response's fields as `structuredContent`. A refused call (bad argument,
+//! The six tools' input schemas are ListTools' parameters plus `episode_id`; their results carry the
+//! compact text the policy reads (as gRPC `CallTool` returns it) as text content and the gRPC response's
+//! fields as `structuredContent`; the episode tools' text is the JSON of their structured content. A refused call (bad argument,
 //! unknown episode, budget spent) is a result with `isError: true` naming the field, never a protocol
 //! error; only an unknown tool name is (invalid params), as the MCP specification has it.
 
@@ -24,7 +25,7 @@ use serde_json::{json, Map, Value};
 use tonic::Status;
 use tracing::Instrument;
 
-use super::gateway::{code_name, episode_json, is_tool, open_properties, score_text, tool_schemas, Gateway};
+use super::gateway::{code_name, episode_json, is_tool, open_properties, tool_schemas, Gateway};
 
 /// The three episode tools, after the six memory tools.
 pub const EPISODE_TOOLS: [&str; 3] = ["create_episode", "score_episode", "close_episode"];
@@ -76,6 +77,12 @@ impl Reply {
         Reply { text, structured, is_error: false }
     }
 
+    /// An episode tool's reply: its text is the JSON of its structured content (MCP's advice for
+    /// clients that read only text).
+    fn json(structured: Value) -> Self {
+        Reply { text: structured.to_string(), structured, is_error: false }
+    }
+
     fn refused(s: &Status) -> Self {
         let code = code_name(s.code());
         Reply {
@@ -93,25 +100,17 @@ pub async fn call(gw: &Gateway, name: &str, mut args: Map<String, Value>) -> Opt
         return None;
     }
     let r = if name == EPISODE_TOOLS[0] {
-        gw.open(&args).await.map(|o| {
-            let text = format!(
-                "Episode {} opened: {} memories, {} steps. Question: {}",
-                o.state.episode_id, o.state.memory_count, o.state.max_steps, o.state.question
-            );
-            Reply::ok(text, episode_json(&o.state, Some(o.created)))
-        })
+        gw.open(&args).await.map(|o| Reply::json(episode_json(&o.state, Some(o.created))))
     } else {
         match take_episode_id(&mut args) {
             Err(s) => Err(s),
             Ok(id) if name == EPISODE_TOOLS[1] => match only_episode_id(&args) {
                 Err(s) => Err(s),
-                Ok(()) => gw.score(&id).await.map(|b| Reply::ok(score_text(&b), b)),
+                Ok(()) => gw.score(&id).await.map(Reply::json),
             },
             Ok(id) if name == EPISODE_TOOLS[2] => match only_episode_id(&args) {
                 Err(s) => Err(s),
-                Ok(()) => {
-                    gw.close(&id).await.map(|()| Reply::ok(format!("Episode {id} closed."), json!({"episode_id": id, "closed": true})))
-                }
+                Ok(()) => gw.close(&id).await.map(|()| Reply::json(json!({"episode_id": id, "closed": true}))),
             },
             Ok(id) => gw.call(&id, name, &Value::Object(args)).await.map(|c| Reply::ok(c.text, c.structured)),
         }

@@ -21,6 +21,7 @@ mod ceiling;
 mod hist;
 mod load;
 mod probe;
+pub mod protocols;
 mod report;
 mod target;
 

@@ -11,6 +11,9 @@ it is inline code of ``GRPOTrainer`` and not a callable of its own:
   prompt message as is;
 - l.1980-1986: a tool call is ``method(**arguments)``; an exception becomes ``{"error": str(exception)}``.
 
+test_trl_grpo.py runs TRL's own ``GRPOTrainer`` with the class; the rules are reproduced here so that each
+is checked on its own, with a message that names it.
+
 The tool schemas are transformers 5.23.0's own ``get_json_schema`` (what TRL's chat templating calls),
 compared with the server's ``ListTools``: the function name and description, and per parameter the
 property names, ``type``, ``enum``, ``items`` (absent on both) and description, and the required set.
