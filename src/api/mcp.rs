@@ -208,7 +208,9 @@ pub struct McpOptions {
 
 /// The streamable-HTTP MCP service (serve it at `/mcp` through [`handle`]).
 pub fn service(gw: Gateway, options: &McpOptions) -> Service {
-    let config = StreamableHttpServerConfig::default();
+    // A tool call's reply is one JSON-RPC response: plain JSON rather than an SSE stream where rmcp can
+    // (the stateless 2026-07-28 wire; it falls back to SSE when a handler sends more than the response).
+    let config = StreamableHttpServerConfig::default().with_json_response(true);
     let config = if options.allowed_hosts.is_empty() {
         config.disable_allowed_hosts()
     } else {

@@ -32,6 +32,9 @@ use crate::api::pb::memory_env_client::MemoryEnvClient;
 use crate::cli::ProtocolBenchArgs;
 use crate::{config, server};
 
+/// The protocols measured, in report order.
+const PROTOCOLS: [&str; 4] = ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25"];
+
 /// One protocol's measurement.
 #[derive(Debug)]
 struct Row {
@@ -48,10 +51,12 @@ impl Row {
     }
 }
 
-/// The work of one episode: its question and its tool calls.
+/// The work of one episode: its question, its step budget (one more than its calls, so no call ends it)
+/// and its tool calls.
 #[derive(Debug, Clone)]
 struct Plan {
     question_id: String,
+    max_steps: u32,
     calls: Vec<(&'static str, Value)>,
 }
 
@@ -59,14 +64,14 @@ fn plans(questions: &[(String, String)], episodes: usize, calls: u32) -> Vec<Pla
     (0..episodes)
         .map(|i| {
             let (qid, text) = &questions[i % questions.len()];
-            let calls = (0..calls as usize)
+            let calls: Vec<(&'static str, Value)> = (0..calls as usize)
                 .map(|c| match (i + c) % 10 {
                     0..=5 => ("search_memory", json!({"query": text, "top_k": 5})),
                     6 | 7 => ("sample_memory", json!({"k": 5, "strategy": "random"})),
                     _ => ("manage_memory", json!({"operation": "create", "content": format!("Bench note {i}.{c}: {text}")})),
                 })
                 .collect();
-            Plan { question_id: qid.clone(), calls }
+            Plan { question_id: qid.clone(), max_steps: calls.len() as u32 + 1, calls }
         })
         .collect()
 }
@@ -74,6 +79,9 @@ fn plans(questions: &[(String, String)], episodes: usize, calls: u32) -> Vec<Pla
 /// Runs the measurement and prints the table (and one JSON line with `--json`).
 pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.episodes > 0 && a.calls > 0 && a.mcp_clients > 0, "--episodes, --calls and --mcp-clients must be positive");
+    if let Some(bad) = a.only.iter().find(|p| !PROTOCOLS.contains(&p.as_str())) {
+        anyhow::bail!("--only: unknown protocol {bad:?} (expected {})", PROTOCOLS.join(", "));
+    }
     let env = config::build_environment(&a.env)?;
     let questions: Vec<(String, String)> =
         env.dataset().questions.iter().filter(|q| q.category != 5).map(|q| (q.id.clone(), q.question.clone())).collect();
@@ -86,14 +94,21 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     let ws = format!("ws://{}/ws", running.openenv_addr.context("openenv face")?);
     let mcp_url = format!("http://{}/mcp", running.mcp_addr.context("mcp face")?);
 
-    let mut rows = vec![
-        measure("grpc", &plans, |i, p, h| grpc_episode(grpc.clone(), i, p, h)).await,
-        measure("openenv-ws", &plans, |i, p, h| openenv_episode(ws.clone(), i, p, h)).await,
-    ];
+    let wanted = |p: &str| a.only.is_empty() || a.only.iter().any(|o| o == p);
+    let mut rows = Vec::new();
+    if wanted("grpc") {
+        rows.push(measure("grpc", &plans, |i, p, h| grpc_episode(grpc.clone(), i, p, h)).await);
+    }
+    if wanted("openenv-ws") {
+        rows.push(measure("openenv-ws", &plans, |i, p, h| openenv_episode(ws.clone(), i, p, h)).await);
+    }
     for (protocol, mode) in [
         ("mcp-2026-07-28", ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }),
         ("mcp-2025-11-25", ClientLifecycleMode::Initialize),
     ] {
+        if !wanted(protocol) {
+            continue;
+        }
         let mut clients = Vec::new();
         for _ in 0..a.mcp_clients {
             let transport = StreamableHttpClientTransport::from_uri(mcp_url.as_str());
@@ -150,7 +165,13 @@ fn record(hist: &Mutex<Hist>, d: Duration) {
 async fn grpc_episode(channel: Channel, i: usize, plan: Plan, hist: Arc<Mutex<Hist>>) -> anyhow::Result<u64> {
     let mut c = MemoryEnvClient::new(channel);
     let id = format!("bench-grpc-{i}-{}", super::run_tag());
-    c.create_episode(pb::CreateEpisodeRequest { episode_id: id.clone(), question_id: plan.question_id, ..Default::default() }).await?;
+    c.create_episode(pb::CreateEpisodeRequest {
+        episode_id: id.clone(),
+        question_id: plan.question_id,
+        max_steps: Some(plan.max_steps),
+        ..Default::default()
+    })
+    .await?;
     for (tool, args) in &plan.calls {
         let t = Instant::now();
         c.call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.to_string(), arguments_json: args.to_string() }).await?;
@@ -162,7 +183,8 @@ async fn grpc_episode(channel: Channel, i: usize, plan: Plan, hist: Arc<Mutex<Hi
 }
 
 async fn openenv_episode(url: String, _i: usize, plan: Plan, hist: Arc<Mutex<Hist>>) -> anyhow::Result<u64> {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(crate::api::openenv::WS_READ_BUFFER);
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false).await?;
     let mut ask = async |v: Value| -> anyhow::Result<Value> {
         ws.send(Message::Text(v.to_string().into())).await?;
         loop {
@@ -176,7 +198,7 @@ async fn openenv_episode(url: String, _i: usize, plan: Plan, hist: Arc<Mutex<His
             }
         }
     };
-    ask(json!({"type": "reset", "data": {"question_id": plan.question_id}})).await?;
+    ask(json!({"type": "reset", "data": {"question_id": plan.question_id, "max_steps": plan.max_steps}})).await?;
     for (tool, args) in &plan.calls {
         let t = Instant::now();
         let r = ask(json!({"type": "step", "data": {"type": "call_tool", "tool_name": tool, "arguments": args}})).await?;
@@ -197,7 +219,7 @@ async fn mcp_episode(client: Arc<RunningService<RoleClient, ()>>, i: usize, plan
         Ok(r.structured_content.unwrap_or(Value::Null))
     };
     let id = format!("bench-mcp-{i}-{}", super::run_tag());
-    call("create_episode", json!({"question_id": plan.question_id, "episode_id": id})).await?;
+    call("create_episode", json!({"question_id": plan.question_id, "episode_id": id, "max_steps": plan.max_steps})).await?;
     for (tool, args) in &plan.calls {
         let mut args = args.clone();
         args["episode_id"] = Value::from(id.clone());
@@ -211,7 +233,7 @@ async fn mcp_episode(client: Arc<RunningService<RoleClient, ()>>, i: usize, plan
 }
 
 fn report(a: &ProtocolBenchArgs, rows: &mut [Row]) {
-    let grpc = rows.first().map(Row::calls_per_sec).unwrap_or(f64::NAN);
+    let grpc = rows.iter().find(|r| r.protocol == "grpc").map(Row::calls_per_sec).unwrap_or(f64::NAN);
     println!("memgym bench protocols: {} concurrent episodes x {} tool calls per protocol, one in-process server", a.episodes, a.calls);
     println!(
         "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",

@@ -20,6 +20,11 @@ use crate::api::gateway::{kind, OPEN_KEYS};
 /// Largest body the HTTP routes read (the gRPC server's message cap).
 const MAX_BODY: usize = crate::server::MAX_MESSAGE_BYTES;
 
+/// The WebSocket read buffer. tungstenite zero-fills up to this much before every socket read (128 KiB by
+/// default: 11 % of the CPU of `memgym bench protocols`' OpenEnv run went to that memset); requests are
+/// small, and a larger frame takes more reads.
+pub const WS_READ_BUFFER: usize = 16 * 1024;
+
 pub(super) async fn health() -> Json<Value> {
     Json(json!({"status": "healthy"}))
 }
@@ -96,7 +101,7 @@ pub(super) async fn websocket(
     Query(query): Query<std::collections::HashMap<String, String>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let upgrade = upgrade.max_message_size(MAX_BODY).max_frame_size(MAX_BODY);
+    let upgrade = upgrade.max_message_size(MAX_BODY).max_frame_size(MAX_BODY).read_buffer_size(WS_READ_BUFFER);
     let attach = query.get("session_id").cloned();
     upgrade.on_upgrade(move |socket| async move {
         let slot = match &attach {

@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use super::gateway::Gateway;
 use super::mcp::{self, McpOptions};
 
+pub use http::WS_READ_BUFFER;
 pub use session::{ErrorCode, Session};
 
 /// How the OpenEnv server is run.

@@ -15,6 +15,9 @@ import asyncio
 import copy
 import http.client
 import json
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import grpc
@@ -232,3 +235,16 @@ def test_a_foreign_host_header_is_forbidden(servers):
             assert conn.getresponse().status == status, host
         finally:
             conn.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_readme_example_runs_against_the_server(mode, servers):
+    """examples/protocols/mcp_episode.py, as README "Trainers and agents" runs it."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "protocols" / "mcp_episode.py"
+    out = subprocess.run([sys.executable, str(example), servers.mcp_url, mode], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert ("protocol: 2026-07-28" if mode == "auto" else "protocol: 2025-11-25") in out.stdout, out.stdout
+    refused = next(line for line in out.stdout.splitlines() if line.startswith("refused:"))
+    assert refused.startswith("refused: True Error:") and "memory_id" in refused and "m9999" in refused, refused
+    assert "reward: " in out.stdout
+    assert "Session termination failed" not in out.stderr, out.stderr

@@ -351,3 +351,13 @@ def test_openenv_mcp_tool_client(servers, grpc_client):
     with pytest.raises(MemgymError):
         grpc_client.get_episode(episode["episode_id"])  # closed by close_episode
     assert sorted(scored) == sorted(BREAKDOWN)
+
+
+def test_the_readme_example_runs_against_the_server(servers):
+    """examples/protocols/openenv_episode.py, as README "Trainers and agents" runs it."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "protocols" / "openenv_episode.py"
+    out = subprocess.run([sys.executable, str(example), servers.openenv], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "question: What did Caroline research?" in out.stdout
+    assert "tools: search_memory, manage_memory, delete_memory, sample_memory, merge_memory, split_memory" in out.stdout
+    assert "Scored: reward" in out.stdout, out.stdout
