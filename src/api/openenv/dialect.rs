@@ -61,6 +61,9 @@ pub async fn answer(openenv: &OpenEnv, request: &Value) -> Value {
         },
         "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": mcp::tools_json()}}),
         "tools/call" => {
+            if let Some(Value::String(sid)) = params.get("session_id") {
+                openenv.slots.touch(sid);
+            }
             let name = match params.get("name") {
                 Some(Value::String(n)) => n.clone(),
                 _ => return error(id, INVALID_PARAMS, "Missing 'name' (a string)", None),

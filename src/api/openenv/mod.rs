@@ -20,6 +20,7 @@ mod ws;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::routing::{any, get, post};
 use axum::Router;
@@ -55,10 +56,16 @@ impl std::fmt::Debug for OpenEnv {
 
 /// The OpenEnv router (HTTP, `/ws` and `/mcp`) over `gateway`.
 pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
+    let idle = gateway.env().config().limits.idle_ttl;
     let state = Arc::new(OpenEnv {
         mcp: mcp::service(gateway.clone(), &options.mcp),
         gateway,
-        slots: Arc::new(Slots { active: AtomicUsize::new(0), max: options.max_sessions, parked: Mutex::new(HashMap::new()) }),
+        slots: Arc::new(Slots {
+            active: AtomicUsize::new(0),
+            max: options.max_sessions,
+            idle,
+            parked: Mutex::new(HashMap::new()),
+        }),
     });
     Router::new()
         .route("/health", get(http::health))
@@ -78,7 +85,10 @@ pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
 struct Slots {
     active: AtomicUsize,
     max: usize,
-    /// session id → attached to a live WebSocket.
+    /// A JSON-RPC session neither attached nor named by a call for this long gives its place back (the
+    /// episodes' idle TTL, `--idle-ttl-secs`), as OpenEnv's `session_timeout` reaper does.
+    idle: Duration,
+    /// session id → its place, until a WebSocket attaches to it.
     parked: Mutex<HashMap<String, Parked>>,
 }
 
@@ -86,6 +96,7 @@ struct Slots {
 struct Parked {
     slot: Option<Slot>,
     attached: bool,
+    touched: Instant,
 }
 
 /// One of the cap's places, given back when dropped.
@@ -105,8 +116,9 @@ impl Slots {
         self.active.load(Ordering::Acquire)
     }
 
-    /// A place, or `(active, max)` at the cap.
+    /// A place, or `(active, max)` at the cap. Idle JSON-RPC sessions are dropped first.
     fn acquire(self: &Arc<Self>) -> Result<Slot, (usize, usize)> {
+        self.sweep();
         self.active
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
             .map(|_| Slot { slots: self.clone() })
@@ -116,8 +128,24 @@ impl Slots {
     /// Keeps `slot` for a JSON-RPC session; returns its id.
     fn park(&self, slot: Slot) -> String {
         let id = format!("{:032x}", rand::random::<u128>());
-        self.parked.lock().insert(id.clone(), Parked { slot: Some(slot), attached: false });
+        self.parked.lock().insert(id.clone(), Parked { slot: Some(slot), attached: false, touched: Instant::now() });
         id
+    }
+
+    /// A call named session `id`: it is in use.
+    fn touch(&self, id: &str) {
+        if let Some(p) = self.parked.lock().get_mut(id) {
+            p.touched = Instant::now();
+        }
+    }
+
+    /// Drops the unattached sessions idle for longer than `idle` (their places come back).
+    fn sweep(&self) {
+        let mut parked = self.parked.lock();
+        if !parked.is_empty() {
+            let idle = self.idle;
+            parked.retain(|_, p| p.attached || p.touched.elapsed() < idle);
+        }
     }
 
     /// Hands a parked session's place to a WebSocket; `None` for an unknown or already attached id.

@@ -63,3 +63,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn idle_json_rpc_sessions_give_their_place_back_and_attached_ones_stay() {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::Slots;
+
+    let idle = Duration::from_millis(50);
+    let slots = Arc::new(Slots { active: 0.into(), max: 1, idle, parked: parking_lot::Mutex::new(HashMap::new()) });
+    let id = slots.park(slots.acquire().unwrap());
+    assert_eq!(slots.acquire().err(), Some((1, 1)));
+    std::thread::sleep(idle * 2);
+    let place = slots.acquire().expect("the idle session was dropped");
+    assert_eq!(slots.close(&id), None, "and is gone");
+    drop(place);
+
+    let id = slots.park(slots.acquire().unwrap());
+    let socket = slots.attach(&id).expect("attaches");
+    assert!(slots.attach(&id).is_none(), "once");
+    std::thread::sleep(idle * 2);
+    assert!(slots.acquire().is_err(), "an attached session is not idle");
+    assert_eq!(slots.close(&id), Some(false), "its socket holds it");
+    drop(socket);
+    slots.detach(&id);
+    assert!(slots.acquire().is_ok());
+}
