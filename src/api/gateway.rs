@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use tonic::{Code, Status};
+use tracing::Instrument;
 
 use super::convert::tool_result;
 use super::pb;
@@ -84,6 +85,10 @@ impl Gateway {
     /// InvalidArgument naming it). Without a question id a question is picked: the `seed`-th
     /// non-adversarial question (of `conversation_id` when given, modulo their number), or a random one.
     pub async fn open(&self, args: &Map<String, Value>) -> Result<Opened, Status> {
+        logged(self.open_inner(args).instrument(tracing::info_span!("open_episode")).await)
+    }
+
+    async fn open_inner(&self, args: &Map<String, Value>) -> Result<Opened, Status> {
         let mut req = open_request(args)?;
         if req.question_id.is_empty() {
             req.question_id = self.pick_question(&req)?;
@@ -118,6 +123,11 @@ impl Gateway {
     /// Calls `tool` with the JSON `arguments` on episode `id`. A refused call changes nothing (and counts
     /// as a rejection, as over gRPC).
     pub async fn call(&self, id: &str, tool: &str, arguments: &Value) -> Result<Called, Status> {
+        let span = tracing::info_span!("tool", episode_id = %name(id), tool = %name(tool));
+        logged(self.call_inner(id, tool, arguments).instrument(span).await)
+    }
+
+    async fn call_inner(&self, id: &str, tool: &str, arguments: &Value) -> Result<Called, Status> {
         let args = match arguments {
             Value::Null => String::new(),
             Value::Object(_) => arguments.to_string(),
@@ -140,7 +150,8 @@ impl Gateway {
 
     /// Scores episode `id` (idempotent): ScoreEpisodeResponse's fields as JSON.
     pub async fn score(&self, id: &str) -> Result<Value, Status> {
-        let (b, state) = self.env.score_with_state(id).await?;
+        let scored = self.env.score_with_state(id).instrument(tracing::info_span!("score_episode", episode_id = %name(id))).await;
+        let (b, state) = logged(scored.map_err(Status::from))?;
         let mut resp = pb::ScoreEpisodeResponse::from(b.as_ref());
         resp.steps_used = state.steps_used;
         Ok(breakdown_json(resp))
@@ -166,6 +177,14 @@ impl Gateway {
             }
         });
     }
+}
+
+/// Logs a refusal at debug and a server failure at error, as the gRPC handlers do.
+fn logged<T>(r: Result<T, Status>) -> Result<T, Status> {
+    if let Err(s) = &r {
+        super::status::log_status(s);
+    }
+    r
 }
 
 /// Is `tool` one of the six tools (after trimming, as [`tool_json::parse_call`] reads it)?

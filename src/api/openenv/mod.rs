@@ -60,12 +60,7 @@ pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
     let state = Arc::new(OpenEnv {
         mcp: mcp::service(gateway.clone(), &options.mcp),
         gateway,
-        slots: Arc::new(Slots {
-            active: AtomicUsize::new(0),
-            max: options.max_sessions,
-            idle,
-            parked: Mutex::new(HashMap::new()),
-        }),
+        slots: Arc::new(Slots { active: AtomicUsize::new(0), max: options.max_sessions, idle, parked: Mutex::new(HashMap::new()) }),
     });
     Router::new()
         .route("/health", get(http::health))
