@@ -12,6 +12,7 @@ mod episodes;
 mod helpers;
 mod learn;
 mod llm;
+mod mcp;
 mod memory_text;
 mod openenv;
 mod paging;

@@ -1,0 +1,104 @@
+//! The MCP face end to end with the official Rust SDK's client (rmcp) on both wires — the stateless
+//! 2026-07-28 protocol (`server/discover`) and the 2025-11-25 handshake — against the real server on
+//! loopback, checked against gRPC. (The official Python SDK runs against the binary in tests/python/protocols.)
+
+use memgym::api::mcp::McpOptions;
+use memgym::api::pb;
+use memgym::api::pb::memory_env_client::MemoryEnvClient;
+use memgym::cli::{Cli, Command};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientServiceExt, RoleClient};
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+
+struct Face {
+    server: memgym::server::Running,
+    url: String,
+    grpc: MemoryEnvClient<Channel>,
+}
+
+async fn spawn_face(allowed_hosts: &[&str]) -> Face {
+    use clap::Parser;
+    let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
+    let env = memgym::config::build_environment(&args.env).expect("environment builds");
+    let options = McpOptions { allowed_hosts: allowed_hosts.iter().map(|h| h.to_string()).collect() };
+    let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), None, Some(options)).await.expect("server starts");
+    let url = format!("http://{}/mcp", server.mcp_addr.expect("mcp face"));
+    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
+    Face { url, grpc: MemoryEnvClient::new(channel), server }
+}
+
+async fn client(url: &str, mode: ClientLifecycleMode) -> RunningService<RoleClient, ()> {
+    ().serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), mode).await.expect("the client connects")
+}
+
+fn modes() -> [(&'static str, ClientLifecycleMode); 2] {
+    [
+        ("2026-07-28", ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }),
+        ("2025-11-25", ClientLifecycleMode::Initialize),
+    ]
+}
+
+async fn call(c: &RunningService<RoleClient, ()>, name: &'static str, args: Value) -> (bool, String, Value) {
+    let Value::Object(args) = args else { panic!("arguments are an object") };
+    let r = c.peer().call_tool(CallToolRequestParams::new(name).with_arguments(args)).await.expect("a tool result, not a protocol error");
+    let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+    (r.is_error == Some(true), text, r.structured_content.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn both_wires_list_nine_tools_and_score_as_grpc_does() {
+    let mut face = spawn_face(&["127.0.0.1"]).await;
+    for (wire, mode) in modes() {
+        let c = client(&face.url, mode).await;
+        let tools = c.peer().list_tools(None).await.expect("tools/list").tools;
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names[..6], memgym::tools::TOOL_NAMES, "{wire}");
+        assert_eq!(names[6..], memgym::api::mcp::EPISODE_TOOLS, "{wire}");
+        let search = &tools[0].input_schema;
+        assert_eq!(search["required"], json!(["episode_id", "query"]), "{wire}");
+
+        let id = format!("mcp-{wire}");
+        let (err, text, opened) = call(&c, "create_episode", json!({"question_id": "conv-26:q3", "episode_id": id, "seed": 5})).await;
+        assert!(!err, "{text}");
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), opened, "the episode tools' text is their JSON");
+        let (err, text, hits) = call(&c, "search_memory", json!({"episode_id": id, "query": "What did Caroline research?"})).await;
+        assert!(!err && text.starts_with("[m"), "{text}");
+        assert_eq!(hits["tool"], "search_memory");
+        let (err, text, _) = call(&c, "delete_memory", json!({"episode_id": id, "memory_id": "m0000", "colour": "red"})).await;
+        assert!(err && text.contains("colour"), "an unknown argument is a tool error naming it: {text}");
+        let (err, text, _) = call(&c, "score_episode", json!({"episode_id": "no-such-episode"})).await;
+        assert!(err && text.contains("no-such-episode"), "{text}");
+        let (_, _, scored) = call(&c, "score_episode", json!({"episode_id": id})).await;
+        let g = face.grpc.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await.unwrap().into_inner();
+        assert_eq!((scored["reward"].as_f64(), scored["steps_used"].as_u64()), (Some(g.reward), Some(1)), "{wire}");
+        let unknown = c.peer().call_tool(CallToolRequestParams::new("teleport_memory")).await;
+        assert!(unknown.is_err(), "an unknown tool name is a protocol error (invalid params)");
+        let _ = c.cancel().await;
+    }
+    face.server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_host_allowlist_is_the_flag_and_a_star_accepts_any_host() {
+    let post = |url: String, host: &'static str| async move {
+        reqwest::Client::new()
+            .post(url)
+            .header("host", host)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let strict = spawn_face(&["localhost", "127.0.0.1"]).await;
+    assert_eq!(post(strict.url.clone(), "memgym.internal:8001").await, 403);
+    assert_eq!(post(strict.url.clone(), "localhost:1234").await, 200, "a name without a port matches any port");
+    let open = spawn_face(&[]).await;
+    assert_eq!(post(open.url.clone(), "memgym.internal:8001").await, 200);
+}
