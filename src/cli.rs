@@ -271,10 +271,11 @@ pub struct ServeArgs {
     /// `/mcp` serves the same tools.
     #[arg(long, env = "MEMGYM_MCP_ADDR")]
     pub mcp_addr: Option<SocketAddr>,
-    /// `Host` header values the MCP endpoints accept (DNS-rebinding protection), comma-separated; a name
-    /// without a port matches any port. `*` accepts any Host (behind a proxy or in a container).
-    #[arg(long, env = "MEMGYM_MCP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
-    pub mcp_allowed_hosts: String,
+    /// `Host` header values the OpenEnv and MCP listeners accept (DNS-rebinding protection; OpenEnv also
+    /// checks a browser's `Origin`), comma-separated; a name without a port matches any port. `*` accepts
+    /// any Host (behind a proxy or in a container).
+    #[arg(long, alias = "mcp-allowed-hosts", env = "MEMGYM_HTTP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
+    pub http_allowed_hosts: String,
     /// Environment settings.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -286,7 +287,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The MCP endpoints' settings.
     pub fn mcp_options(&self) -> crate::api::mcp::McpOptions {
-        let hosts: Vec<String> = self.mcp_allowed_hosts.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
+        let hosts: Vec<String> = self.http_allowed_hosts.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
         let allowed_hosts = if hosts.iter().any(|h| h == "*") { Vec::new() } else { hosts };
         crate::api::mcp::McpOptions { allowed_hosts }
     }
@@ -537,6 +538,20 @@ mod tests {
             let argv = ["memgym", "dataset", "verl", "--out", "x.parquet", "--agent-name", bad];
             assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn http_allowed_hosts_are_a_list_and_a_star_allows_any_host() {
+        let hosts = |flags: &[&str]| {
+            let Command::Serve(a) = Cli::try_parse_from(["memgym", "serve"].iter().chain(flags)).unwrap().command else {
+                panic!("`memgym serve` parses as Command::Serve")
+            };
+            a.mcp_options().allowed_hosts
+        };
+        assert_eq!(hosts(&[]), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(hosts(&["--http-allowed-hosts", " a.example , b:80 ,"]), ["a.example", "b:80"]);
+        assert_eq!(hosts(&["--mcp-allowed-hosts", "c"]), ["c"], "the earlier name still works");
+        assert!(hosts(&["--http-allowed-hosts", "a,*"]).is_empty(), "empty: any Host");
     }
 
     #[test]

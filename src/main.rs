@@ -50,7 +50,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 if let Some(addr) = a.openenv_addr {
                     let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--openenv-addr: cannot listen on {addr}: {e}"))?;
                     tracing::info!(addr = %l.local_addr()?, max_sessions = a.openenv_max_sessions, "openenv listening");
-                    let options = memgym::api::openenv::OpenEnvOptions { max_sessions: a.openenv_max_sessions as usize, mcp: a.mcp_options() };
+                    let options = memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options());
                     faces.openenv = Some((l, options));
                 }
                 if let Some(addr) = a.mcp_addr {

@@ -16,6 +16,7 @@ use super::convert::tool_result;
 use super::pb;
 use crate::episode::{CreateRequest, Environment, EpisodeState};
 use crate::quote::{name, quoted};
+use crate::reward::Evaluator;
 use crate::tools::{json as tool_json, TOOL_NAMES};
 use pb::call_tool_response::Result as R;
 
@@ -27,9 +28,15 @@ pub const OPEN_KEYS: [(&str, &str, &str); 7] = [
     ("seed", "integer", "Seed: picks the question when question_id is unset, and drives sample_memory's random strategy."),
     ("episode_id", "string", "Client-chosen episode id (letters, digits, '.', '_', ':', '-'; at most 128)."),
     ("max_steps", "integer", "Step budget (default 30)."),
-    ("evaluator", "string", "answer_recall, llm_f1 or llm_judge (unset: the server's default)."),
+    ("evaluator", "string", "The evaluator (unset: the server's default)."),
     ("include_adversarial", "boolean", "Allow category-5 (adversarial) questions."),
 ];
+
+/// The evaluators' names as the JSON faces take them (`answer_recall`; the server's `answer-recall` is
+/// accepted too).
+pub fn evaluator_names() -> Vec<String> {
+    Evaluator::ALL.iter().map(|e| e.name().replace('-', "_")).collect()
+}
 
 /// [`OPEN_KEYS`] as JSON Schema properties (the evaluator with its names as an enum).
 pub fn open_properties() -> Map<String, Value> {
@@ -37,7 +44,7 @@ pub fn open_properties() -> Map<String, Value> {
     for (key, ty, description) in OPEN_KEYS {
         let mut p = json!({"type": ty, "description": description});
         if key == "evaluator" {
-            p["enum"] = json!(["answer_recall", "llm_f1", "llm_judge"]);
+            p["enum"] = json!(evaluator_names());
         }
         props.insert(key.into(), p);
     }
@@ -171,7 +178,9 @@ impl Gateway {
     /// Closes `id` in the background, logging a failure (for disconnects and replaced episodes).
     pub fn close_later(&self, id: String) {
         let gw = self.clone();
-        tokio::spawn(async move {
+        // Outside a runtime (a process shutting down) there is nothing left to close it on.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
             if let Err(s) = gw.close(&id).await {
                 tracing::debug!(episode_id = %name(&id), error = %s.message(), "close after disconnect");
             }
@@ -231,18 +240,22 @@ fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, S
         Some(Value::Bool(b)) => *b,
         Some(v) => return Err(Status::invalid_argument(format!("include_adversarial: must be a boolean, got {}", kind(v)))),
     };
-    let evaluator = match string("evaluator")?.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+    let given = string("evaluator")?;
+    let evaluator = match given.trim() {
         "" => pb::Evaluator::Unspecified,
-        "answer_recall" => pb::Evaluator::AnswerRecall,
-        "llm_f1" => pb::Evaluator::LlmF1,
-        "llm_judge" => pb::Evaluator::LlmJudge,
-        _ => {
-            let got = string("evaluator")?;
-            return Err(Status::invalid_argument(format!(
-                "evaluator: must be one of answer_recall, llm_f1, llm_judge, got {}",
-                quoted(&got)
-            )));
-        }
+        // The server's names ("answer-recall", as breakdowns report them) or with underscores.
+        name => match Evaluator::parse(&name.to_ascii_lowercase().replace('_', "-")) {
+            Ok(Evaluator::AnswerRecall) => pb::Evaluator::AnswerRecall,
+            Ok(Evaluator::LlmF1) => pb::Evaluator::LlmF1,
+            Ok(Evaluator::LlmJudge) => pb::Evaluator::LlmJudge,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "evaluator: must be one of {}, got {}",
+                    evaluator_names().join(", "),
+                    quoted(&given)
+                )))
+            }
+        },
     };
     Ok(pb::CreateEpisodeRequest {
         episode_id: string("episode_id")?,

@@ -87,7 +87,7 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
         env.dataset().questions.iter().filter(|q| q.category != 5).map(|q| (q.id.clone(), q.question.clone())).collect();
     anyhow::ensure!(!questions.is_empty(), "the dataset has no questions");
     let mcp = McpOptions { allowed_hosts: vec!["127.0.0.1".into()] };
-    let openenv = OpenEnvOptions { max_sessions: a.episodes, mcp: mcp.clone() };
+    let openenv = OpenEnvOptions::new(a.episodes, mcp.clone());
     let running = server::spawn_all(env, None, "127.0.0.1:0".parse()?, Some(openenv), Some(mcp)).await?;
     let plans = Arc::new(plans(&questions, a.episodes, a.calls));
     let grpc = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;

@@ -28,11 +28,16 @@ struct Face {
 }
 
 async fn spawn_face(flags: &[&str], max_sessions: usize) -> Face {
+    spawn_face_pinging(flags, max_sessions, OpenEnvOptions::PING_EVERY).await
+}
+
+async fn spawn_face_pinging(flags: &[&str], max_sessions: usize, ping_every: Duration) -> Face {
     let mut argv = vec!["memgym", "serve"];
     argv.extend_from_slice(flags);
     let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
     let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let options = OpenEnvOptions { max_sessions, mcp: McpOptions { allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()] } };
+    let mcp = McpOptions { allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()] };
+    let options = OpenEnvOptions { ping_every, ..OpenEnvOptions::new(max_sessions, mcp) };
     let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), Some(options), None).await.expect("server starts");
     let addr = server.openenv_addr.expect("openenv face");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
@@ -224,7 +229,7 @@ async fn errors_name_the_problem_and_leave_the_connection_usable() {
     assert_eq!(code(&r), "VALIDATION_ERROR");
     assert!(r["data"]["message"].as_str().unwrap().starts_with("max_steps:"), "{r}");
     let r = ask(&mut ws, json!({"type": "reset", "data": {"question_id": "conv-99:q1"}})).await;
-    assert_eq!(code(&r), "EXECUTION_ERROR", "{r}");
+    assert_eq!(code(&r), "VALIDATION_ERROR", "an unknown question is a bad reset value: {r}");
 
     let r = ask(&mut ws, json!({"type": "reset", "data": {"question_id": "conv-26:q3", "episode_id": "err-1"}})).await;
     assert_eq!(r["type"], "observation");
@@ -357,4 +362,78 @@ async fn pings_are_answered_while_a_slow_score_runs() {
     let scored = recv(&mut ws).await;
     assert_eq!(scored["data"]["done"], true, "{scored}");
     assert_eq!(scored["data"]["metadata"]["evaluator"], "llm-f1");
+}
+
+#[tokio::test]
+async fn a_reset_never_takes_over_a_live_episode() {
+    let mut face = spawn_face(&[], 4).await;
+    face.grpc
+        .create_episode(pb::CreateEpisodeRequest { episode_id: "taken".into(), question_id: "conv-26:q3".into(), ..Default::default() })
+        .await
+        .unwrap();
+    let mut ws = connect(&face).await;
+    let r = ask(&mut ws, json!({"type": "reset", "data": {"question_id": "conv-26:q3", "episode_id": "taken"}})).await;
+    assert_eq!(r["data"]["code"], "VALIDATION_ERROR", "{r}");
+    assert!(r["data"]["message"].as_str().unwrap().starts_with("episode_id: episode \"taken\" is already open"), "{r}");
+    drop(ws);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let st = face.grpc.get_episode(pb::GetEpisodeRequest { episode_id: "taken".into(), include_trace: false }).await;
+    assert!(st.is_ok(), "the gRPC client's episode lives on after the socket went away");
+}
+
+#[tokio::test]
+async fn stateless_routes_answer_http_statuses_by_cause() {
+    let face = spawn_face(&[], 4).await;
+    let url = format!("{}/reset", face.http);
+    let (s, r) = post(&url, r#"{"question_id": "conv-99:q1"}"#, "*/*").await;
+    assert_eq!(s, 422, "an unknown question is bad input: {r}");
+    let (s, _) = post(&url, r#"{"question_id": "conv-26:q3", "episode_id": "once"}"#, "*/*").await;
+    assert_eq!(s, 200);
+    let (s, r) = post(&url, r#"{"question_id": "conv-26:q3", "episode_id": "once"}"#, "*/*").await;
+    assert_eq!(s, 409, "a closed id is not reused: {r}");
+    let (s, r) = post(&format!("{}/step", face.http), r#"{"action": {"type": "call_tool"}}"#, "*/*").await;
+    assert!(s == 422 && r["detail"][0]["msg"].as_str().unwrap().starts_with("action.tool_name"), "{r}");
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_forbidden() {
+    let face = spawn_face(&[], 4).await;
+    let status = |host: &'static str, origin: Option<&'static str>| {
+        let url = format!("{}/health", face.http);
+        async move {
+            let mut req = reqwest::Client::new().get(url).header("host", host);
+            if let Some(o) = origin {
+                req = req.header("origin", o);
+            }
+            req.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(status("127.0.0.1:9", None).await, 200, "an entry without a port matches any port");
+    assert_eq!(status("localhost", Some("http://localhost:3000")).await, 200);
+    assert_eq!(status("attacker.example", None).await, 403);
+    assert_eq!(status("127.0.0.1", Some("https://attacker.example")).await, 403, "a browser page of another site");
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_and_its_place_freed() {
+    let face = spawn_face_pinging(&[], 1, Duration::from_millis(200)).await;
+    let mut silent = connect(&face).await;
+    ask(&mut silent, json!({"type": "reset", "data": {"seed": 1}})).await;
+    let id = ask(&mut silent, json!({"type": "state"})).await["data"]["episode_id"].as_str().unwrap().to_string();
+    // `silent` is never read again, so it never answers the server's pings.
+    let mut freed = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut ws = connect(&face).await;
+        let r = ask(&mut ws, json!({"type": "reset", "data": {"seed": 2}})).await;
+        if r["type"] == "observation" {
+            freed = Some(ws);
+            break;
+        }
+    }
+    assert!(freed.is_some(), "the silent connection's place came back");
+    let mut grpc = face.grpc.clone();
+    let err = grpc.get_episode(pb::GetEpisodeRequest { episode_id: id, include_trace: false }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "and its episode was closed");
+    drop(silent);
 }

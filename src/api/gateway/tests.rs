@@ -17,6 +17,8 @@ fn open_keys_are_read_with_their_types_and_null_means_unset() {
     assert_eq!((r.question_id.as_str(), r.seed, r.max_steps, r.include_adversarial), ("conv-26:q3", Some(7), Some(5), true));
     assert_eq!(r.evaluator, pb::Evaluator::LlmF1 as i32);
     assert!(r.episode_id.is_empty() && r.custom.is_none());
+    let server_name = open_request(&map(json!({"evaluator": "answer-recall"}))).unwrap();
+    assert_eq!(server_name.evaluator, pb::Evaluator::AnswerRecall as i32, "the name breakdowns report is accepted");
     let empty = open_request(&Map::new()).unwrap();
     assert_eq!((empty.seed, empty.evaluator), (None, pb::Evaluator::Unspecified as i32));
 }
@@ -29,7 +31,7 @@ fn bad_open_keys_name_the_field() {
         (json!({"seed": 1.5}), "seed: must be a non-negative integer"),
         (json!({"max_steps": "ten"}), "max_steps: must be a non-negative integer, got a string"),
         (json!({"max_steps": 5_000_000_000u64}), "max_steps: too large"),
-        (json!({"evaluator": "gpt"}), "evaluator: must be one of answer_recall, llm_f1, llm_judge"),
+        (json!({"evaluator": "gpt"}), "evaluator: must be one of answer_recall, llm_f1, llm_judge, got \"gpt\""),
         (json!({"include_adversarial": "yes"}), "include_adversarial: must be a boolean"),
         (json!({"question_id": 3}), "question_id: must be a string, got a number"),
     ];

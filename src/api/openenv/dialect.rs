@@ -47,7 +47,7 @@ pub async fn answer(openenv: &OpenEnv, request: &Value) -> Value {
             Err((active, max)) => error(
                 id,
                 SERVER_ERROR,
-                &format!("Server at capacity: {active}/{max} sessions active. Cannot create a new session."),
+                &super::capacity_message(active, max, "create a new session"),
                 Some(json!({"active_sessions": active, "max_sessions": max})),
             ),
         },

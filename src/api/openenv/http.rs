@@ -1,7 +1,7 @@
 //! OpenEnv's HTTP routes. `/reset`, `/step` and `/state` are stateless, as OpenEnv's are: each request
 //! runs on a throwaway environment instance (its episode is closed before the reply), so they never hold a
 //! session place. Episodes that last run over `/ws`. Errors of the stateless routes are FastAPI's shape,
-//! HTTP 422 `{"detail": [{"loc", "msg", "type"}]}`, or 500 when the environment failed.
+//! `{"detail": [{"loc", "msg", "type"}]}`, with HTTP 422 for bad input and the statuses of [`failure`].
 
 use std::sync::Arc;
 
@@ -12,13 +12,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
+use tonic::Code;
 
-use super::session::{ErrorCode, Failure, Session};
+use super::session::{Action, ErrorCode, Failure, Session};
 use super::{dialect, schema, ws, OpenEnv};
 use crate::api::gateway::{kind, OPEN_KEYS};
 
-/// Largest body the HTTP routes read (the gRPC server's message cap).
-const MAX_BODY: usize = crate::server::MAX_MESSAGE_BYTES;
+/// Largest body or WebSocket message read. OpenEnv requests are small (a tool's text arguments hold at most
+/// `--max-text-chars` characters each); with the WebSocket queue ([`super::ws`]) this bounds what one
+/// connection can make the server hold.
+pub(super) const MAX_BODY: usize = 1024 * 1024;
 
 /// The WebSocket read buffer. tungstenite zero-fills up to this much before every socket read (128 KiB by
 /// default: 11 % of the CPU of `memgym bench protocols`' OpenEnv run went to that memset); requests are
@@ -70,6 +73,10 @@ pub(super) async fn step(State(openenv): State<Arc<OpenEnv>>, body: Bytes) -> Re
     let Some(action) = data.remove("action") else {
         return failure(&Failure::new(ErrorCode::Validation, "action: is required"));
     };
+    // Checked before an episode is opened for it.
+    if let Err(f) = Action::parse(&action) {
+        return failure(&f);
+    }
     match data.remove("timeout_s") {
         None | Some(Value::Null) => {}
         Some(Value::Number(n)) if n.as_f64().is_some_and(|t| t.is_finite() && t > 0.0) => {}
@@ -111,7 +118,7 @@ pub(super) async fn websocket(
             }),
             None => openenv.slots.acquire().map_err(|(active, max)| {
                 json!({"type": "error", "data": {"code": ErrorCode::CapacityReached.as_str(),
-                    "message": format!("Server at capacity: {active}/{max} sessions active. Cannot accept new connections."),
+                    "message": super::capacity_message(active, max, "accept new connections"),
                     "active_sessions": active, "max_sessions": max}})
             }),
         };
@@ -141,6 +148,49 @@ pub(super) async fn mcp(State(openenv): State<Arc<OpenEnv>>, request: Request) -
     Json(answer).into_response()
 }
 
+/// Refuses a request whose `Host`, or `Origin` when present, is not in `allowed` (empty: any) with 403.
+pub(super) async fn check_host(State(allowed): State<Arc<Vec<String>>>, request: Request, next: axum::middleware::Next) -> Response {
+    if !allowed.is_empty() {
+        let header = |name: http::HeaderName| request.headers().get(name).and_then(|v| v.to_str().ok());
+        let host_ok = header(http::header::HOST).is_some_and(|h| host_allowed(&allowed, h));
+        let origin_ok = match request.headers().get(http::header::ORIGIN) {
+            None => true,
+            Some(o) => o
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .is_some_and(|(_, rest)| host_allowed(&allowed, rest.split('/').next().unwrap_or(""))),
+        };
+        if !host_ok || !origin_ok {
+            let which = if host_ok { "Origin" } else { "Host" };
+            return (StatusCode::FORBIDDEN, format!("Forbidden: {which} header is not allowed (--http-allowed-hosts)")).into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// `host[:port]` (IPv6 in brackets, or bare) split into its lowercase host and port.
+fn split_host(authority: &str) -> (String, Option<&str>) {
+    let a = authority.trim();
+    if let Some(rest) = a.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
+        return (host.to_ascii_lowercase(), after.strip_prefix(':'));
+    }
+    match a.split_once(':') {
+        Some((host, port)) if !port.contains(':') => (host.to_ascii_lowercase(), Some(port)),
+        _ => (a.to_ascii_lowercase(), None),
+    }
+}
+
+/// rmcp's rule: an entry without a port matches the host on any port, one with a port only that port.
+pub(super) fn host_allowed(allowed: &[String], authority: &str) -> bool {
+    let (host, port) = split_host(authority);
+    allowed.iter().any(|entry| {
+        let (h, p) = split_host(entry);
+        h == host && (p.is_none() || p == port)
+    })
+}
+
 fn body_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
@@ -152,11 +202,29 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     }
 }
 
-/// FastAPI's error shapes: 422 for bad input, 500 when the environment failed.
+/// FastAPI's error shapes: 422 for bad input (an unknown question included), 409 for an id in use or a
+/// refused state, 503 at a server cap or with the LLM endpoint down, 504 when it timed out, 500 otherwise.
 fn failure(f: &Failure) -> Response {
-    let status = match f.code {
-        ErrorCode::Validation | ErrorCode::InvalidJson | ErrorCode::UnknownType => StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorCode::Execution | ErrorCode::CapacityReached | ErrorCode::Session => StatusCode::INTERNAL_SERVER_ERROR,
+    let status = match (f.status, f.code) {
+        (Some(Code::InvalidArgument | Code::NotFound | Code::OutOfRange), _) => StatusCode::UNPROCESSABLE_ENTITY,
+        (Some(Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted), _) => StatusCode::CONFLICT,
+        (Some(Code::ResourceExhausted | Code::Unavailable), _) => StatusCode::SERVICE_UNAVAILABLE,
+        (Some(Code::DeadlineExceeded), _) => StatusCode::GATEWAY_TIMEOUT,
+        (
+            Some(
+                Code::Ok
+                | Code::Cancelled
+                | Code::Unknown
+                | Code::PermissionDenied
+                | Code::Unimplemented
+                | Code::Internal
+                | Code::DataLoss
+                | Code::Unauthenticated,
+            ),
+            _,
+        ) => StatusCode::INTERNAL_SERVER_ERROR,
+        (None, ErrorCode::Validation | ErrorCode::InvalidJson | ErrorCode::UnknownType) => StatusCode::UNPROCESSABLE_ENTITY,
+        (None, ErrorCode::Execution | ErrorCode::CapacityReached | ErrorCode::Session) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let field = f.message.split(':').next().filter(|p| !p.contains(' ')).unwrap_or("body");
     (status, Json(json!({"detail": [{"loc": ["body", field], "msg": f.message, "type": f.code.as_str().to_ascii_lowercase()}]})))

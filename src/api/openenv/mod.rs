@@ -8,6 +8,9 @@
 //! - `dialect.rs`: `/mcp` — OpenEnv's JSON-RPC dialect, or standard MCP handed to rmcp;
 //! - `schema.rs`: the JSON Schemas and the OpenAPI document.
 //!
+//! Every route checks `Host` (and `Origin`, when a browser sends one) against `--http-allowed-hosts`, as
+//! rmcp does for MCP: a web page the user opens cannot drive a server on loopback (DNS rebinding).
+//!
 //! Sessions (WebSocket connections and `openenv/session/create` sessions) share one cap
 //! (`--openenv-max-sessions`); a connection beyond it is accepted, told CAPACITY_REACHED, and closed.
 
@@ -37,13 +40,27 @@ pub use session::{ErrorCode, Session};
 pub struct OpenEnvOptions {
     /// Concurrent sessions (WebSocket connections plus JSON-RPC sessions).
     pub max_sessions: usize,
-    /// The standard MCP endpoint behind `/mcp`.
+    /// The standard MCP endpoint behind `/mcp`, and the Host allowlist of every route.
     pub mcp: McpOptions,
+    /// How often the server pings a WebSocket ([`OpenEnvOptions::PING_EVERY`]); a connection silent for a
+    /// whole period after a ping is closed.
+    pub ping_every: Duration,
+}
+
+impl OpenEnvOptions {
+    /// The server's ping period: OpenEnv's client pings every 20 s too.
+    pub const PING_EVERY: Duration = Duration::from_secs(20);
+
+    /// `max_sessions` places, the MCP options, the default ping period.
+    pub fn new(max_sessions: usize, mcp: McpOptions) -> Self {
+        OpenEnvOptions { max_sessions, mcp, ping_every: Self::PING_EVERY }
+    }
 }
 
 /// The server's shared state.
 pub struct OpenEnv {
     gateway: Gateway,
+    ping_every: Duration,
     slots: Arc<Slots>,
     mcp: mcp::Service,
 }
@@ -58,6 +75,7 @@ impl std::fmt::Debug for OpenEnv {
 pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
     let idle = gateway.env().config().limits.idle_ttl;
     let state = Arc::new(OpenEnv {
+        ping_every: options.ping_every,
         mcp: mcp::service(gateway.clone(), &options.mcp),
         gateway,
         slots: Arc::new(Slots { active: AtomicUsize::new(0), max: options.max_sessions, idle, parked: Mutex::new(HashMap::new()) }),
@@ -73,6 +91,12 @@ pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
         .route("/ws", get(http::websocket))
         .route("/mcp", any(http::mcp))
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(Arc::new(options.mcp.allowed_hosts.clone()), http::check_host))
+}
+
+/// OpenEnv's words for a full server (its `exceptions.py`), for the WebSocket and JSON-RPC refusals alike.
+fn capacity_message(active: usize, max: usize, what: &str) -> String {
+    format!("Server at capacity: {active}/{max} sessions active. Cannot {what}.")
 }
 
 /// The session cap and the JSON-RPC sessions waiting for (or attached to) a WebSocket.

@@ -78,7 +78,8 @@ pub fn state_schema() -> Value {
 
 /// `GET /schema`.
 pub fn schema() -> Value {
-    json!({"action": action_schema(), "observation": observation_schema(), "state": state_schema(), "reset": reset_schema()})
+    // OpenEnv's SchemaResponse allows no other key; the reset data's schema is in /openapi.json.
+    json!({"action": action_schema(), "observation": observation_schema(), "state": state_schema()})
 }
 
 /// `GET /openapi.json`: the HTTP surface in OpenAPI 3.1.

@@ -47,20 +47,23 @@ pub struct Failure {
     pub code: ErrorCode,
     /// What went wrong, naming the field.
     pub message: String,
+    /// The environment's status code, when the environment refused (the HTTP routes map it).
+    pub status: Option<Code>,
 }
 
 impl Failure {
     pub(super) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into() }
+        Failure { code, message: message.into(), status: None }
     }
 
-    /// A status from the environment: bad input is a validation error, the rest execution errors.
+    /// A status from the environment: bad input (a bad value, an unknown question or conversation) is a
+    /// validation error, the rest execution errors.
     fn from_status(s: &Status) -> Self {
         let code = match classify(s.code()) {
-            Class::BadInput => ErrorCode::Validation,
-            Class::Missing | Class::Timeout | Class::Refused => ErrorCode::Execution,
+            Class::BadInput | Class::Missing => ErrorCode::Validation,
+            Class::Timeout | Class::Refused => ErrorCode::Execution,
         };
-        Failure::new(code, s.message())
+        Failure { code, message: s.message().to_string(), status: Some(s.code()) }
     }
 }
 
@@ -129,16 +132,28 @@ impl Session {
     /// Opens an episode from the reset data (closing the previous one).
     pub async fn reset(&mut self, data: &Map<String, Value>) -> Result<Value, Failure> {
         let opened = self.gw.open(data).await.map_err(|s| Failure::from_status(&s))?;
+        if !opened.created {
+            // A reset opens a new episode: one that is live already (another connection's, or this one's)
+            // is not taken over.
+            return Err(Failure {
+                code: ErrorCode::Validation,
+                message: format!(
+                    "episode_id: episode {} is already open; a reset needs a new id",
+                    crate::quote::quoted(&opened.state.episode_id)
+                ),
+                status: Some(Code::AlreadyExists),
+            });
+        }
         if let Some(old) = self.episode.replace(opened.state.episode_id.clone()) {
-            if old != opened.state.episode_id {
-                self.gw.close_later(old);
-            }
+            self.gw.close_later(old);
         }
         self.step_count = 0;
         let s = &opened.state;
         let text = format!(
             "Question: {}\nThe memory holds {} memories; you have {} tool calls. Edit it so that the question can be answered from it, then score.",
-            s.question, s.memory_count, s.max_steps
+            s.question,
+            s.memory_count,
+            s.steps_left()
         );
         let mut metadata = episode_json(s, Some(opened.created));
         if let Value::Object(o) = &mut metadata {
@@ -149,10 +164,10 @@ impl Session {
 
     /// Runs one action.
     pub async fn step(&mut self, action: &Value) -> Result<Value, Failure> {
+        let action = Action::parse(action)?;
         let Some(id) = self.episode.clone() else {
             return Err(Failure::new(ErrorCode::Execution, "no episode: send a reset first"));
         };
-        let action = Action::parse(action)?;
         let obs = match action {
             Action::ListTools => {
                 let tools: Vec<Value> = tool_schemas()
@@ -175,7 +190,10 @@ impl Session {
     }
 
     async fn call(&self, id: &str, name: String, arguments: &Value) -> Result<Obs, Failure> {
-        match self.gw.call(id, &name, arguments).await {
+        let called = self.gw.call(id, &name, arguments).await;
+        // The name goes back in the observation: a prefix of an unknown one at most.
+        let name = if is_tool(&name) { name } else { crate::quote::cut(&name) };
+        match called {
             Ok(c) => {
                 let mut obs = Obs { text: c.text, tool_name: Some(name), result: Some(c.structured), reward: Some(0.0), ..Obs::default() };
                 if c.done {
@@ -256,6 +274,13 @@ impl Session {
             data["metadata"] = metadata;
         }
         data
+    }
+}
+
+impl Drop for Session {
+    /// A session dropped with its episode (a client gone mid-request, a task aborted) closes it.
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

@@ -91,3 +91,15 @@ fn idle_json_rpc_sessions_give_their_place_back_and_attached_ones_stay() {
     slots.detach(&id);
     assert!(slots.acquire().is_ok());
 }
+
+#[test]
+fn hosts_match_like_rmcp_does() {
+    use super::http::host_allowed;
+    let allowed: Vec<String> = ["localhost", "127.0.0.1", "::1", "memgym.internal:8000"].iter().map(|s| s.to_string()).collect();
+    for ok in ["localhost", "LOCALHOST:8000", "127.0.0.1:1", "[::1]:8000", "::1", "memgym.internal:8000"] {
+        assert!(host_allowed(&allowed, ok), "{ok}");
+    }
+    for bad in ["memgym.internal:9000", "memgym.internal", "127.0.0.2", "localhost.attacker.example", "", "[::2]:80"] {
+        assert!(!host_allowed(&allowed, bad), "{bad}");
+    }
+}

@@ -10,16 +10,19 @@ use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
+use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::dialect;
 use super::session::{ErrorCode, Failure, Session};
 use super::{OpenEnv, Slot};
 use crate::api::gateway::kind;
 
-/// Requests a client may queue behind the one being served before the reader waits.
-const QUEUE: usize = 64;
+/// Requests a client may queue behind the one being served before the reader waits (at most
+/// `QUEUE` × [`super::http::MAX_BODY`] held per connection).
+const QUEUE: usize = 8;
 
 /// What one frame asks for.
 pub(super) enum Request {
@@ -34,21 +37,50 @@ pub(super) enum Request {
 pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<String>(QUEUE);
-    let reader = tokio::spawn(async move {
-        while let Some(frame) = stream.next().await {
-            let text = match frame {
-                Ok(Message::Text(t)) => t.to_string(),
-                Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).into_owned(),
-                Ok(Message::Ping(_) | Message::Pong(_)) => continue,
-                Ok(Message::Close(_)) | Err(_) => break,
-            };
-            if tx.send(text).await.is_err() {
-                break;
+    let heard = Arc::new(Mutex::new(Instant::now()));
+    let reader = tokio::spawn({
+        let heard = heard.clone();
+        async move {
+            while let Some(frame) = stream.next().await {
+                *heard.lock() = Instant::now();
+                let text = match frame {
+                    Ok(Message::Text(t)) => t.to_string(),
+                    Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).into_owned(),
+                    Ok(Message::Ping(_) | Message::Pong(_)) => continue,
+                    Ok(Message::Close(_)) | Err(_) => break,
+                };
+                if tx.send(text).await.is_err() {
+                    break;
+                }
             }
         }
     });
     let mut session = Session::new(openenv.gateway.clone());
-    while let Some(frame) = rx.recv().await {
+    // The server pings every `ping_every`; a connection that has sent nothing (no frame, no pong) for a
+    // whole period after a ping is closed, its place and episode freed (a trainer node that died without
+    // closing its socket would hold them for ever).
+    let every = openenv.ping_every;
+    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pinged: Option<Instant> = None;
+    loop {
+        let frame = tokio::select! {
+            frame = rx.recv() => match frame {
+                Some(f) => f,
+                None => break,
+            },
+            _ = tick.tick() => {
+                if pinged.is_some_and(|p| *heard.lock() < p && p.elapsed() >= every) {
+                    tracing::debug!("openenv connection silent after a ping: closing it");
+                    break;
+                }
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+                pinged = Some(Instant::now());
+                continue;
+            }
+        };
         let reply = match parse(&frame) {
             Err(f) => error_frame(&f),
             Ok(Request::Close) => break,

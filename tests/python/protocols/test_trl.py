@@ -246,3 +246,14 @@ def test_one_connection_per_instance(server_address):
     finally:
         a._close()
         b._close()
+
+
+def test_boolean_columns_read_strings_and_refuse_garbage():
+    """A row that writes include_adversarial as text ("false", as CSV-born datasets do) is read as meant."""
+    from memgym_trl import row_episode_kwargs
+
+    for written, meant in [("false", False), ("True", True), (0, False), (True, True)]:
+        _, kwargs = row_episode_kwargs({"question_id": "conv-26:q3", "include_adversarial": written})
+        assert kwargs["include_adversarial"] is meant, written
+    with pytest.raises(ValueError, match="include_adversarial must be a boolean"):
+        row_episode_kwargs({"question_id": "conv-26:q3", "include_adversarial": "maybe"})

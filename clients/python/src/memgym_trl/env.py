@@ -58,6 +58,17 @@ def _first(sources: Tuple[Mapping[str, Any], ...], key: str) -> Any:
     return None
 
 
+def _flag(key: str, value: Any) -> bool:
+    """A boolean column: a bool, 0/1, or "true"/"false" (any case); anything else is refused by name."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise ValueError(f"memgym: {key} must be a boolean, got {value!r:.40}")
+
+
 def row_episode_kwargs(row: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
     """``(question_id, create_episode keyword arguments)`` of a dataset row.
 
@@ -95,7 +106,7 @@ def row_episode_kwargs(row: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
         if key in ("seed", "max_steps"):
             value = int(value)
         elif key == "include_adversarial":
-            value = bool(value)
+            value = _flag(key, value)
         else:
             value = str(value)
         kwargs[key] = value
@@ -154,8 +165,8 @@ class MemgymTRLEnv:
         Returns:
             ``"\\n\\n"`` followed by the episode's question (TRL appends it to the prompt's last message).
         """
-        self._close_episode()
         question_id, kwargs = row_episode_kwargs(row)
+        self._close_episode()
         kwargs = {**self._defaults, **kwargs}
         episode_id = new_episode_id({"question_id": question_id})
         created = self._rpc().create_episode(question_id, episode_id=episode_id, **kwargs)
