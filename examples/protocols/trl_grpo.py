@@ -21,16 +21,19 @@ from trl import GRPOConfig, GRPOTrainer
 from memgym_trl import MemgymTRLEnv
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a chat model whose template supports tool calls")
     p.add_argument("--data", required=True, help="the `memgym dataset verl` Parquet file")
     p.add_argument("--address", default="127.0.0.1:50051", help="memgym's gRPC address")
     p.add_argument("--max-steps", type=int, default=30, help="tool calls per episode")
     p.add_argument("--output-dir", default="memgym-trl-grpo")
-    a = p.parse_args()
-    dataset = load_dataset("parquet", data_files=a.data, split="train")
-    config = GRPOConfig(
+    return p.parse_args(argv)
+
+
+def grpo_config(a: argparse.Namespace, **overrides) -> GRPOConfig:
+    """GRPO: groups of 8 rollouts per question, up to --max-steps tool calls each."""
+    settings = dict(
         output_dir=a.output_dir,
         num_generations=8,
         per_device_train_batch_size=8,
@@ -38,13 +41,20 @@ def main() -> None:
         max_tool_calling_iterations=a.max_steps,
         logging_steps=1,
     )
-    trainer = GRPOTrainer(
-        model=a.model,
-        args=config,
-        train_dataset=dataset,
-        environment_factory=functools.partial(MemgymTRLEnv, address=a.address, max_steps=a.max_steps),
-    )
-    trainer.train()
+    settings.update(overrides)
+    return GRPOConfig(**settings)
+
+
+def environment_factory(a: argparse.Namespace):
+    """What TRL calls (with no arguments) for each environment instance it pools."""
+    return functools.partial(MemgymTRLEnv, address=a.address, max_steps=a.max_steps)
+
+
+def main() -> None:
+    a = parse_args()
+    dataset = load_dataset("parquet", data_files=a.data, split="train")
+    trainer = GRPOTrainer(model=a.model, args=grpo_config(a), train_dataset=dataset, environment_factory=environment_factory(a))
+    trainer.train()  # no reward_funcs: get_reward is the reward
 
 
 if __name__ == "__main__":

@@ -111,3 +111,26 @@ def test_grpo_trainer_probes_resets_and_rewards_through_the_environment(tmp_path
     assert logged["rewards/MemgymTRLEnv/mean"] == pytest.approx(sum(rewards) / len(rewards))
     for env in envs:
         env._close()
+
+
+def test_the_readme_launch_builds_with_trls_own_config(tmp_path, server_address):
+    """examples/protocols/trl_grpo.py: its arguments, its GRPOConfig (TRL validates it) and its factory.
+    Training itself needs a tool-calling model and a GPU; the step above runs the same class on CPU."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "protocols" / "trl_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_grpo_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    a = example.parse_args(["--model", "m", "--data", "d.parquet", "--address", server_address, "--max-steps", "12", "--output-dir", str(tmp_path)])
+    config = example.grpo_config(a, use_cpu=True, bf16=False, report_to=[])
+    assert isinstance(config, trl.GRPOConfig)
+    assert (config.max_tool_calling_iterations, config.num_generations) == (12, 8)
+    env = example.environment_factory(a)()
+    try:
+        question = env.reset(question_id="conv-26:q3")
+        assert question.startswith("\n\n") and env.episode_id
+        assert "[m" in env.search_memory("adoption")
+        assert isinstance(env.get_reward(), float)
+    finally:
+        env._close()
