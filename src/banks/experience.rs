@@ -282,7 +282,7 @@ impl Banks {
         let limits = self.op_limits();
         let parsed = ops::parse_batch(operations_json, &limits).map_err(|e| match e {
             ops::BatchError::TooMany { .. } => BankError::ResourceExhausted { message: e.to_string() },
-            other @ (ops::BatchError::NotJson { .. } | ops::BatchError::NotABatch { .. }) => {
+            other @ (ops::BatchError::NotJson { .. } | ops::BatchError::NotABatch { .. } | ops::BatchError::Truncated { .. }) => {
                 BankError::invalid("operations_json", other.to_string())
             }
         })?;

@@ -151,6 +151,14 @@ pub enum BatchError {
         /// The kind of JSON value found: "a string", "a number", ….
         found: &'static str,
     },
+    /// A JSON array of operations that never closes (an LLM reply stopped by its token limit): nothing of it
+    /// is applied as a batch. [`parse_leading`] reads its complete leading operations for callers that may
+    /// use part of a reply.
+    #[error("operations: the JSON array is cut off after {complete} complete operation(s) (a reply stopped by its token limit?)")]
+    Truncated {
+        /// Complete operation objects before the cut.
+        complete: usize,
+    },
     /// More operations than [`OpLimits::max_ops`].
     #[error("operations: {count} operations in one batch, at most {max} allowed")]
     TooMany {
@@ -195,6 +203,38 @@ pub fn parse_batch(text: &str, limits: &OpLimits) -> Result<Vec<Result<Parsed, O
     Ok(ops.iter().enumerate().map(|(index, value)| parse_op(index, value, limits)).collect())
 }
 
+/// Parses the complete leading operations of a batch whose array is cut off ([`BatchError::Truncated`]);
+/// `None` when the text holds no such array.
+pub fn parse_leading(text: &str, limits: &OpLimits) -> Option<Vec<Result<Parsed, OpError>>> {
+    let items = unterminated_array(text)?;
+    Some(items.iter().take(limits.max_ops).enumerate().map(|(index, value)| parse_op(index, value, limits)).collect())
+}
+
+/// An array of objects that opens (at the first `[`, right before a `{`) and never closes: its complete
+/// leading objects. A reply cut by its token limit looks like this; taking the first object inside it for
+/// the whole batch would apply part of a batch without saying so.
+fn unterminated_array(text: &str) -> Option<Vec<Value>> {
+    let bytes = text.as_bytes();
+    let start = bytes.iter().position(|&b| b == b'[')?;
+    let next = start + 1 + bytes.get(start + 1..)?.iter().position(|b| !b.is_ascii_whitespace())?;
+    if bytes[next] != b'{' || matching(bytes, start, b'[', b']').is_some() {
+        return None;
+    }
+    let mut items = Vec::new();
+    let mut i = next;
+    while let Some(end) = matching(bytes, i, b'{', b'}') {
+        match text.get(i..end).map(serde_json::from_str::<Value>) {
+            Some(Ok(value)) => items.push(value),
+            Some(Err(_)) | None => break,
+        }
+        match bytes.get(end..).and_then(|rest| rest.iter().position(|b| !(b.is_ascii_whitespace() || *b == b','))) {
+            Some(skip) if bytes[end + skip] == b'{' => i = end + skip,
+            Some(_) | None => break,
+        }
+    }
+    Some(items)
+}
+
 /// The JSON value of an LLM reply: the whole reply, else the first fenced block, `[…]` or `{…}` that parses.
 fn find_json(text: &str) -> Result<Value, BatchError> {
     let whole = match serde_json::from_str::<Value>(text) {
@@ -203,6 +243,9 @@ fn find_json(text: &str) -> Result<Value, BatchError> {
     };
     if let Some(value) = fenced(text) {
         return Ok(value);
+    }
+    if let Some(items) = unterminated_array(text) {
+        return Err(BatchError::Truncated { complete: items.len() });
     }
     match (balanced(text, b'[', b']'), balanced(text, b'{', b'}')) {
         // An object around the array (one operation with a `merged_from`, a wrapper) is the batch.

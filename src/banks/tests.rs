@@ -156,6 +156,13 @@ async fn apply_operations_reads_both_vocabularies_atomically() {
     assert_eq!((outs[0].status, meta.version), (Applied, version));
     assert!(!texts(&b, "lib").await.iter().any(|(_, t)| t == "dry"));
 
+    // A batch cut off mid-array applies nothing (not its first operation alone).
+    let now = texts(&b, "lib").await;
+    let cut = r#"[{"option": "add", "experience": "first"}, {"option": "add", "experience": "sec"#;
+    let e = b.apply_operations("lib", cut, true, false, None).await.unwrap_err();
+    assert!(matches!(&e, BankError::InvalidArgument { .. }) && e.to_string().contains("cut off after 1"), "{e}");
+    assert_eq!(texts(&b, "lib").await, now, "nothing of a cut batch is applied, even with partial");
+
     // Garbage from an LLM is a clear error, never a crash.
     let e = b.apply_operations("lib", "I think we should keep everything as is.", false, false, None).await.unwrap_err();
     assert!(e.to_string().contains("operations_json"), "{e}");

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::experience::{group_confidence, render, OpOutcome};
-use super::ops::{parse_batch, to_seed_json, Op, OpLimits};
+use super::ops::{parse_batch, parse_leading, to_seed_json, BatchError, Op, OpLimits};
 use super::{BankError, Banks};
 use crate::llm::Llm;
 
@@ -211,9 +211,19 @@ pub async fn summarize(llm: &Llm, t: &Trajectory, use_groundtruth: bool) -> Resu
 }
 
 /// Operations of an LLM reply: the usable ones (at most `max`), and why the others were dropped.
+///
+/// A reply cut off by the model's token limit inside its array keeps its complete leading operations, and
+/// the cut is reported among the rejections.
 pub fn read_operations(reply: &str, max: usize, limits: &OpLimits) -> Result<(Vec<Op>, Vec<String>), String> {
-    let parsed = parse_batch(reply, limits).map_err(|e| e.to_string())?;
-    let (mut ops, mut rejected) = (Vec::new(), Vec::new());
+    let (parsed, mut rejected) = match parse_batch(reply, limits) {
+        Ok(parsed) => (parsed, Vec::new()),
+        Err(e @ BatchError::Truncated { .. }) => match parse_leading(reply, limits) {
+            Some(leading) if !leading.is_empty() => (leading, vec![e.to_string()]),
+            Some(_) | None => return Err(e.to_string()),
+        },
+        Err(e @ (BatchError::NotJson { .. } | BatchError::NotABatch { .. } | BatchError::TooMany { .. })) => return Err(e.to_string()),
+    };
+    let mut ops = Vec::new();
     for p in parsed {
         match p {
             Ok(p) if matches!(p.op, Op::Keep) => {}

@@ -205,6 +205,11 @@ fn operation_replies_are_read_where_they_can_be_and_reported_where_they_cannot()
     // An object wrapping the operations, upstream's vocabulary, trailing prose without a fence.
     let (ops, rejected) = read(r#"{"operations": [{"operation": "UPDATE", "id": "g2", "content": "Better."}]} -- done"#).unwrap();
     assert_eq!((ops, rejected.len()), (vec![Op::Modify { id: 2, text: "Better.".into(), confidence: None, domain: None }], 0));
+    // A reply cut by its token limit keeps its complete leading operations and says so.
+    let (ops, rejected) = read(r#"[{"option":"add","experience":"Kept."},{"option":"add","experience":"Lo"#).unwrap();
+    assert_eq!(ops, vec![Op::Add { text: "Kept.".into(), confidence: None, domain: None }]);
+    assert!(rejected.len() == 1 && rejected[0].contains("cut off after 1 complete"), "{rejected:?}");
+    assert!(read(r#"[{"option":"add","experi"#).unwrap_err().contains("cut off after 0"));
     // Nothing that parses, and an empty array.
     assert!(read("I have no suggestions.").is_err());
     assert_eq!(read("[]").unwrap(), (vec![], vec![]));

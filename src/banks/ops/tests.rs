@@ -319,3 +319,25 @@ proptest! {
         prop_assert_eq!(parse_op(0, &aliased(&op, bits), &OpLimits::default()), Ok(Parsed { op, ignored_keys }));
     }
 }
+
+#[test]
+fn an_array_cut_off_is_refused_as_a_batch_and_its_complete_leading_ops_can_be_read() {
+    let limits = OpLimits::default();
+    let cut = r#"Here are the updates: [{"option": "add", "experience": "Check units."}, {"option": "add", "experience": "Reread the ques"#;
+    assert_eq!(parse_batch(cut, &limits), Err(BatchError::Truncated { complete: 1 }), "never the first object alone, silently");
+    let leading = parse_leading(cut, &limits).expect("an unterminated array");
+    assert_eq!(leading.len(), 1);
+    assert!(matches!(&leading[0], Ok(Parsed { op: Op::Add { .. }, .. })));
+    for (text, complete) in [
+        (r#"[{"option":"keep"},"#, 1),
+        (r#"[ {"option":"keep"} , {"option":"keep"}"#, 2),
+        (r#"[{"option":"add","experience":"a \"]\" b"}, {"#, 1),
+        (r#"[{"opt"#, 0),
+    ] {
+        assert_eq!(parse_batch(text, &limits), Err(BatchError::Truncated { complete }), "{text}");
+    }
+    // Not a cut array: prose with a bracket, a closed array, an object alone.
+    assert!(parse_leading(r#"I think [this] is fine: {"option":"keep"}"#, &limits).is_none());
+    assert_eq!(parse_batch(r#"see [1 {"option":"keep"}"#, &limits).map(|r| r.len()), Ok(1), "a '[' not before an object is prose");
+    assert!(parse_leading(r#"[{"option":"keep"}]"#, &limits).is_none());
+}
