@@ -276,6 +276,11 @@ pub struct ServeArgs {
     /// any Host (behind a proxy or in a container).
     #[arg(long, alias = "mcp-allowed-hosts", env = "MEMGYM_HTTP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
     pub http_allowed_hosts: String,
+    /// MCP sessions open at once (each `initialize` of the 2025-11-25 handshake opens one; the stateless
+    /// 2026-07-28 wire opens none); one more `initialize` is answered 503. Sessions end on DELETE or after
+    /// six minutes unused.
+    #[arg(long, env = "MEMGYM_MCP_MAX_SESSIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub mcp_max_sessions: u32,
     /// Environment settings.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -289,7 +294,7 @@ impl ServeArgs {
     pub fn mcp_options(&self) -> crate::api::mcp::McpOptions {
         let hosts: Vec<String> = self.http_allowed_hosts.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
         let allowed_hosts = if hosts.iter().any(|h| h == "*") { Vec::new() } else { hosts };
-        crate::api::mcp::McpOptions { allowed_hosts }
+        crate::api::mcp::McpOptions { allowed_hosts, max_sessions: self.mcp_max_sessions as usize }
     }
 }
 

@@ -18,7 +18,6 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
@@ -26,6 +25,7 @@ use tonic::Status;
 use tracing::Instrument;
 
 use super::gateway::{code_name, episode_json, is_tool, open_properties, tool_schemas, Gateway};
+use super::mcp_sessions::CappedSessions;
 
 /// The three episode tools, after the six memory tools.
 pub const EPISODE_TOOLS: [&str; 3] = ["create_episode", "score_episode", "close_episode"];
@@ -204,6 +204,18 @@ impl ServerHandler for McpServer {
 pub struct McpOptions {
     /// `Host` header values accepted (DNS-rebinding protection); empty accepts any.
     pub allowed_hosts: Vec<String>,
+    /// Open sessions (2025-11-25 and earlier: one per `initialize`) at most; the stateless wire opens none.
+    pub max_sessions: usize,
+}
+
+impl McpOptions {
+    /// The default session cap (`--mcp-max-sessions`).
+    pub const MAX_SESSIONS: usize = 1024;
+
+    /// `allowed_hosts` and the default session cap.
+    pub fn new(allowed_hosts: Vec<String>) -> Self {
+        McpOptions { allowed_hosts, max_sessions: Self::MAX_SESSIONS }
+    }
 }
 
 /// The streamable-HTTP MCP service (serve it at `/mcp` through [`handle`]).
@@ -217,17 +229,47 @@ pub fn service(gw: Gateway, options: &McpOptions) -> Service {
         config.with_allowed_hosts(options.allowed_hosts.clone())
     };
     let handler = McpServer::new(gw);
-    StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config)
+    let sessions = Arc::new(CappedSessions::new(options.max_sessions));
+    Service { http: StreamableHttpService::new(move || Ok(handler.clone()), sessions.clone(), config), sessions }
 }
 
-/// The service rmcp builds, as the faces hold it.
-pub type Service = StreamableHttpService<McpServer, LocalSessionManager>;
+/// The service rmcp builds and its sessions, as the faces hold them.
+pub struct Service {
+    http: StreamableHttpService<McpServer, CappedSessions>,
+    sessions: Arc<CappedSessions>,
+}
 
-/// Hands one HTTP request to rmcp. A successful session DELETE is answered 204 No Content rather than
-/// rmcp's 202: the official Python client accepts 200, 204 or 405 there and logs a warning otherwise.
-pub async fn handle(service: &Service, request: axum::extract::Request) -> axum::response::Response {
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("mcp::Service").field("sessions", &self.sessions).finish_non_exhaustive()
+    }
+}
+
+/// rmcp's own cap on a request body.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// Hands one HTTP request to rmcp. An `initialize` at `--mcp-max-sessions` is answered 503 with a JSON-RPC
+/// error. A successful session DELETE is answered 204 No Content rather than rmcp's 202: the official
+/// Python client accepts 200, 204 or 405 there and logs a warning otherwise.
+pub async fn handle(service: &Service, mut request: axum::extract::Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id") {
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+            return (http::StatusCode::PAYLOAD_TOO_LARGE, "Payload too large").into_response();
+        };
+        let opening = serde_json::from_slice::<Value>(&bytes).ok().filter(|v| v["method"] == "initialize");
+        if let Some(init) = opening {
+            if let Some((active, max)) = service.sessions.full().await {
+                let error = json!({"jsonrpc": "2.0", "id": init["id"],
+                    "error": {"code": -32000, "message": format!("Server at capacity: {active}/{max} MCP sessions open (--mcp-max-sessions); retry later or use the stateless protocol"), "data": {"active_sessions": active, "max_sessions": max}}});
+                return (http::StatusCode::SERVICE_UNAVAILABLE, axum::Json(error)).into_response();
+            }
+        }
+        request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    }
     let delete = request.method() == http::Method::DELETE;
-    let mut response = service.handle(request).await.map(axum::body::Body::new);
+    let mut response = service.http.handle(request).await.map(axum::body::Body::new);
     if delete && response.status() == http::StatusCode::ACCEPTED {
         *response.status_mut() = http::StatusCode::NO_CONTENT;
         *response.body_mut() = axum::body::Body::empty();

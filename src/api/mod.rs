@@ -12,6 +12,7 @@ mod env_service;
 pub mod gateway;
 mod learn_service;
 pub mod mcp;
+mod mcp_sessions;
 pub mod openenv;
 pub mod page;
 pub mod status;

@@ -86,7 +86,7 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     let questions: Vec<(String, String)> =
         env.dataset().questions.iter().filter(|q| q.category != 5).map(|q| (q.id.clone(), q.question.clone())).collect();
     anyhow::ensure!(!questions.is_empty(), "the dataset has no questions");
-    let mcp = McpOptions { allowed_hosts: vec!["127.0.0.1".into()] };
+    let mcp = McpOptions::new(vec!["127.0.0.1".into()]);
     let openenv = OpenEnvOptions::new(a.episodes, mcp.clone());
     let running = server::spawn_all(env, None, "127.0.0.1:0".parse()?, Some(openenv), Some(mcp)).await?;
     let plans = Arc::new(plans(&questions, a.episodes, a.calls));

@@ -20,10 +20,13 @@ struct Face {
 }
 
 async fn spawn_face(allowed_hosts: &[&str]) -> Face {
+    spawn_face_with(McpOptions::new(allowed_hosts.iter().map(|h| h.to_string()).collect())).await
+}
+
+async fn spawn_face_with(options: McpOptions) -> Face {
     use clap::Parser;
     let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
     let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let options = McpOptions { allowed_hosts: allowed_hosts.iter().map(|h| h.to_string()).collect() };
     let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), None, Some(options)).await.expect("server starts");
     let url = format!("http://{}/mcp", server.mcp_addr.expect("mcp face"));
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
@@ -101,4 +104,45 @@ async fn the_host_allowlist_is_the_flag_and_a_star_accepts_any_host() {
     assert_eq!(post(strict.url.clone(), "localhost:1234").await, 200, "a name without a port matches any port");
     let open = spawn_face(&[]).await;
     assert_eq!(post(open.url.clone(), "memgym.internal:8001").await, 200);
+}
+
+#[tokio::test]
+async fn sessions_are_capped_and_the_stateless_wire_is_not() {
+    let face = spawn_face_with(McpOptions { max_sessions: 2, ..McpOptions::new(vec!["127.0.0.1".into()]) }).await;
+    let a = client(&face.url, ClientLifecycleMode::Initialize).await;
+    let b = client(&face.url, ClientLifecycleMode::Initialize).await;
+    let third = ().serve_with_lifecycle(StreamableHttpClientTransport::from_uri(face.url.as_str()), ClientLifecycleMode::Initialize).await;
+    assert!(third.is_err(), "a third session is refused");
+    let raw = reqwest::Client::new()
+        .post(face.url.as_str())
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status().as_u16(), 503);
+    let body: Value = serde_json::from_slice(&raw.bytes().await.unwrap()).unwrap();
+    assert_eq!((body["id"].as_i64(), body["error"]["data"]["max_sessions"].as_u64()), (Some(7), Some(2)), "{body}");
+    // The stateless wire holds no session: it works at the cap.
+    let (_, modern) = modes().into_iter().next().unwrap();
+    let stateless = client(&face.url, modern).await;
+    let (err, text, _) = call(&stateless, "create_episode", json!({"question_id": "conv-26:q3"})).await;
+    assert!(!err, "{text}");
+    // A session that ends (DELETE) gives its place back.
+    let (err, _, _) = call(&a, "create_episode", json!({"question_id": "conv-26:q3"})).await;
+    assert!(!err);
+    let _ = a.cancel().await;
+    let mut again = None;
+    for _ in 0..50 {
+        if let Ok(c) =
+            ().serve_with_lifecycle(StreamableHttpClientTransport::from_uri(face.url.as_str()), ClientLifecycleMode::Initialize).await
+        {
+            again = Some(c);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(again.is_some(), "a place came back after a DELETE");
+    let _ = b.cancel().await;
 }

@@ -36,7 +36,7 @@ async fn spawn_face_pinging(flags: &[&str], max_sessions: usize, ping_every: Dur
     argv.extend_from_slice(flags);
     let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
     let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let mcp = McpOptions { allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()] };
+    let mcp = McpOptions::new(vec!["127.0.0.1".into(), "localhost".into()]);
     let options = OpenEnvOptions { ping_every, ..OpenEnvOptions::new(max_sessions, mcp) };
     let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), Some(options), None).await.expect("server starts");
     let addr = server.openenv_addr.expect("openenv face");
