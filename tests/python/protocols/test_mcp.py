@@ -221,7 +221,7 @@ def test_the_openenv_port_serves_standard_mcp_too(mode, servers):
 
 
 def test_a_foreign_host_header_is_forbidden(servers):
-    """DNS-rebinding protection (--mcp-allowed-hosts, default loopback names): another Host gets 403."""
+    """DNS-rebinding protection (--http-allowed-hosts, default loopback names): another Host gets 403."""
     url = urlsplit(servers.mcp_url)
     body = json.dumps({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
