@@ -46,17 +46,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),
                     embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
-                let mut faces = server::Faces::default();
-                if let Some(addr) = a.openenv_addr {
-                    let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--openenv-addr: cannot listen on {addr}: {e}"))?;
-                    tracing::info!(addr = %l.local_addr()?, max_sessions = a.openenv_max_sessions, "openenv listening");
-                    let options = memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options());
-                    faces.openenv = Some((l, options));
+                let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
+                let faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
+                let (openenv_addr, mcp_addr) = faces.addrs()?;
+                if let Some(addr) = openenv_addr {
+                    tracing::info!(%addr, max_sessions = a.openenv_max_sessions, "openenv listening");
                 }
-                if let Some(addr) = a.mcp_addr {
-                    let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--mcp-addr: cannot listen on {addr}: {e}"))?;
-                    tracing::info!(addr = %l.local_addr()?, "mcp listening (path /mcp)");
-                    faces.mcp = Some((l, a.mcp_options()));
+                if let Some(addr) = mcp_addr {
+                    tracing::info!(%addr, max_sessions = a.mcp_max_sessions, "mcp listening (path /mcp)");
                 }
                 server::serve_all(listener, env, banks, faces, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await
             })

@@ -79,6 +79,28 @@ pub struct Faces {
 }
 
 impl Faces {
+    /// Binds the listeners of the faces given (an address and its options each).
+    pub async fn bind(openenv: Option<(SocketAddr, OpenEnvOptions)>, mcp: Option<(SocketAddr, McpOptions)>) -> anyhow::Result<Faces> {
+        let listen = |flag: &'static str, addr: SocketAddr| async move {
+            TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("{flag}: cannot listen on {addr}: {e}"))
+        };
+        let mut faces = Faces::default();
+        if let Some((addr, o)) = openenv {
+            faces.openenv = Some((listen("--openenv-addr", addr).await?, o));
+        }
+        if let Some((addr, o)) = mcp {
+            faces.mcp = Some((listen("--mcp-addr", addr).await?, o));
+        }
+        Ok(faces)
+    }
+
+    /// Where the faces listen: OpenEnv's and MCP's addresses.
+    pub fn addrs(&self) -> std::io::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
+        let openenv = self.openenv.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
+        let mcp = self.mcp.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
+        Ok((openenv, mcp))
+    }
+
     /// Starts the faces' HTTP servers; they stop accepting when `stop` fires.
     fn spawn(self, env: &Arc<Environment>, stop: &tokio::sync::watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         let gateway = Gateway::new(env.clone());
@@ -333,15 +355,8 @@ pub async fn spawn_all(
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let loopback: SocketAddr = "127.0.0.1:0".parse()?;
-    let mut faces = Faces::default();
-    if let Some(o) = openenv {
-        faces.openenv = Some((TcpListener::bind(loopback).await?, o));
-    }
-    if let Some(o) = mcp {
-        faces.mcp = Some((TcpListener::bind(loopback).await?, o));
-    }
-    let openenv_addr = faces.openenv.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
-    let mcp_addr = faces.mcp.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
+    let faces = Faces::bind(openenv.map(|o| (loopback, o)), mcp.map(|o| (loopback, o))).await?;
+    let (openenv_addr, mcp_addr) = faces.addrs()?;
     let (tx, rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(serve_all(
         listener,

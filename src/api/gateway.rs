@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::convert::tool_result;
 use super::pb;
+use crate::dataset::ADVERSARIAL_CATEGORY;
 use crate::episode::{CreateRequest, Environment, EpisodeState};
 use crate::quote::{name, quoted};
 use crate::reward::Evaluator;
@@ -114,7 +115,10 @@ impl Gateway {
         let pool: Vec<&str> = ds
             .questions
             .iter()
-            .filter(|q| (conversation.is_empty() || q.conversation_id == conversation) && (q.category != 5 || req.include_adversarial))
+            .filter(|q| {
+                (conversation.is_empty() || q.conversation_id == conversation)
+                    && (q.category != ADVERSARIAL_CATEGORY || req.include_adversarial)
+            })
             .map(|q| q.id.as_str())
             .collect();
         if pool.is_empty() {

@@ -253,7 +253,11 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Python client accepts 200, 204 or 405 there and logs a warning otherwise.
 pub async fn handle(service: &Service, mut request: axum::extract::Request) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id") {
+    // Only a session-less POST can be an `initialize`. A request whose `Mcp-Method` header names another
+    // method is not read here (the stateless wire sends it with every call; rmcp refuses a header that
+    // contradicts the body).
+    let other_method = request.headers().get("mcp-method").is_some_and(|m| m.as_bytes() != b"initialize");
+    if request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id") && !other_method {
         let (parts, body) = request.into_parts();
         let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
             return (http::StatusCode::PAYLOAD_TOO_LARGE, "Payload too large").into_response();

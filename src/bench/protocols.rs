@@ -83,8 +83,13 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
         anyhow::bail!("--only: unknown protocol {bad:?} (expected {})", PROTOCOLS.join(", "));
     }
     let env = config::build_environment(&a.env)?;
-    let questions: Vec<(String, String)> =
-        env.dataset().questions.iter().filter(|q| q.category != 5).map(|q| (q.id.clone(), q.question.clone())).collect();
+    let questions: Vec<(String, String)> = env
+        .dataset()
+        .questions
+        .iter()
+        .filter(|q| q.category != crate::dataset::ADVERSARIAL_CATEGORY)
+        .map(|q| (q.id.clone(), q.question.clone()))
+        .collect();
     anyhow::ensure!(!questions.is_empty(), "the dataset has no questions");
     let mcp = McpOptions::new(vec!["127.0.0.1".into()]);
     let openenv = OpenEnvOptions::new(a.episodes, mcp.clone());

@@ -16,7 +16,7 @@ use tonic::Code;
 
 use super::session::{Action, ErrorCode, Failure, Session};
 use super::{dialect, schema, ws, OpenEnv};
-use crate::api::gateway::{kind, OPEN_KEYS};
+use crate::api::gateway::kind;
 
 /// Largest body or WebSocket message read. OpenEnv requests are small (a tool's text arguments hold at most
 /// `--max-text-chars` characters each); with the WebSocket queue ([`super::ws`]) this bounds what one
@@ -87,9 +87,7 @@ pub(super) async fn step(State(openenv): State<Arc<OpenEnv>>, body: Bytes) -> Re
         Some(Value::String(s)) if s.len() <= 255 => {}
         Some(_) => return failure(&Failure::new(ErrorCode::Validation, "request_id: must be a string of at most 255 bytes")),
     }
-    if let Some(k) = data.keys().find(|k| !OPEN_KEYS.iter().any(|(n, _, _)| n == k)) {
-        return failure(&Failure::new(ErrorCode::Validation, format!("{}: unknown key", crate::quote::name(k))));
-    }
+    // The remaining keys are the reset's: `Gateway::open` refuses any other, naming it.
     let mut session = Session::new(openenv.gateway.clone());
     let r = match session.reset(&data).await {
         Ok(_) => session.step(&action).await,

@@ -113,9 +113,15 @@ struct Slots {
 
 #[derive(Debug)]
 struct Parked {
+    /// The session's place; `None` once a WebSocket holds it (attached).
     slot: Option<Slot>,
-    attached: bool,
     touched: Instant,
+}
+
+impl Parked {
+    fn attached(&self) -> bool {
+        self.slot.is_none()
+    }
 }
 
 /// One of the cap's places, given back when dropped.
@@ -147,7 +153,7 @@ impl Slots {
     /// Keeps `slot` for a JSON-RPC session; returns its id.
     fn park(&self, slot: Slot) -> String {
         let id = format!("{:032x}", rand::random::<u128>());
-        self.parked.lock().insert(id.clone(), Parked { slot: Some(slot), attached: false, touched: Instant::now() });
+        self.parked.lock().insert(id.clone(), Parked { slot: Some(slot), touched: Instant::now() });
         id
     }
 
@@ -163,16 +169,14 @@ impl Slots {
         let mut parked = self.parked.lock();
         if !parked.is_empty() {
             let idle = self.idle;
-            parked.retain(|_, p| p.attached || p.touched.elapsed() < idle);
+            parked.retain(|_, p| p.attached() || p.touched.elapsed() < idle);
         }
     }
 
     /// Hands a parked session's place to a WebSocket; `None` for an unknown or already attached id.
     fn attach(&self, id: &str) -> Option<Slot> {
         let mut parked = self.parked.lock();
-        let p = parked.get_mut(id).filter(|p| !p.attached)?;
-        p.attached = true;
-        p.slot.take()
+        parked.get_mut(id)?.slot.take()
     }
 
     /// The WebSocket attached to `id` ended: the session goes with it.
@@ -184,7 +188,7 @@ impl Slots {
     /// with the connection), `None` unknown.
     fn close(&self, id: &str) -> Option<bool> {
         let mut parked = self.parked.lock();
-        match parked.get(id)?.attached {
+        match parked.get(id)?.attached() {
             true => Some(false),
             false => {
                 parked.remove(id);
