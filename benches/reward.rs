@@ -8,8 +8,11 @@
 //!   answer (conv-41:q1, "21 December 2022") and of the 5-memory context retrieved for its question
 //!   from conv-41's M₀ (joined by newlines, as the evaluator does).
 //! - `reward/memory_efficiency`: MemUpdate's size × density × change factors (pure arithmetic).
-//! - `reward/evaluate`: `reward::evaluate` with the answer-recall evaluator on those 5 records
+//! - `reward/evaluate`: `reward::evaluate` with the answer-recall evaluator on those 5 records read whole
 //!   (answer recall + evidence recall + the retrieved ids).
+//! - `reward/answer_phrase`: the default evaluator, `answer-phrase`, on the same reading (parts,
+//!   phrases, focus, answer cards, date lists), and `reward/reading`: building the reading of those 5
+//!   records within their own text budget.
 //! - `episode/score_episode`: `Environment::score_episode` on a fresh, unedited conv-41:q1 episode
 //!   (top-5 search of the episode's memory, evaluate, efficiency, breakdown). Each iteration creates
 //!   a new episode with a unique id, scores it and closes it; only the scoring is timed
@@ -34,7 +37,8 @@ use memgym::config::load_dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::{CreateRequest, EnvConfig, Environment, EpisodeSource, SystemClock};
 use memgym::memory::{EpisodeMemory, Filter, MemoryRecord};
-use memgym::reward::{answer_recall, evaluate, memory_efficiency, SizeInput, Target};
+use memgym::reward::reading::Reading;
+use memgym::reward::{answer_recall, evaluate, memory_efficiency, Evaluator, SizeInput, Target};
 
 const QUESTION: &str = "conv-41:q1";
 
@@ -76,7 +80,10 @@ fn pieces(c: &mut Criterion, env: &Environment) {
     let mut g = c.benchmark_group("reward");
     g.bench_function("answer_recall", |b| b.iter(|| answer_recall(black_box(&gold), black_box(&context))));
     g.bench_function("memory_efficiency", |b| b.iter(|| memory_efficiency(black_box(sizes))));
-    g.bench_function("evaluate", |b| b.iter(|| evaluate(black_box(&target), black_box(&records))));
+    let reading = Reading::whole(&records);
+    g.bench_function("evaluate", |b| b.iter(|| evaluate(Evaluator::AnswerRecall, black_box(&target), black_box(&reading))));
+    g.bench_function("answer_phrase", |b| b.iter(|| evaluate(Evaluator::AnswerPhrase, black_box(&target), black_box(&reading))));
+    g.bench_function("reading", |b| b.iter(|| Reading::budgeted(black_box(&records), black_box(reading.budget))));
     g.finish();
 }
 

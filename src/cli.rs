@@ -95,9 +95,9 @@ pub struct EvalArgs {
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("evaluator", |a| a.long("default-evaluator").hide(true)))]
 pub struct AgentEvalArgs {
-    /// Evaluator scoring every episode: answer-recall, llm-f1 or llm-judge (repeatable or comma-separated;
-    /// the first is the reference for sign agreement).
-    #[arg(id = "evaluators", long = "evaluator", value_name = "NAME", value_delimiter = ',', default_value = "answer-recall")]
+    /// Evaluator scoring every episode: answer-phrase, answer-recall, llm-f1 or llm-judge (repeatable or
+    /// comma-separated; the first is the reference for sign agreement).
+    #[arg(id = "evaluators", long = "evaluator", value_name = "NAME", value_delimiter = ',', default_value = "answer-phrase")]
     pub evaluators: Vec<String>,
     /// Agents to run: no-op, oracle, destroyer, random (repeatable or comma-separated); default all.
     #[arg(long = "agent", value_name = "NAME", value_delimiter = ',')]
@@ -202,9 +202,17 @@ pub struct EnvArgs {
     /// Precomputed M₀ vectors (default: vectors-<embedder>.parquet in --data-dir or data/locomo, if present).
     #[arg(long, env = "MEMGYM_VECTORS")]
     pub vectors: Option<PathBuf>,
-    /// Size budget N_max of the efficiency term; default |M₀| of the episode.
+    /// Size budget N_max of MemUpdate's efficiency term; default |M₀| of the episode.
     #[arg(long, env = "MEMGYM_N_MAX")]
     pub n_max: Option<usize>,
+    /// What the evaluators read: budget (the retrieved memories within the text length of M₀'s top-k)
+    /// or top-k (MemUpdate's: the top-k memories, whatever their length).
+    #[arg(long, env = "MEMGYM_CONTEXT", default_value = "budget")]
+    pub context: String,
+    /// The reward: delta-growth ((p_new - p_old) - growth of the memory's text) or memupdate
+    /// ((p_new - p_old) x MemUpdate's memory efficiency).
+    #[arg(long, env = "MEMGYM_REWARD_FORMULA", default_value = "delta-growth")]
+    pub reward_formula: String,
     /// Embedder settings.
     #[command(flatten)]
     pub embed: EmbedArgs,
@@ -216,9 +224,9 @@ pub struct EnvArgs {
 /// The evaluator, and the OpenAI-compatible chat endpoint the LLM evaluators and `--llm-edit` use.
 #[derive(Debug, Clone, Args)]
 pub struct LlmArgs {
-    /// Default evaluator: answer-recall (offline), llm-f1 or llm-judge (need --llm-base-url and
-    /// --llm-model). Episodes may choose another.
-    #[arg(long, env = "MEMGYM_EVALUATOR", default_value = "answer-recall")]
+    /// Default evaluator: answer-phrase or answer-recall (offline), llm-f1 or llm-judge (need
+    /// --llm-base-url and --llm-model). Episodes may choose another.
+    #[arg(long, env = "MEMGYM_EVALUATOR", default_value = "answer-phrase")]
     pub evaluator: String,
     /// Base URL of an OpenAI-compatible chat API (vLLM, SGLang, llama.cpp, OpenAI), e.g. http://127.0.0.1:8000/v1.
     #[arg(long, env = "MEMGYM_LLM_BASE_URL")]
@@ -575,7 +583,7 @@ mod tests {
     fn eval_parses_agent_flags_and_the_retrieval_subcommand() {
         let a = eval_args(&[]);
         assert!(a.command.is_none());
-        assert_eq!(a.agents.evaluators, ["answer-recall"]);
+        assert_eq!(a.agents.evaluators, ["answer-phrase"]);
         assert_eq!((a.agents.split.as_str(), a.agents.limit, a.agents.random_steps, a.agents.seed), ("test", None, 5, 0));
         assert!(!a.agents.include_adversarial && !a.agents.json && !a.agents.episodes && a.agents.agents.is_empty());
         assert!(eval_args(&["--episodes"]).agents.episodes);

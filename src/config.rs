@@ -15,7 +15,7 @@ use crate::embed::{BatchConfig, EmbedService};
 use crate::episode::{EnvConfig, Environment, Limits, SystemClock};
 use crate::llm::{ChatConfig, Llm, OpenAiChat};
 use crate::memory::{IndexConfig, IndexMode};
-use crate::reward::Evaluator;
+use crate::reward::{Evaluator, RewardFormula};
 use crate::tools::ToolLimits;
 
 const EMBEDDED_CONVERSATIONS: &[u8] = include_bytes!("../data/locomo/conversations.parquet");
@@ -77,6 +77,8 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
         top_k: a.top_k,
         n_max: a.n_max,
         evaluator: Evaluator::parse(&a.llm.evaluator).map_err(anyhow::Error::msg).context("--evaluator")?,
+        context: crate::reward::Context::parse(&a.context).map_err(anyhow::Error::msg).context("--context")?,
+        formula: RewardFormula::parse(&a.reward_formula).map_err(anyhow::Error::msg).context("--reward-formula")?,
         llm_edit: a.llm.llm_edit,
     })
 }

@@ -95,6 +95,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             } else {
                 print!("{}", eval::agents::table(&summary));
+                let (checked, raised) = eval::agents::padding_raises(&rows);
+                if checked > 0 {
+                    let shown: Vec<&str> = raised.iter().take(8).map(String::as_str).collect();
+                    println!("\npadding: oracle-padding scored above the oracle on {}/{checked} questions {shown:?}", raised.len());
+                }
             }
             Ok(())
         }

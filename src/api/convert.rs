@@ -156,6 +156,11 @@ impl From<&RewardBreakdown> for pb::ScoreEpisodeResponse {
             f1_new: b.new.f1,
             judge_old: b.old.judge,
             judge_new: b.new.judge,
+            reward_formula: b.formula.name().to_string(),
+            growth: b.growth,
+            context: b.context.name().to_string(),
+            context_chars_old: b.old.context_chars as u32,
+            context_chars_new: b.new.context_chars as u32,
         }
     }
 }
@@ -389,6 +394,7 @@ pub fn page_size(v: u32, default: u32, max: u32) -> Result<usize, Status> {
 /// The proto enum of an evaluator.
 fn evaluator_out(e: Evaluator) -> pb::Evaluator {
     match e {
+        Evaluator::AnswerPhrase => pb::Evaluator::AnswerPhrase,
         Evaluator::AnswerRecall => pb::Evaluator::AnswerRecall,
         Evaluator::LlmF1 => pb::Evaluator::LlmF1,
         Evaluator::LlmJudge => pb::Evaluator::LlmJudge,
@@ -399,6 +405,7 @@ fn evaluator_out(e: Evaluator) -> pb::Evaluator {
 fn evaluator_in(v: i32) -> Result<Option<Evaluator>, Status> {
     match pb::Evaluator::try_from(v) {
         Ok(pb::Evaluator::Unspecified) => Ok(None),
+        Ok(pb::Evaluator::AnswerPhrase) => Ok(Some(Evaluator::AnswerPhrase)),
         Ok(pb::Evaluator::AnswerRecall) => Ok(Some(Evaluator::AnswerRecall)),
         Ok(pb::Evaluator::LlmF1) => Ok(Some(Evaluator::LlmF1)),
         Ok(pb::Evaluator::LlmJudge) => Ok(Some(Evaluator::LlmJudge)),

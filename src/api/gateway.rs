@@ -249,6 +249,7 @@ fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, S
         "" => pb::Evaluator::Unspecified,
         // The server's names ("answer-recall", as breakdowns report them) or with underscores.
         name => match Evaluator::parse(&name.to_ascii_lowercase().replace('_', "-")) {
+            Ok(Evaluator::AnswerPhrase) => pb::Evaluator::AnswerPhrase,
             Ok(Evaluator::AnswerRecall) => pb::Evaluator::AnswerRecall,
             Ok(Evaluator::LlmF1) => pb::Evaluator::LlmF1,
             Ok(Evaluator::LlmJudge) => pb::Evaluator::LlmJudge,
@@ -406,6 +407,11 @@ pub fn breakdown_json(r: pb::ScoreEpisodeResponse) -> Value {
         f1_new,
         judge_old,
         judge_new,
+        reward_formula,
+        growth,
+        context,
+        context_chars_old,
+        context_chars_new,
     } = r;
     json!({
         "p_old": p_old, "p_new": p_new, "performance_delta": performance_delta, "size_factor": size_factor,
@@ -415,21 +421,27 @@ pub fn breakdown_json(r: pb::ScoreEpisodeResponse) -> Value {
         "top_k": top_k, "evaluator": evaluator, "embedder": embedder, "retrieved_old": retrieved_old,
         "retrieved_new": retrieved_new, "evidence_total": evidence_total, "steps_used": steps_used,
         "llm_model": llm_model, "answer_old": answer_old, "answer_new": answer_new, "f1_old": f1_old, "f1_new": f1_new,
-        "judge_old": judge_old, "judge_new": judge_new,
+        "judge_old": judge_old, "judge_new": judge_new, "reward_formula": reward_formula, "growth": growth,
+        "context": context, "context_chars_old": context_chars_old, "context_chars_new": context_chars_new,
     })
 }
 
 /// One line for the policy after scoring.
 pub fn score_text(b: &Value) -> String {
     let f = |k: &str| b[k].as_f64().unwrap_or(f64::NAN);
-    format!(
-        "Scored: reward {:.4} = performance delta {:.4} (p {:.4} -> {:.4}) x memory efficiency {:.4}.",
-        f("reward"),
-        f("performance_delta"),
-        f("p_old"),
-        f("p_new"),
-        f("memory_efficiency")
-    )
+    let (delta, p_old, p_new) = (f("performance_delta"), f("p_old"), f("p_new"));
+    match b["reward_formula"].as_str() {
+        Some("memupdate") => format!(
+            "Scored: reward {:.4} = performance delta {delta:.4} (p {p_old:.4} -> {p_new:.4}) x memory efficiency {:.4}.",
+            f("reward"),
+            f("memory_efficiency")
+        ),
+        _ => format!(
+            "Scored: reward {:.4} = performance delta {delta:.4} (p {p_old:.4} -> {p_new:.4}) - growth {:.4}.",
+            f("reward"),
+            f("growth")
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use super::{Environment, EpisodeError, EpisodeState, POld};
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, MemoryRecord};
-use crate::reward::{self, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
+use crate::reward::reading::Reading;
+use crate::reward::{self, Context, Evaluation, Evaluator, RewardBreakdown, SizeInput, Target};
+
+/// How deep an edited memory is searched to fill the text budget: the tools' own top_k cap.
+const READ_DEPTH: usize = 50;
 
 impl Environment {
     /// Scores the episode (idempotent) and finalises it.
@@ -31,9 +35,17 @@ impl Environment {
         };
         let (query, old_eval) = (&old.0, old.1.clone());
         let new_eval = {
-            let (hits, _) = ep.memory.search_text(query, &ep.target.question, k, &Filter::default(), None);
+            let depth = match self.config.context {
+                Context::Budget => READ_DEPTH.max(k),
+                Context::TopK => k,
+            };
+            let (hits, _) = ep.memory.search_text(query, &ep.target.question, depth, &Filter::default(), None);
             let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
-            self.evaluate(evaluator, &ep.target, &recs).await?
+            let reading = match self.config.context {
+                Context::Budget => Reading::budgeted(&recs, old_eval.context_chars),
+                Context::TopK => Reading::whole(&recs),
+            };
+            self.evaluate(evaluator, &ep.target, &reading).await?
         };
         let sizes = SizeInput {
             old_count: base.len(),
@@ -49,6 +61,8 @@ impl Environment {
             llm_model,
             embedder: self.embed.identity().to_string(),
             evidence_total: ep.target.evidence.len(),
+            formula: self.config.formula,
+            context: self.config.context,
         };
         let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
         ep.scored = Some(b.clone());
@@ -60,14 +74,14 @@ impl Environment {
         self.llm.as_ref().filter(|_| evaluator.needs_llm()).map(|l| l.model().to_string())
     }
 
-    /// Scores retrieved memories with `evaluator` (the LLM ones through the server's LLM).
-    async fn evaluate(&self, evaluator: Evaluator, target: &Target, recs: &[&MemoryRecord]) -> Result<Evaluation, EpisodeError> {
+    /// Scores what was read with `evaluator` (the LLM ones through the server's LLM).
+    async fn evaluate(&self, evaluator: Evaluator, target: &Target, reading: &Reading) -> Result<Evaluation, EpisodeError> {
         if !evaluator.needs_llm() {
-            return Ok(reward::evaluate(target, recs));
+            return Ok(reward::evaluate(evaluator, target, reading));
         }
         let llm =
             self.llm.as_ref().ok_or_else(|| EpisodeError::precondition(format!("evaluator {} needs an LLM endpoint", evaluator.name())))?;
-        Ok(reward::llm_eval::evaluate(llm, evaluator, target, recs).await?)
+        Ok(reward::llm_eval::evaluate(llm, evaluator, target, reading).await?)
     }
 
     async fn evaluate_base(
@@ -80,7 +94,8 @@ impl Environment {
         let view = EpisodeMemory::new(base.clone());
         let (hits, _) = view.search_text(&q, &target.question, self.config.top_k, &Filter::default(), None);
         let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
-        let eval = self.evaluate(evaluator, target, &recs).await?;
+        // M₀'s top-k is read whole, under either context: its length is the budget of the edited memory.
+        let eval = self.evaluate(evaluator, target, &Reading::whole(&recs)).await?;
         Ok((q, eval))
     }
 

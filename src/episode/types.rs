@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::memory::{EpisodeMemory, IndexConfig, MemoryId, MemoryRecord, MemoryType};
-use crate::reward::{Evaluator, RewardBreakdown, Target};
+use crate::reward::{Context, Evaluator, RewardBreakdown, RewardFormula, Target};
 use crate::tools::ToolOutput;
 
 use super::*;
@@ -23,6 +23,10 @@ pub struct EnvConfig {
     pub n_max: Option<usize>,
     /// The default evaluator (episodes may choose another).
     pub evaluator: Evaluator,
+    /// What the evaluators read: the text budget of M₀'s top-k, or the top-k by count.
+    pub context: Context,
+    /// How the delta and the memory's growth make the reward.
+    pub formula: RewardFormula,
     /// merge_memory (summarize, extract_common) and split_memory ask the LLM for their text.
     pub llm_edit: bool,
 }
@@ -34,7 +38,9 @@ impl Default for EnvConfig {
             index: IndexConfig::default(),
             top_k: 5,
             n_max: None,
-            evaluator: Evaluator::AnswerRecall,
+            evaluator: Evaluator::AnswerPhrase,
+            context: Context::Budget,
+            formula: RewardFormula::DeltaGrowth,
             llm_edit: false,
         }
     }

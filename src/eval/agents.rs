@@ -46,8 +46,11 @@ use crate::reward::qa_prompt::NOT_MENTIONED;
 use crate::reward::{Evaluator, RewardBreakdown};
 use crate::tools::json::parse_call;
 
+mod honest;
 mod summary;
+pub mod tricks;
 pub use summary::*;
+pub use tricks::Trick;
 
 /// A reward with |reward| at or below this has sign 0.
 pub const SIGN_EPSILON: f64 = 1e-9;
@@ -63,12 +66,28 @@ pub enum Agent {
     Destroyer,
     /// Random edits.
     Random,
+    /// Honest, without the gold: resolves relative dates in retrieved memories from their session date.
+    Resolver,
+    /// A trick that adds no information about the answer ([`tricks`]).
+    Trick(Trick),
 }
 
-impl Agent {
-    /// Every agent, in report order.
-    pub const ALL: [Agent; 4] = [Agent::NoOp, Agent::Oracle, Agent::Destroyer, Agent::Random];
+/// The agents in report order: the four reference agents, the honest resolver, then every trick.
+pub const AGENTS: [Agent; 5 + Trick::ALL.len()] = {
+    let mut all = [Agent::NoOp; 5 + Trick::ALL.len()];
+    all[1] = Agent::Oracle;
+    all[2] = Agent::Destroyer;
+    all[3] = Agent::Random;
+    all[4] = Agent::Resolver;
+    let mut i = 0;
+    while i < Trick::ALL.len() {
+        all[5 + i] = Agent::Trick(Trick::ALL[i]);
+        i += 1;
+    }
+    all
+};
 
+impl Agent {
     /// Name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -76,6 +95,16 @@ impl Agent {
             Agent::Oracle => "oracle",
             Agent::Destroyer => "destroyer",
             Agent::Random => "random",
+            Agent::Resolver => "resolver",
+            Agent::Trick(t) => t.name(),
+        }
+    }
+
+    /// Whether the agent reads the gold answer or the evidence ids (no policy can).
+    pub fn privileged(self) -> bool {
+        match self {
+            Agent::Oracle | Agent::Destroyer | Agent::Trick(Trick::OraclePadding) => true,
+            Agent::NoOp | Agent::Random | Agent::Resolver | Agent::Trick(_) => false,
         }
     }
 }
@@ -84,12 +113,13 @@ impl std::str::FromStr for Agent {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Agent, String> {
-        match name.trim() {
-            "no-op" => Ok(Agent::NoOp),
-            "oracle" => Ok(Agent::Oracle),
-            "destroyer" => Ok(Agent::Destroyer),
-            "random" => Ok(Agent::Random),
-            other => Err(format!("unknown agent {other:?}: expected no-op, oracle, destroyer or random")),
+        let name = name.trim();
+        match name {
+            "tricks" => Err("\"tricks\" names a group: use --agent with each name".into()),
+            _ => AGENTS.into_iter().find(|a| a.name() == name).ok_or_else(|| {
+                let names: Vec<&str> = AGENTS.iter().map(|a| a.name()).collect();
+                format!("unknown agent {name:?}: expected one of {}", names.join(", "))
+            }),
         }
     }
 }
@@ -124,8 +154,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            agents: Agent::ALL.to_vec(),
-            evaluators: vec![Evaluator::AnswerRecall],
+            agents: AGENTS.to_vec(),
+            evaluators: vec![Evaluator::AnswerPhrase],
             split: Some(Split::Test),
             limit: None,
             random_steps: 5,
@@ -156,7 +186,7 @@ pub fn prepare(a: &AgentEvalArgs) -> anyhow::Result<(Options, EnvArgs)> {
         }
     }
     if agents.is_empty() {
-        agents = Agent::ALL.to_vec();
+        agents = AGENTS.to_vec();
     }
     agents.sort();
     let split = match a.split.trim() {
@@ -438,6 +468,50 @@ impl Session<'_> {
         Ok(accepted)
     }
 
+    /// Makes one tool call and returns what it gave (`None` when refused).
+    async fn call_out(&mut self, tool: &str, args: Value) -> Result<Option<crate::tools::ToolOutput>, EpisodeError> {
+        let args = args.to_string();
+        let result = match parse_call(tool, &args, &self.env.config().limits.tools) {
+            Ok(call) => self.env.call_tool(self.id, call).await.map(|r| r.output),
+            Err(e) => Err(EpisodeError::Tool(e)),
+        };
+        let out = match result {
+            Ok(out) => Some(out),
+            Err(EpisodeError::Tool(_)) => None,
+            Err(e) => return Err(e),
+        };
+        self.log.push(format!("{tool} {args} {}", if out.is_some() { "ok" } else { "refused" }));
+        if out.is_some() {
+            self.edits += 1;
+        } else {
+            self.refused += 1;
+        }
+        Ok(out)
+    }
+
+    /// The search tool's hits for `query`, best first (what its text shows a policy).
+    async fn search(&mut self, query: &str, top_k: usize) -> Result<Vec<MemoryRecord>, EpisodeError> {
+        let out = self.call_out("search_memory", json!({"query": query, "top_k": top_k})).await?;
+        Ok(match out.map(|o| o.kind) {
+            Some(crate::tools::OutputKind::Search { hits, .. }) => hits.into_iter().map(|(_, r)| r).collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    /// The sample tool's memories.
+    async fn sample(&mut self, k: usize, strategy: &str) -> Result<Vec<MemoryRecord>, EpisodeError> {
+        let out = self.call_out("sample_memory", json!({"k": k, "strategy": strategy})).await?;
+        Ok(match out.map(|o| o.kind) {
+            Some(crate::tools::OutputKind::Sampled(rs)) => rs,
+            _ => Vec::new(),
+        })
+    }
+
+    /// The longest text a memory may hold.
+    fn max_chars(&self) -> usize {
+        self.env.config().limits.tools.max_text_chars
+    }
+
     /// Counts an edit the agent could not attempt (too few memories).
     fn skip(&mut self, what: &str) {
         self.log.push(format!("{what} skipped"));
@@ -482,6 +556,8 @@ async fn act(s: &mut Session<'_>, o: &Options, agent: Agent, q: &Question, distr
             }
         }
         Agent::Random => random_edits(s, o, q, distractors).await?,
+        Agent::Resolver => honest::resolve_dates(s, q).await?,
+        Agent::Trick(t) => tricks::play(s, t, q).await?,
     }
     Ok(())
 }
@@ -567,3 +643,6 @@ async fn random_edits(s: &mut Session<'_>, o: &Options, q: &Question, distractor
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod adversarial_tests;

@@ -99,9 +99,33 @@ impl MemoryRecord {
         self.text.chars().count()
     }
 
-    /// The compact one-line rendering tools give the LLM: `[m0042 0.83] text (D1:3)`.
+    /// The session date as a reader needs it: the day, without LoCoMo's time of day
+    /// (`1:56 pm on 8 May, 2023` → `8 May 2023`); a date in another form is kept as written, trimmed.
+    /// `None` without a date.
+    pub fn date_label(&self) -> Option<String> {
+        let d = self.session_date.as_deref()?.trim();
+        if d.is_empty() {
+            return None;
+        }
+        let day = d.rsplit_once(" on ").map_or(d, |(_, day)| day);
+        Some(day.replace(',', "").split_whitespace().collect::<Vec<_>>().join(" "))
+    }
+
+    /// The one view of a memory that every reader gets — the tools' text, the offline evaluators and the
+    /// LLM evaluators' QA prompt: `8 May 2023: text` (LoCoMo's RAG rendering, with the day alone), or
+    /// the text alone without a session date. A memory that says "yesterday" can only be resolved by a
+    /// policy that sees the date it was said on.
+    pub fn view(&self) -> String {
+        match self.date_label() {
+            Some(d) => format!("{d}: {}", self.text),
+            None => self.text.clone(),
+        }
+    }
+
+    /// The compact one-line rendering tools give the LLM: `[m0042 0.83] 8 May 2023: text (D1:3)`, the
+    /// [`MemoryRecord::view`] between the id and the evidence.
     pub fn render_line(&self, score: Option<f32>) -> String {
-        let mut s = String::with_capacity(self.text.len() + 24);
+        let mut s = String::with_capacity(self.text.len() + 40);
         use std::fmt::Write as _;
         match score {
             Some(sc) => {
@@ -111,7 +135,7 @@ impl MemoryRecord {
                 let _ = write!(s, "[{}] ", self.id);
             }
         }
-        s.push_str(&self.text);
+        s.push_str(&self.view());
         if !self.evidence.is_empty() {
             s.push_str(" (");
             s.push_str(&self.evidence.join(","));
@@ -197,5 +221,11 @@ mod tests {
         };
         assert_eq!(r.render_line(Some(0.834)), "[m0042 0.83] Caroline joined an LGBTQ support group (D1:3)");
         assert_eq!(r.render_line(None), "[m0042] Caroline joined an LGBTQ support group (D1:3)");
+        let dated = MemoryRecord { session_date: Some("1:56 pm on 8 May, 2023".into()), ..r };
+        assert_eq!(dated.date_label().as_deref(), Some("8 May 2023"));
+        assert_eq!(dated.render_line(None), "[m0042] 8 May 2023: Caroline joined an LGBTQ support group (D1:3)");
+        let other = MemoryRecord { session_date: Some(" 2023-05-08 ".into()), ..dated.clone() };
+        assert_eq!(other.view(), "2023-05-08: Caroline joined an LGBTQ support group");
+        assert_eq!(MemoryRecord { session_date: Some("  ".into()), ..dated }.date_label(), None);
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::fnv::fnv1a;
 use crate::llm::{ChatRequest, Llm, LlmError};
-use crate::memory::MemoryRecord;
+use crate::reward::reading::Reading;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
 use crate::text::reply;
 
@@ -18,21 +18,22 @@ const ANSWER_LABELS: [&str; 4] = ["short answer", "final answer", "answer", "res
 /// The request an LLM evaluator sends to answer `target` from `retrieved`, and the prompt (for mapping a
 /// category-5 option letter back). The category-5 option order is drawn from the question text, so
 /// `p_old` and `p_new` see the same order.
-pub fn answer_request(target: &Target, retrieved: &[&MemoryRecord]) -> (ChatRequest, qa_prompt::QaPrompt) {
+pub fn answer_request(target: &Target, reading: &Reading) -> (ChatRequest, qa_prompt::QaPrompt) {
     let seed = fnv1a(target.question.as_bytes());
-    let prompt = qa_prompt::QaPrompt::build(&target.question, target.category, target.adversarial_answer.as_deref(), retrieved, seed);
+    let prompt =
+        qa_prompt::QaPrompt::build(&target.question, target.category, target.adversarial_answer.as_deref(), &reading.texts(), seed);
     let mut request = ChatRequest::user(prompt.text.clone(), qa_prompt::MAX_TOKENS);
     request.temperature = qa_prompt::TEMPERATURE;
     (request, prompt)
 }
 
-/// Evaluates `retrieved` for `target` with an LLM evaluator. `Evaluator::AnswerRecall` needs no LLM and
-/// is scored offline.
-pub async fn evaluate(llm: &Llm, evaluator: Evaluator, target: &Target, retrieved: &[&MemoryRecord]) -> Result<Evaluation, LlmError> {
+/// Evaluates what was read for `target` with an LLM evaluator. The offline evaluators need no LLM and are
+/// scored offline.
+pub async fn evaluate(llm: &Llm, evaluator: Evaluator, target: &Target, reading: &Reading) -> Result<Evaluation, LlmError> {
     if !evaluator.needs_llm() {
-        return Ok(reward::evaluate(target, retrieved));
+        return Ok(reward::evaluate(evaluator, target, reading));
     }
-    let (request, prompt) = answer_request(target, retrieved);
+    let (request, prompt) = answer_request(target, reading);
     let reply = llm.ask(&request).await?;
     let answer = clean_answer(&reply, &target.question);
     let answer = prompt.resolve(&answer).trim().to_string();
@@ -41,9 +42,9 @@ pub async fn evaluate(llm: &Llm, evaluator: Evaluator, target: &Target, retrieve
             let reply = llm.ask(&judge::request(&target.question, reward::judge_gold(target), &answer)).await?;
             Some(judge::verdict(&reply).map_err(|message| LlmError::BadReply { message })?)
         }
-        Evaluator::AnswerRecall | Evaluator::LlmF1 => None,
+        Evaluator::AnswerPhrase | Evaluator::AnswerRecall | Evaluator::LlmF1 => None,
     };
-    Ok(reward::llm_evaluation(target, retrieved, answer, verdict))
+    Ok(reward::llm_evaluation(target, reading, answer, verdict))
 }
 
 /// The answer in a QA reply: the first paragraph (a model that goes on with an explanation or a new
@@ -77,7 +78,7 @@ mod tests {
 
     use super::*;
     use crate::llm::fake::ScriptedChat;
-    use crate::memory::{MemoryId, MemoryType};
+    use crate::memory::{MemoryId, MemoryRecord, MemoryType};
 
     fn mem(id: u32, text: &str) -> MemoryRecord {
         MemoryRecord {
@@ -108,7 +109,7 @@ mod tests {
         let chat = Arc::new(ScriptedChat::new(|_| Ok(" On 7 May 2023 \n".into())));
         let llm = Llm::new(chat.clone(), 16);
         let recs = [mem(3, "Caroline went to an LGBTQ support group yesterday.")];
-        let refs: Vec<&MemoryRecord> = recs.iter().collect();
+        let refs = Reading::whole(&recs.iter().collect::<Vec<&MemoryRecord>>());
         let e = evaluate(&llm, Evaluator::LlmF1, &target(2), &refs).await.unwrap();
         assert_eq!(e.answer.as_deref(), Some("On 7 May 2023"));
         assert_eq!(e.f1, Some(reward::locomo_metric::f1_score("On 7 May 2023", "7 May 2023")));
@@ -130,7 +131,7 @@ mod tests {
             Ok(if r.messages[0].content.contains("strict grader") { "CORRECT".into() } else { "May 2023".into() })
         }));
         let llm = Llm::new(chat.clone(), 16);
-        let e = evaluate(&llm, Evaluator::LlmJudge, &target(4), &[]).await.unwrap();
+        let e = evaluate(&llm, Evaluator::LlmJudge, &target(4), &Reading::default()).await.unwrap();
         let f1 = reward::locomo_metric::f1_score("May 2023", "7 May 2023");
         assert_eq!((e.f1, e.judge), (Some(f1), Some(1.0)));
         assert!((e.p - (f1 + 1.0) / 2.0).abs() < 1e-12);
@@ -147,7 +148,7 @@ mod tests {
             Ok(if text.contains("(a) Not mentioned") { "(a)".into() } else { "b".into() })
         }));
         let llm = Llm::new(chat, 16);
-        let e = evaluate(&llm, Evaluator::LlmF1, &target(5), &[]).await.unwrap();
+        let e = evaluate(&llm, Evaluator::LlmF1, &target(5), &Reading::default()).await.unwrap();
         assert_eq!(e.answer.as_deref(), Some("Not mentioned in the conversation"));
         assert_eq!(e.p, 1.0);
     }
@@ -186,8 +187,8 @@ mod tests {
         let chat = Arc::new(ScriptedChat::new(|_| Ok("maybe".into())));
         chat.queue.lock().push_back(Err(LlmError::Timeout { message: "slow".into() }));
         let llm = Llm::new(chat, 16);
-        assert!(matches!(evaluate(&llm, Evaluator::LlmF1, &target(4), &[]).await, Err(LlmError::Timeout { .. })));
-        let err = evaluate(&llm, Evaluator::LlmJudge, &target(4), &[]).await.unwrap_err();
+        assert!(matches!(evaluate(&llm, Evaluator::LlmF1, &target(4), &Reading::default()).await, Err(LlmError::Timeout { .. })));
+        let err = evaluate(&llm, Evaluator::LlmJudge, &target(4), &Reading::default()).await.unwrap_err();
         assert!(matches!(&err, LlmError::BadReply { message } if message.contains("neither CORRECT nor WRONG")), "{err:?}");
     }
 

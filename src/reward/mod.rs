@@ -1,30 +1,43 @@
-//! The reward, as pure functions: reward = (p_new − p_old) × memory_efficiency.
+//! The reward, as pure functions: by default reward = (p_new − p_old) − growth ([`RewardFormula`]).
 //!
-//! - `p(M, q)` is an evaluator's score of the top-k memories retrieved from M for the question
-//!   ([`Evaluator`]). The offline default is **answer recall**: the share of the gold answer's distinct tokens present in
-//!   the retrieved text, after LoCoMo's official normalisation and NLTK-exact Porter stemming
-//!   ([`crate::text::normalize`], [`crate::text::porter`]); no clamping (MemUpdate clamped to [0.1, 1]). Category-5 (adversarial)
-//!   questions have no answer in the conversation: for them the score is 1 − the recall of the
-//!   adversarial (trap) answer, so memory that makes the trap answer retrievable scores lower. They are
-//!   refused by `CreateEpisode` unless asked for.
+//! A policy trained on this reward will find any way to raise it; every piece below is there because a
+//! scripted policy that never saw the gold answer raised MemUpdate's reward without improving memory
+//! (`memgym eval`'s adversarial suite measures each).
+//!
+//! - `p(M, q)` is an evaluator's score of what it reads of M for the question ([`Evaluator`]). It reads a
+//!   [`reading::Reading`]: the retrieved memories, best first, within the text budget of M₀'s top-k
+//!   ([`Context::Budget`], the default), or MemUpdate's top-k by count ([`Context::TopK`]).
+//! - The offline default is **answer-phrase** ([`phrase`]): the gold answer's parts stated as phrases in
+//!   one focused memory. **answer-recall** (MemUpdate's) is kept for comparison: the share of the gold
+//!   answer's distinct tokens present anywhere in the text read, after LoCoMo's official normalisation and
+//!   NLTK-exact Porter stemming ([`crate::text::normalize`], [`crate::text::porter`]). Category-5
+//!   (adversarial) questions have no answer in the conversation: for them the score is 1 − the score of
+//!   the adversarial (trap) answer, so memory that makes the trap answer retrievable scores lower. They
+//!   are refused by `CreateEpisode` unless asked for.
 //! - The LLM evaluators (`llm-f1`, `llm-judge`) have an LLM answer from the top-k with LoCoMo's QA prompt
 //!   ([`qa_prompt`]) and score the answer with LoCoMo's official metric ([`locomo_metric`], via
 //!   [`llm_f1`]); `llm-judge` also asks the LLM for a strict CORRECT/WRONG verdict ([`judge`]) and scores
 //!   the mean of the two. The LLM calls themselves live in [`llm_eval`]; the rest of this module is pure.
 //! - `p_old` is computed on M₀ as it was at creation and `p_new` on the final memory (MemUpdate
 //!   computed both on the final store, so its delta was ≈ 0).
-//! - `memory_efficiency = clamp(size × density × change, 0.1, 1.5)` with MemUpdate's formulas, except
-//!   that the size budget N_max defaults to |M₀| instead of 100.
+//! - `growth = max(0, chars_new − chars_old) / chars_old`: added text costs, and nothing else about
+//!   length pays ([`RewardFormula::DeltaGrowth`]). MemUpdate's `memory_efficiency = clamp(size × density
+//!   × change, 0.1, 1.5)` is still computed and reported, and is the multiplier of
+//!   [`RewardFormula::MemUpdate`] (with N_max = |M₀| by default instead of 100); its density factor paid
+//!   up to 1.2× for longer memories, whatever they held, and a multiplier below 1 makes a negative delta
+//!   less negative, so padding raised a bad edit's reward.
 
 pub mod judge;
 pub mod llm_eval;
 pub mod locomo_metric;
+pub mod phrase;
 pub mod qa_prompt;
+pub mod reading;
 
 use std::collections::HashSet;
 
-use crate::memory::MemoryRecord;
 use crate::text::stemmed_tokens;
+use reading::Reading;
 
 /// What the memory is scored against.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +57,9 @@ pub struct Target {
 /// Evaluators that turn retrieved memories into a score in [0, 1].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Evaluator {
-    /// Offline answer recall (the default).
+    /// Offline: the gold answer stated as phrases in focused memories ([`phrase`]; the default).
+    AnswerPhrase,
+    /// Offline: MemUpdate's answer recall, the gold's tokens anywhere in the text read.
     AnswerRecall,
     /// An LLM answers from the top-k with LoCoMo's QA prompt; the answer's official LoCoMo F1.
     LlmF1,
@@ -55,11 +70,12 @@ pub enum Evaluator {
 
 impl Evaluator {
     /// Every evaluator, in documentation order.
-    pub const ALL: [Evaluator; 3] = [Evaluator::AnswerRecall, Evaluator::LlmF1, Evaluator::LlmJudge];
+    pub const ALL: [Evaluator; 4] = [Evaluator::AnswerPhrase, Evaluator::AnswerRecall, Evaluator::LlmF1, Evaluator::LlmJudge];
 
     /// Name used on the command line and in breakdowns.
     pub fn name(self) -> &'static str {
         match self {
+            Evaluator::AnswerPhrase => "answer-phrase",
             Evaluator::AnswerRecall => "answer-recall",
             Evaluator::LlmF1 => "llm-f1",
             Evaluator::LlmJudge => "llm-judge",
@@ -77,16 +93,72 @@ impl Evaluator {
     /// Needs an LLM endpoint.
     pub fn needs_llm(self) -> bool {
         match self {
-            Evaluator::AnswerRecall => false,
+            Evaluator::AnswerPhrase | Evaluator::AnswerRecall => false,
             Evaluator::LlmF1 | Evaluator::LlmJudge => true,
         }
     }
 }
 
-/// Answer recall of the retrieved memories (category 5: one minus the recall of the trap answer).
-pub fn answer_recall_score(target: &Target, retrieved: &[&MemoryRecord]) -> f64 {
-    let context: Vec<&str> = retrieved.iter().map(|r| r.text.as_str()).collect();
-    let context = context.join("\n");
+/// What an evaluator reads of a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Context {
+    /// The retrieved memories within the text budget of M₀'s top-k (the default; [`reading`]).
+    Budget,
+    /// MemUpdate's: the top-k memories, whatever their length.
+    TopK,
+}
+
+impl Context {
+    /// Both, default first.
+    pub const ALL: [Context; 2] = [Context::Budget, Context::TopK];
+
+    /// Name on the command line and in breakdowns.
+    pub fn name(self) -> &'static str {
+        match self {
+            Context::Budget => "budget",
+            Context::TopK => "top-k",
+        }
+    }
+
+    /// The context named `name`.
+    pub fn parse(name: &str) -> Result<Context, String> {
+        Self::ALL.into_iter().find(|c| c.name() == name.trim()).ok_or_else(|| format!("unknown context {name:?}: expected budget or top-k"))
+    }
+}
+
+/// How p_new − p_old and the memory's growth make the reward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RewardFormula {
+    /// (p_new − p_old) − growth (the default): added text only ever costs.
+    DeltaGrowth,
+    /// MemUpdate's (p_new − p_old) × memory_efficiency.
+    MemUpdate,
+}
+
+impl RewardFormula {
+    /// Both, default first.
+    pub const ALL: [RewardFormula; 2] = [RewardFormula::DeltaGrowth, RewardFormula::MemUpdate];
+
+    /// Name on the command line and in breakdowns.
+    pub fn name(self) -> &'static str {
+        match self {
+            RewardFormula::DeltaGrowth => "delta-growth",
+            RewardFormula::MemUpdate => "memupdate",
+        }
+    }
+
+    /// The formula named `name`.
+    pub fn parse(name: &str) -> Result<RewardFormula, String> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == name.trim())
+            .ok_or_else(|| format!("unknown reward formula {name:?}: expected delta-growth or memupdate"))
+    }
+}
+
+/// Answer recall of the text read (category 5: one minus the recall of the trap answer).
+pub fn answer_recall_score(target: &Target, reading: &Reading) -> f64 {
+    let context = reading.texts().join("\n");
     match (target.category, &target.adversarial_answer, &target.answer) {
         (Some(5), Some(trap), _) => 1.0 - answer_recall(trap, &context),
         (_, _, Some(gold)) => answer_recall(gold, &context),
@@ -125,14 +197,9 @@ pub fn answer_recall(gold: &str, context: &str) -> f64 {
     gold.iter().filter(|t| ctx.contains(*t)).count() as f64 / gold.len() as f64
 }
 
-/// Share of `evidence` ids covered by the provenance of `retrieved`; 0 when there is no evidence.
-pub fn evidence_recall(evidence: &[String], retrieved: &[&MemoryRecord]) -> f64 {
-    let wanted: HashSet<&str> = evidence.iter().map(String::as_str).collect();
-    if wanted.is_empty() {
-        return 0.0;
-    }
-    let covered: HashSet<&str> = retrieved.iter().flat_map(|r| r.evidence.iter().map(String::as_str)).collect();
-    wanted.iter().filter(|e| covered.contains(*e)).count() as f64 / wanted.len() as f64
+/// Growth of the memory's text: max(0, chars_new − chars_old) / max(chars_old, 1).
+pub fn growth(s: SizeInput) -> f64 {
+    s.new_chars.saturating_sub(s.old_chars) as f64 / s.old_chars.max(1) as f64
 }
 
 /// Memory counts and sizes before and after.
@@ -190,26 +257,33 @@ pub struct Evaluation {
     pub f1: Option<f64>,
     /// `llm-judge`: the verdict, 1 (CORRECT) or 0 (WRONG).
     pub judge: Option<f64>,
-    /// Evidence recall of the top-k.
+    /// Evidence recall of the memories read.
     pub evidence_recall: f64,
-    /// Ids of the top-k, best first.
+    /// Ids of the memories read, best first.
     pub retrieved: Vec<crate::memory::MemoryId>,
+    /// Characters read.
+    pub context_chars: usize,
 }
 
-/// The answer-recall evaluation of retrieved memories.
-pub fn evaluate(target: &Target, retrieved: &[&MemoryRecord]) -> Evaluation {
+/// An offline evaluation of what was read (`answer-phrase`, or `answer-recall` for any other evaluator).
+pub fn evaluate(evaluator: Evaluator, target: &Target, reading: &Reading) -> Evaluation {
+    let p = match evaluator {
+        Evaluator::AnswerPhrase => phrase::score(target, reading),
+        Evaluator::AnswerRecall | Evaluator::LlmF1 | Evaluator::LlmJudge => answer_recall_score(target, reading),
+    };
     Evaluation {
-        p: answer_recall_score(target, retrieved),
+        p,
         answer: None,
         f1: None,
         judge: None,
-        evidence_recall: evidence_recall(&target.evidence, retrieved),
-        retrieved: retrieved.iter().map(|r| r.id).collect(),
+        evidence_recall: reading.evidence_recall(&target.evidence),
+        retrieved: reading.ids(),
+        context_chars: reading.chars(),
     }
 }
 
 /// An LLM evaluation: the score of `answer` (resolved), and for `llm-judge` the mean with `judge`.
-pub fn llm_evaluation(target: &Target, retrieved: &[&MemoryRecord], answer: String, judge: Option<f64>) -> Evaluation {
+pub fn llm_evaluation(target: &Target, reading: &Reading, answer: String, judge: Option<f64>) -> Evaluation {
     let f1 = llm_f1(target, &answer);
     let p = match judge {
         Some(j) => (f1 + j) / 2.0,
@@ -220,8 +294,9 @@ pub fn llm_evaluation(target: &Target, retrieved: &[&MemoryRecord], answer: Stri
         answer: Some(answer),
         f1: Some(f1),
         judge,
-        evidence_recall: evidence_recall(&target.evidence, retrieved),
-        retrieved: retrieved.iter().map(|r| r.id).collect(),
+        evidence_recall: reading.evidence_recall(&target.evidence),
+        retrieved: reading.ids(),
+        context_chars: reading.chars(),
     }
 }
 
@@ -234,9 +309,15 @@ pub struct RewardBreakdown {
     pub new: Evaluation,
     /// p_new − p_old.
     pub performance_delta: f64,
-    /// Efficiency terms.
+    /// Efficiency terms (MemUpdate's).
     pub efficiency: Efficiency,
-    /// performance_delta × memory_efficiency.
+    /// max(0, chars_new − chars_old) / chars_old.
+    pub growth: f64,
+    /// The formula that made the reward.
+    pub formula: RewardFormula,
+    /// What the evaluator read.
+    pub context: Context,
+    /// The reward.
     pub reward: f64,
     /// The sizes used.
     pub sizes: SizeInput,
@@ -265,19 +346,30 @@ pub struct ScoringInfo {
     pub embedder: String,
     /// Evidence ids of the question.
     pub evidence_total: usize,
+    /// The reward formula.
+    pub formula: RewardFormula,
+    /// What the evaluator read.
+    pub context: Context,
 }
 
 /// Combines the two evaluations and the sizes into the reward.
 pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, info: ScoringInfo) -> RewardBreakdown {
     let performance_delta = new.p - old.p;
     let efficiency = memory_efficiency(sizes);
-    let reward = performance_delta * efficiency.memory_efficiency;
-    let ScoringInfo { top_k, evaluator, llm_model, embedder, evidence_total } = info;
+    let growth = growth(sizes);
+    let ScoringInfo { top_k, evaluator, llm_model, embedder, evidence_total, formula, context } = info;
+    let reward = match formula {
+        RewardFormula::DeltaGrowth => performance_delta - growth,
+        RewardFormula::MemUpdate => performance_delta * efficiency.memory_efficiency,
+    };
     RewardBreakdown {
         old,
         new,
         performance_delta,
         efficiency,
+        growth,
+        formula,
+        context,
         reward,
         sizes,
         top_k,
@@ -327,13 +419,48 @@ mod tests {
     }
 
     #[test]
+    fn memupdate_lets_padding_soften_a_loss_and_delta_growth_does_not() {
+        let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0 };
+        let info = |formula| ScoringInfo {
+            top_k: 5,
+            evaluator: Evaluator::AnswerPhrase,
+            llm_model: None,
+            embedder: "x".into(),
+            evidence_total: 0,
+            formula,
+            context: Context::Budget,
+        };
+        let plain = SizeInput { old_count: 100, new_count: 100, old_chars: 10_000, new_chars: 10_000, n_max: 100 };
+        let padded = SizeInput { new_count: 105, new_chars: 20_000, ..plain };
+        // MemUpdate's density factor pays up to 1.2x for longer memories: padding raises a gain …
+        let gain = |f, s| breakdown(ev(0.0), ev(0.5), s, info(f)).reward;
+        assert!(gain(RewardFormula::MemUpdate, padded) > gain(RewardFormula::MemUpdate, plain));
+        assert!(gain(RewardFormula::DeltaGrowth, padded) < gain(RewardFormula::DeltaGrowth, plain));
+        // … and a factor below 1 (here the size factor past N_max) softens a loss.
+        let loss = |f, s| breakdown(ev(0.5), ev(0.0), s, info(f)).reward;
+        let many = SizeInput { new_count: 190, new_chars: 19_000, ..plain };
+        assert!(loss(RewardFormula::MemUpdate, many) > loss(RewardFormula::MemUpdate, plain));
+        assert!(loss(RewardFormula::DeltaGrowth, many) < loss(RewardFormula::DeltaGrowth, plain));
+        assert_eq!(loss(RewardFormula::DeltaGrowth, plain), -0.5);
+        assert_eq!(growth(padded), 1.0);
+        assert_eq!(growth(SizeInput { new_chars: 5_000, ..plain }), 0.0);
+        for f in RewardFormula::ALL {
+            assert_eq!(RewardFormula::parse(f.name()), Ok(f));
+        }
+        for c in Context::ALL {
+            assert_eq!(Context::parse(c.name()), Ok(c));
+        }
+        assert!(RewardFormula::parse("x").unwrap_err().contains("delta-growth or memupdate"));
+    }
+
+    #[test]
     fn evaluators_parse_by_name_and_say_whether_they_need_an_llm() {
         for e in Evaluator::ALL {
             assert_eq!(Evaluator::parse(e.name()), Ok(e));
         }
         assert_eq!(Evaluator::parse(" llm-f1 "), Ok(Evaluator::LlmF1));
-        assert!(Evaluator::parse("f1").unwrap_err().contains("answer-recall, llm-f1, llm-judge"));
-        assert!(!Evaluator::AnswerRecall.needs_llm() && Evaluator::LlmF1.needs_llm() && Evaluator::LlmJudge.needs_llm());
+        assert!(Evaluator::parse("f1").unwrap_err().contains("answer-phrase, answer-recall, llm-f1, llm-judge"));
+        assert!(!Evaluator::AnswerPhrase.needs_llm() && !Evaluator::AnswerRecall.needs_llm() && Evaluator::LlmF1.needs_llm() && Evaluator::LlmJudge.needs_llm());
     }
 
     #[test]
@@ -352,16 +479,16 @@ mod tests {
     #[test]
     fn the_judge_is_averaged_with_f1_never_alone() {
         let t = target(Some(4), Some("Adoption agencies"), None);
-        let e = llm_evaluation(&t, &[], "researching adoption agency options".into(), Some(1.0));
+        let e = llm_evaluation(&t, &Reading::default(), "researching adoption agency options".into(), Some(1.0));
         let f1 = 2.0 / 3.0;
         assert_eq!((e.f1, e.judge), (Some(f1), Some(1.0)));
         assert!((e.p - (f1 + 1.0) / 2.0).abs() < 1e-12);
         // A verbose answer the judge accepts still loses to a short exact one.
         let verbose =
-            llm_evaluation(&t, &[], "she has been looking into many things including adoption agencies and more".into(), Some(1.0));
-        let exact = llm_evaluation(&t, &[], "Adoption agencies".into(), Some(1.0));
+            llm_evaluation(&t, &Reading::default(), "she has been looking into many things including adoption agencies and more".into(), Some(1.0));
+        let exact = llm_evaluation(&t, &Reading::default(), "Adoption agencies".into(), Some(1.0));
         assert!(verbose.p < exact.p);
-        assert_eq!(llm_evaluation(&t, &[], "Adoption agencies".into(), None).p, 1.0);
+        assert_eq!(llm_evaluation(&t, &Reading::default(), "Adoption agencies".into(), None).p, 1.0);
     }
 
     proptest! {
@@ -385,13 +512,44 @@ mod tests {
 
         #[test]
         fn reward_is_bounded_and_zero_without_change(p_old in 0.0f64..=1.0, p_new in 0.0f64..=1.0, n in 1usize..500) {
-            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![] };
+            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0 };
             let sizes = SizeInput { old_count: n, new_count: n, old_chars: 10 * n, new_chars: 10 * n, n_max: n };
-            let info = ScoringInfo { top_k: 5, evaluator: Evaluator::AnswerRecall, llm_model: None, embedder: "x".into(), evidence_total: 0 };
-            let b = breakdown(ev(p_old), ev(p_new), sizes, info.clone());
-            prop_assert!(b.reward.abs() <= 1.5);
-            let same = breakdown(ev(p_old), ev(p_old), sizes, info);
-            prop_assert_eq!(same.reward, 0.0);
+            for formula in RewardFormula::ALL {
+                let info = ScoringInfo {
+                    top_k: 5,
+                    evaluator: Evaluator::AnswerRecall,
+                    llm_model: None,
+                    embedder: "x".into(),
+                    evidence_total: 0,
+                    formula,
+                    context: Context::Budget,
+                };
+                let b = breakdown(ev(p_old), ev(p_new), sizes, info.clone());
+                prop_assert!(b.reward.abs() <= 1.5);
+                let same = breakdown(ev(p_old), ev(p_old), sizes, info);
+                prop_assert_eq!(same.reward, 0.0);
+            }
+        }
+
+        #[test]
+        fn added_text_never_raises_the_default_reward(p_old in 0.0f64..=1.0, p_new in 0.0f64..=1.0, n in 1usize..500, chars in 1usize..100_000, pad in 0usize..100_000) {
+            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0 };
+            let info = ScoringInfo {
+                top_k: 5,
+                evaluator: Evaluator::AnswerPhrase,
+                llm_model: None,
+                embedder: "x".into(),
+                evidence_total: 0,
+                formula: RewardFormula::DeltaGrowth,
+                context: Context::Budget,
+            };
+            let at = |new_chars: usize| {
+                let sizes = SizeInput { old_count: n, new_count: n + 1, old_chars: chars, new_chars, n_max: n };
+                breakdown(ev(p_old), ev(p_new), sizes, info.clone()).reward
+            };
+            // The same delta with more text: never a higher reward, whatever the sign of the delta.
+            prop_assert!(at(chars + pad) <= at(chars));
+            prop_assert!(at(chars.saturating_sub(pad)) == at(chars));
         }
     }
 }

@@ -13,8 +13,6 @@
 //!   `a`, `b`, `(a)` or `(b)` is mapped back to the option's text before scoring.
 //! - Requests use temperature 0 and at most 32 tokens ([`TEMPERATURE`], [`MAX_TOKENS`]).
 
-use crate::memory::MemoryRecord;
-
 /// Sampling temperature of the official evaluation.
 pub const TEMPERATURE: f32 = 0.0;
 /// Answer length cap of the official evaluation.
@@ -36,16 +34,10 @@ pub struct QaPrompt {
 }
 
 impl QaPrompt {
-    /// Builds the prompt for a question of `category` over the retrieved memories. `answer` is the
-    /// category-5 option besides "Not mentioned"; `seed` decides the option order.
-    pub fn build(question: &str, category: Option<u8>, answer: Option<&str>, retrieved: &[&MemoryRecord], seed: u64) -> QaPrompt {
-        let context: Vec<String> = retrieved
-            .iter()
-            .map(|r| match r.session_date.as_deref() {
-                Some(d) if !d.is_empty() => format!("{d}: {}", r.text),
-                _ => r.text.clone(),
-            })
-            .collect();
+    /// Builds the prompt for a question of `category` over the memories read, each in its view
+    /// ([`crate::memory::MemoryRecord::view`]: `8 May 2023: text`). `answer` is the category-5 option
+    /// besides "Not mentioned"; `seed` decides the option order.
+    pub fn build(question: &str, category: Option<u8>, answer: Option<&str>, context: &[&str], seed: u64) -> QaPrompt {
         let (q, options) = match category {
             Some(2) => (format!("{question}{DATE_HINT}"), None),
             Some(5) => {
@@ -94,10 +86,11 @@ impl QaPrompt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{MemoryId, MemoryType};
+    use crate::memory::{MemoryId, MemoryRecord, MemoryType};
     use crate::reward::locomo_metric::score;
 
-    fn mem(text: &str, date: &str) -> MemoryRecord {
+    /// The memory's view, as a reading gives it to the prompt.
+    fn mem(text: &str, date: &str) -> String {
         MemoryRecord {
             id: MemoryId(0),
             text: text.into(),
@@ -109,33 +102,34 @@ mod tests {
             source: "t".into(),
             created_step: 0,
         }
+        .view()
     }
 
     #[test]
     fn prompts_follow_locomo() {
         let m = mem("Caroline attended an LGBTQ support group.", "1:56 pm on 8 May, 2023");
-        let p = QaPrompt::build("When did Caroline go to the group?", Some(2), Some("7 May 2023"), &[&m], 0);
+        let p = QaPrompt::build("When did Caroline go to the group?", Some(2), Some("7 May 2023"), &[m.as_str()], 0);
         assert_eq!(
             p.text,
-            "1:56 pm on 8 May, 2023: Caroline attended an LGBTQ support group.\n\nBased on the above context, write an answer in the form \
+            "8 May 2023: Caroline attended an LGBTQ support group.\n\nBased on the above context, write an answer in the form \
 of a short phrase for the following question. Answer with exact words from the context whenever possible.\n\nQuestion: When did \
 Caroline go to the group? Use DATE of CONVERSATION to answer with an approximate date. Short answer:"
         );
         assert!(p.options.is_none());
-        let p4 = QaPrompt::build("What did she attend?", Some(4), Some("a support group"), &[&m], 0);
+        let p4 = QaPrompt::build("What did she attend?", Some(4), Some("a support group"), &[m.as_str()], 0);
         assert!(p4.text.ends_with("Question: What did she attend? Short answer:"));
     }
 
     #[test]
     fn adversarial_options_and_letters() {
         let m = mem("Melanie paints.", "");
-        let a = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[&m], 0);
+        let a = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[m.as_str()], 0);
         assert!(a.text.starts_with("Melanie paints.\n\n"));
         assert!(a.text.contains("Select the correct answer: (a) Not mentioned in the conversation (b) sunsets. "));
         assert_eq!(a.resolve("(a)"), NOT_MENTIONED);
         assert_eq!(a.resolve("b."), "sunsets");
         assert_eq!(score(a.resolve("a"), "", 5), Some(1.0));
-        let b = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[&m], 1);
+        let b = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[m.as_str()], 1);
         assert_eq!(b.resolve("A"), "sunsets");
         assert_eq!(score(b.resolve("a"), "", 5), Some(0.0));
         assert_eq!(b.resolve("It is not mentioned"), "It is not mentioned");
@@ -145,10 +139,10 @@ Caroline go to the group? Use DATE of CONVERSATION to answer with an approximate
     fn option_markers_with_their_own_text_are_resolved() {
         // Real replies of Qwen2.5-Coder-0.5B-Instruct (scripts/install-llm.sh) to LoCoMo's category-5 prompt.
         let m = mem("Melanie is painting a sunset with her kids.", "8 May, 2023");
-        let p = QaPrompt::build("What did Caroline paint?", Some(5), Some("a sunset"), &[&m], 0);
+        let p = QaPrompt::build("What did Caroline paint?", Some(5), Some("a sunset"), &[m.as_str()], 0);
         assert_eq!(p.options.as_ref().unwrap()[1], "a sunset");
         assert_eq!(p.resolve("(b) a sunset."), "a sunset");
-        let q = QaPrompt::build("What did Caroline paint?", Some(5), Some("a sunset"), &[&m], 1);
+        let q = QaPrompt::build("What did Caroline paint?", Some(5), Some("a sunset"), &[m.as_str()], 1);
         assert_eq!(q.resolve("a) a sunset"), "a sunset");
         assert_eq!(q.resolve("(b) Not mentioned in the conversation."), NOT_MENTIONED);
         assert_eq!(q.resolve("The answer is (b)."), NOT_MENTIONED);
@@ -159,7 +153,7 @@ Caroline go to the group? Use DATE of CONVERSATION to answer with an approximate
         assert_eq!(q.resolve("a sunset"), "a sunset");
         assert_eq!(q.resolve("absolutely"), "absolutely");
         // Not category 5: nothing is mapped.
-        let r = QaPrompt::build("What did Caroline paint?", Some(4), Some("a sunset"), &[&m], 1);
+        let r = QaPrompt::build("What did Caroline paint?", Some(4), Some("a sunset"), &[m.as_str()], 1);
         assert_eq!(r.resolve("(a)"), "(a)");
     }
 
@@ -167,7 +161,7 @@ Caroline go to the group? Use DATE of CONVERSATION to answer with an approximate
         #[test]
         fn resolve_returns_the_reply_or_one_option(reply in "(\\(?[abAB][).:]? ?)?\\PC{0,40}", seed in 0u64..4) {
             let m = mem("Melanie paints.", "");
-            let p = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[&m], seed);
+            let p = QaPrompt::build("What does Caroline paint?", Some(5), Some("sunsets"), &[m.as_str()], seed);
             let got = p.resolve(&reply);
             proptest::prop_assert!(got == reply || got == NOT_MENTIONED || got == "sunsets", "{got:?}");
         }

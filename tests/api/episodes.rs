@@ -128,8 +128,11 @@ async fn a_whole_episode_with_all_six_tools() {
     let s2 = app.env.score_episode(pb::ScoreEpisodeRequest { episode_id: "ep-1".into() }).await.unwrap().into_inner();
     assert_eq!(s1, s2);
     assert_eq!((s1.initial_memory_count, s1.final_memory_count, s1.n_max, s1.top_k, s1.steps_used), (184, 183, 184, 5, 7));
-    assert!((s1.reward - s1.performance_delta * s1.memory_efficiency).abs() < 1e-12);
-    assert_eq!(s1.evaluator, "answer-recall");
+    // The default reward: the delta less the memory's text growth (one memory deleted: no growth).
+    assert_eq!((s1.reward_formula.as_str(), s1.context.as_str(), s1.growth), ("delta-growth", "budget", 0.0));
+    assert!((s1.reward - (s1.performance_delta - s1.growth)).abs() < 1e-12);
+    assert!(s1.context_chars_new <= s1.context_chars_old && s1.context_chars_old > 0);
+    assert_eq!(s1.evaluator, "answer-phrase");
     assert!(s1.embedder.starts_with("hash-ngram-v1/384/"));
     let err = app.tool("ep-1", "search_memory", json!({"query": "x"})).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);

@@ -98,7 +98,7 @@ async fn llm_judge_per_episode_reports_verdicts_beside_f1() {
     assert_eq!(llm.seen().len(), 2);
     // Another episode on the server default evaluator sends nothing.
     app.env.create_episode(custom("plain", pb::Evaluator::Unspecified)).await.unwrap();
-    assert_eq!(score(&mut app, "plain").await.unwrap().evaluator, "answer-recall");
+    assert_eq!(score(&mut app, "plain").await.unwrap().evaluator, "answer-phrase");
     assert_eq!(llm.seen().len(), 2);
 }
 

@@ -31,7 +31,7 @@ fn bad_open_keys_name_the_field() {
         (json!({"seed": 1.5}), "seed: must be a non-negative integer"),
         (json!({"max_steps": "ten"}), "max_steps: must be a non-negative integer, got a string"),
         (json!({"max_steps": 5_000_000_000u64}), "max_steps: too large"),
-        (json!({"evaluator": "gpt"}), "evaluator: must be one of answer_recall, llm_f1, llm_judge, got \"gpt\""),
+        (json!({"evaluator": "gpt"}), "evaluator: must be one of answer_phrase, answer_recall, llm_f1, llm_judge, got \"gpt\""),
         (json!({"include_adversarial": "yes"}), "include_adversarial: must be a boolean"),
         (json!({"question_id": 3}), "question_id: must be a string, got a number"),
     ];
@@ -56,8 +56,11 @@ fn breakdown_json_keeps_every_field_name_of_the_grpc_message() {
     let v = breakdown_json(r);
     assert_eq!((v["reward"].as_f64(), v["p_new"].as_f64(), v["f1_new"].as_f64()), (Some(0.25), Some(0.5), Some(0.5)));
     assert_eq!(v["retrieved_new"], json!(["m0001"]));
-    assert_eq!(v.as_object().unwrap().len(), 27);
+    assert_eq!(v.as_object().unwrap().len(), 32);
     assert!(score_text(&v).starts_with("Scored: reward 0.2500"));
+    assert!(score_text(&v).contains("- growth 0.0000"), "{}", score_text(&v));
+    let memupdate = breakdown_json(pb::ScoreEpisodeResponse { reward_formula: "memupdate".into(), ..Default::default() });
+    assert!(score_text(&memupdate).contains("x memory efficiency"), "{}", score_text(&memupdate));
 }
 
 fn json_value() -> impl Strategy<Value = Value> {

@@ -81,11 +81,11 @@ pub struct SummaryRow {
     pub expected: Option<ExpectedSign>,
 }
 
-/// The report: per agent (in [`Agent::ALL`] order), one row per category present, then "all". Every
+/// The report: per agent (in [`AGENTS`] order), one row per category present, then "all". Every
 /// row must carry the same evaluators in the same order.
 pub fn summarize(rows: &[EpisodeRow]) -> Vec<SummaryRow> {
     let mut out = Vec::new();
-    for agent in Agent::ALL {
+    for agent in AGENTS {
         let mine: Vec<&EpisodeRow> = rows.iter().filter(|r| r.agent == agent).collect();
         if mine.is_empty() {
             continue;
@@ -140,7 +140,8 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
         Agent::NoOp => "reward = 0",
         Agent::Oracle => "reward > 0",
         Agent::Destroyer => "reward < 0",
-        Agent::Random => return None,
+        Agent::Trick(Trick::OraclePadding) | Agent::Random | Agent::Resolver => return None,
+        Agent::Trick(_) => "reward <= 0",
     };
     let mut e = ExpectedSign { rule, ..ExpectedSign::default() };
     for r in rows {
@@ -170,7 +171,8 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
                 continue;
             }
             Agent::Destroyer => sign(s.reward) < 0,
-            Agent::Random => continue,
+            Agent::Trick(_) => sign(s.reward) <= 0,
+            Agent::Random | Agent::Resolver => continue,
         };
         e.checked += 1;
         if met {
@@ -180,6 +182,62 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
         }
     }
     Some(e)
+}
+
+/// The best trick's mean reward against the oracle's, for one category (or all).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Exploit {
+    /// Category 1..=5; `None` for all.
+    pub category: Option<u8>,
+    /// The trick with the highest mean reward (first evaluator).
+    pub best: &'static str,
+    /// Its mean reward.
+    pub best_mean: f64,
+    /// The oracle's mean reward.
+    pub oracle_mean: f64,
+    /// best_mean / oracle_mean (0 when the oracle's mean is not positive).
+    pub share: f64,
+}
+
+/// Per category and overall, the best mean reward of an agent that neither reads the gold nor adds
+/// information (the tricks, no-op and random) as a share of the oracle's; `None` without an oracle or a
+/// trick in the rows.
+pub fn exploit(summary: &[SummaryRow]) -> Vec<Exploit> {
+    let mut cats: Vec<Option<u8>> = (1..=ADVERSARIAL_CATEGORY).map(Some).collect();
+    cats.push(None);
+    let mean = |r: &SummaryRow| r.evaluators.first().map_or(0.0, |e| e.mean_reward);
+    let unprivileged = |name: &str| {
+        AGENTS.iter().any(|a| a.name() == name && !a.privileged() && !matches!(a, Agent::Resolver | Agent::Oracle))
+    };
+    cats.into_iter()
+        .filter_map(|c| {
+            let oracle = summary.iter().find(|r| r.agent == "oracle" && r.category == c)?;
+            let best = summary
+                .iter()
+                .filter(|r| r.category == c && unprivileged(r.agent))
+                .max_by(|a, b| mean(a).total_cmp(&mean(b)))?;
+            let (best_mean, oracle_mean) = (mean(best), mean(oracle));
+            let share = if oracle_mean > 0.0 { best_mean / oracle_mean } else { 0.0 };
+            Some(Exploit { category: c, best: best.agent, best_mean, oracle_mean, share })
+        })
+        .collect()
+}
+
+/// Questions where the oracle with padding scored above the oracle alone (first evaluator): (checked,
+/// raised).
+pub fn padding_raises(rows: &[EpisodeRow]) -> (usize, Vec<String>) {
+    let oracle: std::collections::HashMap<&str, f64> =
+        rows.iter().filter(|r| r.agent == Agent::Oracle).filter_map(|r| Some((r.question_id.as_str(), r.scores.first()?.reward))).collect();
+    let mut checked = 0;
+    let mut raised = Vec::new();
+    for r in rows.iter().filter(|r| r.agent == Agent::Trick(Trick::OraclePadding)) {
+        let (Some(o), Some(s)) = (oracle.get(r.question_id.as_str()), r.scores.first()) else { continue };
+        checked += 1;
+        if s.reward > o + SIGN_EPSILON {
+            raised.push(r.question_id.clone());
+        }
+    }
+    (checked, raised)
 }
 
 /// Question ids of misses the table shows per agent.
@@ -195,7 +253,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
     let names: Vec<&str> = rows.first().map(|r| r.evaluators.iter().map(|e| e.evaluator).collect()).unwrap_or_default();
     let first = names.first().copied().unwrap_or("-");
     let width = |label: &str| label.len().max(7);
-    let mut s = format!("{:<9}  {:<13} {:>5}", "agent", "category", "n");
+    let mut s = format!("{:<14}  {:<13} {:>5}", "agent", "category", "n");
     for name in &names {
         let label = format!("reward {name}");
         let _ = write!(s, "  {label:>w$}", w = width(&label));
@@ -211,7 +269,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
             None => "all".to_string(),
             Some(c) => format!("{c} {}", category_name(c).unwrap_or("?")),
         };
-        let _ = write!(s, "{:<9}  {:<13} {:>5}", r.agent, cat, r.episodes);
+        let _ = write!(s, "{:<14}  {:<13} {:>5}", r.agent, cat, r.episodes);
         for e in &r.evaluators {
             let _ = write!(s, "  {:>w$.4}", e.mean_reward, w = width(&format!("reward {}", e.evaluator)));
         }
@@ -231,14 +289,30 @@ pub fn table(rows: &[SummaryRow]) -> String {
         let _ = writeln!(s, "agree E: share of episodes where E's reward has the sign of the {first} reward.");
     }
     let _ = writeln!(s, "edits / refused: tool calls the environment carried out / refused (or could not be attempted).");
+    let exploits = exploit(rows);
+    if !exploits.is_empty() {
+        let _ = writeln!(s, "\nexploit under {first}: the best mean reward of an agent that neither reads the gold nor adds information, as a share of the oracle's:");
+        for e in &exploits {
+            let cat = match e.category {
+                None => "all".to_string(),
+                Some(c) => format!("{c} {}", category_name(c).unwrap_or("?")),
+            };
+            let _ = writeln!(s, "  {cat:<13}  {:>7.1}%  ({} {:+.4}, oracle {:+.4})", 100.0 * e.share, e.best, e.best_mean, e.oracle_mean);
+        }
+    }
     let _ = writeln!(s, "\nexpected sign under {first}:");
     for r in rows.iter().filter(|r| r.category.is_none()) {
         let Some(e) = &r.expected else {
-            let _ = writeln!(s, "  {:<9}  no expectation (random edits)", r.agent);
+            let why = match r.agent {
+                "random" => "random edits",
+                "resolver" => "honest: > 0 where its rewrite helps",
+                _ => "checked against the oracle below",
+            };
+            let _ = writeln!(s, "  {:<14}  no sign expected ({why})", r.agent);
             continue;
         };
         let rate = if e.checked == 0 { "-".to_string() } else { percent(e.met as f64 / e.checked as f64) };
-        let _ = write!(s, "  {:<9}  {:<10}  {}/{} ({rate})", r.agent, e.rule, e.met, e.checked);
+        let _ = write!(s, "  {:<14}  {:<11}  {}/{} ({rate})", r.agent, e.rule, e.met, e.checked);
         let apart: Vec<String> = [
             (e.saturated, "saturated (p_old = 1)"),
             (e.nothing_to_lose, "nothing to lose (p_old = 0)"),
@@ -258,7 +332,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
         if !e.misses.is_empty() {
             let more = e.misses.len().saturating_sub(MISSES_SHOWN);
             let more = if more > 0 { format!(" (+{more} more; --json lists all)") } else { String::new() };
-            let _ = writeln!(s, "  {:<9}  missed: {}{more}", "", e.misses[..e.misses.len().min(MISSES_SHOWN)].join(", "));
+            let _ = writeln!(s, "  {:<14}  missed: {}{more}", "", e.misses[..e.misses.len().min(MISSES_SHOWN)].join(", "));
         }
     }
     s

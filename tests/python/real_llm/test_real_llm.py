@@ -55,7 +55,8 @@ def check_breakdown(score: pb.ScoreEpisodeResponse, model: str, evaluator: str) 
         assert score.p_old == pytest.approx((score.f1_old + score.judge_old) / 2)
         assert score.p_new == pytest.approx((score.f1_new + score.judge_new) / 2)
     assert score.performance_delta == pytest.approx(score.p_new - score.p_old)
-    assert score.reward == pytest.approx(score.performance_delta * score.memory_efficiency)
+    assert score.reward_formula == "delta-growth" and score.context == "budget"
+    assert score.reward == pytest.approx(score.performance_delta - score.growth)
 
 
 def test_the_server_speaks_openai_chat_completions(llm):

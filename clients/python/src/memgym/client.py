@@ -42,6 +42,7 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 
 #: Evaluator names accepted by ``create_episode(evaluator=...)``, as the server's CLI spells them.
 EVALUATORS = {
+    "answer-phrase": pb.EVALUATOR_ANSWER_PHRASE,
     "answer-recall": pb.EVALUATOR_ANSWER_RECALL,
     "llm-f1": pb.EVALUATOR_LLM_F1,
     "llm-judge": pb.EVALUATOR_LLM_JUDGE,
@@ -247,7 +248,7 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
         """Opens an episode (idempotent, and retried, when ``episode_id`` is given).
 
         Keyword arguments: ``episode_id``, ``conversation_id``, ``seed``, ``max_steps``, ``evaluator``
-        ("answer-recall" | "llm-f1" | "llm-judge" or the enum), ``include_adversarial``, ``custom``
+        ("answer-phrase" | "answer-recall" | "llm-f1" | "llm-judge" or the enum), ``include_adversarial``, ``custom``
         (a ``pb.CustomEpisode``).
         """
         req = _create_request(question_id, **kwargs)

@@ -142,7 +142,7 @@ class MemgymTRLEnv:
             timeout: deadline of every RPC, in seconds.
             max_steps: the step budget of episodes whose row does not set one (default: the server's).
             evaluator: the evaluator of episodes whose row does not set one (default: the server's):
-                "answer-recall", "llm-f1" or "llm-judge".
+                "answer-phrase", "answer-recall", "llm-f1" or "llm-judge".
         """
         self.address = address or os.environ.get("MEMGYM_ADDRESS") or DEFAULT_ADDRESS
         self.episode_id: Optional[str] = None

@@ -43,6 +43,7 @@ SCORE_FIELDS = (
     "density_factor",
     "change_factor",
     "memory_efficiency",
+    "growth",
     "evidence_recall_old",
     "evidence_recall_new",
     "initial_memory_count",
