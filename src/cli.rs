@@ -205,6 +205,10 @@ pub struct EnvArgs {
     /// Size budget N_max of MemUpdate's efficiency term; default |M₀| of the episode.
     #[arg(long, env = "MEMGYM_N_MAX")]
     pub n_max: Option<usize>,
+    /// Gold answers: original (LoCoMo as published), corrected (the LoCoMo audit's answer and evidence where
+    /// it has them) or exclude-flagged (the audit's score-corrupting questions removed).
+    #[arg(long, env = "MEMGYM_GOLD", default_value = "original")]
+    pub gold: String,
     /// What the evaluators read: budget (the retrieved memories within the text length of M₀'s top-k)
     /// or top-k (MemUpdate's: the top-k memories, whatever their length).
     #[arg(long, env = "MEMGYM_CONTEXT", default_value = "budget")]
@@ -379,6 +383,11 @@ pub enum DatasetCommand {
         /// Include category-5 (adversarial) questions (their rows' create_kwargs say include_adversarial: true).
         #[arg(long)]
         include_adversarial: bool,
+        /// Gold answers: exclude-flagged (default: a training set without the LoCoMo audit's
+        /// score-corrupting questions), corrected or original. A server that serves these rows should run
+        /// with the same --gold (corrected: so that it scores the corrected answers).
+        #[arg(long, default_value = "exclude-flagged")]
+        gold: String,
         /// The rows' agent_name: the verl agent loop that runs them (memgym_agent: the memgym_verl loop,
         /// registered through verl's agent_loop_config_path; tool_agent: verl's own ToolAgentLoop).
         #[arg(long, value_name = "NAME", default_value = crate::dataset::verl::DEFAULT_AGENT_NAME, value_parser = agent_name)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::cli::{EmbedArgs, EnvArgs, LlmArgs};
-use crate::dataset::{Dataset, VectorSet};
+use crate::dataset::{Dataset, GoldMode, VectorSet};
 use crate::embed::select::{self, EmbedderKind, EmbedderOptions};
 use crate::embed::{BatchConfig, EmbedService};
 use crate::episode::{EnvConfig, Environment, Limits, SystemClock};
@@ -21,18 +21,32 @@ use crate::tools::ToolLimits;
 const EMBEDDED_CONVERSATIONS: &[u8] = include_bytes!("../data/locomo/conversations.parquet");
 const EMBEDDED_MEMORIES: &[u8] = include_bytes!("../data/locomo/memories.parquet");
 const EMBEDDED_QUESTIONS: &[u8] = include_bytes!("../data/locomo/questions.parquet");
+/// The LoCoMo Benchmark Audit's list of wrong gold answers (CC BY-NC 4.0; `data/locomo-audit/`).
+const EMBEDDED_AUDIT: &[u8] = include_bytes!("../data/locomo-audit/errors.json");
+const AUDIT_FILE: &str = "data/locomo-audit/errors.json";
 
 /// The LoCoMo dataset from `dir`, or the embedded copy.
 pub fn load_dataset(dir: Option<&Path>) -> anyhow::Result<Dataset> {
-    match dir {
-        Some(d) => Dataset::read_parquet_dir(d).with_context(|| format!("loading the dataset from {}", d.display())),
+    let mut ds = match dir {
+        Some(d) => Dataset::read_parquet_dir(d).with_context(|| format!("loading the dataset from {}", d.display()))?,
         None => Dataset::read_parquet_bytes(
             bytes::Bytes::from_static(EMBEDDED_CONVERSATIONS),
             bytes::Bytes::from_static(EMBEDDED_MEMORIES),
             bytes::Bytes::from_static(EMBEDDED_QUESTIONS),
         )
-        .context("loading the embedded dataset"),
-    }
+        .context("loading the embedded dataset")?,
+    };
+    // The LoCoMo audit joins to the questions it names (all of them on LoCoMo, none on another dataset).
+    let join = ds.join_audit(AUDIT_FILE, EMBEDDED_AUDIT).context("joining the LoCoMo audit")?;
+    tracing::debug!(joined = join.joined, unmatched = join.unmatched, "LoCoMo audit");
+    Ok(ds)
+}
+
+/// The dataset with the gold answers `mode` chooses ([`Dataset::apply_gold`]).
+pub fn load_dataset_with_gold(dir: Option<&Path>, mode: GoldMode) -> anyhow::Result<Dataset> {
+    let mut ds = load_dataset(dir)?;
+    ds.apply_gold(mode);
+    Ok(ds)
 }
 
 /// Validates the flags.
@@ -177,7 +191,8 @@ fn progress_reporter(name: String) -> impl FnMut(usize, usize) {
 /// embedded now, before the server accepts any episode.
 pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
     let config = env_config(a)?;
-    let dataset = Arc::new(load_dataset(a.data_dir.as_deref())?);
+    let gold = GoldMode::parse(&a.gold).map_err(anyhow::Error::msg).context("--gold")?;
+    let dataset = Arc::new(load_dataset_with_gold(a.data_dir.as_deref(), gold)?);
     let kind: EmbedderKind = a.embed.embedder.parse().map_err(anyhow::Error::msg).context("--embedder")?;
     let embed = embed_service(kind, &a.embed)?;
     let id = embed.identity().clone();

@@ -95,6 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             } else {
                 print!("{}", eval::agents::table(&summary));
+                println!("\n{}", eval::agents::gold_table(&rows).trim_end());
                 let (checked, raised) = eval::agents::padding_raises(&rows);
                 if checked > 0 {
                     let shown: Vec<&str> = raised.iter().take(8).map(String::as_str).collect();
@@ -130,8 +131,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Dataset(DatasetCommand::Verl { split, out, include_adversarial, agent_name, data_dir }) => {
-            let ds = config::load_dataset(data_dir.as_deref())?;
+        Command::Dataset(DatasetCommand::Verl { split, out, include_adversarial, agent_name, data_dir, gold }) => {
+            let gold = memgym::dataset::GoldMode::parse(&gold).map_err(anyhow::Error::msg).context("--gold")?;
+            let ds = config::load_dataset_with_gold(data_dir.as_deref(), gold)?;
             let split = match split.as_str() {
                 "all" => None,
                 s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or all)"))?),

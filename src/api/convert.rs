@@ -378,6 +378,10 @@ impl From<&Question> for pb::QuestionRecord {
             evidence: q.evidence.clone(),
             split: split_out(q.split) as i32,
             adversarial_answer: q.adversarial_answer.clone().unwrap_or_default(),
+            gold_status: q.gold.status.name().to_string(),
+            gold_error_type: q.gold.error_type.clone().unwrap_or_default(),
+            corrected_answer: q.gold.corrected_answer.clone().unwrap_or_default(),
+            corrected_evidence: q.gold.corrected_evidence.clone().unwrap_or_default(),
         }
     }
 }

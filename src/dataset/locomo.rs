@@ -286,6 +286,7 @@ impl Converter<'_> {
                 }
             };
             self.questions.push(Question {
+                gold: super::Gold::default(),
                 id: question_id(conversation_id, index),
                 conversation_id: conversation_id.to_owned(),
                 index,

@@ -76,6 +76,7 @@
 //! Row numbers in errors are 0-based positions in the file (or in the `Dataset` vectors, for
 //! [`Dataset::validate`] called on a hand-built value).
 
+mod audit;
 mod evidence;
 mod locomo;
 mod parquet_io;
@@ -93,6 +94,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use audit::{AuditJoin, Gold, GoldMode, GoldStatus};
 pub use evidence::{canonical_dia_id, is_dia_id, normalize_evidence, EvidenceRepairs};
 pub use parquet_io::{ParquetFiles, CONVERSATIONS_FILE, MEMORIES_FILE, QUESTIONS_FILE};
 pub use stats::{CategoryStats, ConversationStats, SplitStats, Stats, Totals};
@@ -275,6 +277,9 @@ pub struct Question {
     pub category: u8,
     /// The conversation's split.
     pub split: Split,
+    /// What the LoCoMo audit says of the gold answer ([`Dataset::join_audit`]); `ok` when not joined.
+    /// Not stored in the Parquet files: the audit is its own data file, joined at load.
+    pub gold: Gold,
 }
 
 /// What the JSON converter repaired in the evidence of memories and questions.
@@ -304,6 +309,8 @@ pub struct Dataset {
     pub questions: Vec<Question>,
     index: Index,
     repairs: Option<EvidenceRepairReport>,
+    /// Questions [`GoldMode::ExcludeFlagged`] removed, with the audit's error type.
+    excluded: HashMap<String, String>,
 }
 
 /// Equality compares the three public vectors only (not the lookup index, nor the evidence
@@ -425,7 +432,8 @@ impl Dataset {
     ///
     /// The first violation found by [`Dataset::validate`].
     pub fn new(conversations: Vec<Conversation>, memories: Vec<MemoryRow>, questions: Vec<Question>) -> Result<Dataset, DatasetError> {
-        let mut dataset = Dataset { conversations, memories, questions, index: Index::default(), repairs: None };
+        let mut dataset =
+            Dataset { conversations, memories, questions, index: Index::default(), repairs: None, excluded: HashMap::new() };
         dataset.validate()?;
         dataset.reindex();
         Ok(dataset)

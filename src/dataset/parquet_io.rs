@@ -470,6 +470,7 @@ fn read_questions(file: &str, bytes: Bytes) -> Result<Vec<Question>, DatasetErro
         let split_col = cols.strings("split")?;
         let split: Split = split_col.get(i)?.parse().map_err(|e: super::ParseSplitError| split_col.at.err(i, e.to_string()))?;
         Ok(Question {
+            gold: super::Gold::default(),
             id: cols.strings("id")?.get(i)?,
             conversation_id: cols.strings("conversation_id")?.get(i)?,
             index: cols.primitives::<UInt32Type>("index", "UInt32")?.get(i)?,

@@ -20,7 +20,7 @@
 //! | `agent_name` | Utf8: `"memgym_agent"` (`--agent-name`) |
 //! | `ability` | Utf8: `"memory-editing"` |
 //! | `reward_model` | Struct{style: Utf8 = "rule", ground_truth: Utf8 = the gold answer, or "" for category 5} |
-//! | `extra_info` | Struct{index: Int64, split, conversation_id, question_id, question: Utf8, category: UInt8, need_tools_kwargs: Boolean, tools_kwargs: Struct{<tool>: Struct{create_kwargs: Struct{conversation_id, question_id: Utf8, include_adversarial: Boolean = category 5}}}} |
+//! | `extra_info` | Struct{index: Int64, split, conversation_id, question_id, question: Utf8, category: UInt8, gold_status: Utf8 (the LoCoMo audit's: ok, wrong-citation, flagged), need_tools_kwargs: Boolean, tools_kwargs: Struct{<tool>: Struct{create_kwargs: Struct{conversation_id, question_id: Utf8, include_adversarial: Boolean = category 5}}}} |
 
 use std::path::Path;
 use std::sync::Arc;
@@ -137,6 +137,7 @@ pub fn batch(questions: &[&Question], agent_name: &str, tools: &[&str]) -> Resul
         Field::new("question_id", DataType::Utf8, false),
         Field::new("question", DataType::Utf8, false),
         Field::new("category", DataType::UInt8, false),
+        Field::new("gold_status", DataType::Utf8, false),
         Field::new("need_tools_kwargs", DataType::Boolean, false),
         Field::new("tools_kwargs", tools_kwargs.data_type().clone(), false),
     ]);
@@ -149,6 +150,7 @@ pub fn batch(questions: &[&Question], agent_name: &str, tools: &[&str]) -> Resul
             strings(questions.iter().map(|q| q.id.as_str())),
             strings(questions.iter().map(|q| q.question.as_str())),
             Arc::new(questions.iter().map(|q| q.category).collect::<UInt8Array>()),
+            strings(questions.iter().map(|q| q.gold.status.name())),
             Arc::new(BooleanArray::from(vec![true; n])),
             Arc::new(tools_kwargs),
         ],
@@ -188,6 +190,24 @@ mod tests {
     fn dataset() -> Dataset {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/locomo/locomo10.json");
         Dataset::from_locomo_json(Path::new(path)).unwrap()
+    }
+
+    #[test]
+    fn rows_carry_the_gold_status_and_exclude_flagged_drops_the_audits_corrupt_golds() {
+        let mut ds = crate::config::load_dataset(None).unwrap();
+        let opts = VerlOptions { split: Some(Split::Train), include_adversarial: false, agent_name: DEFAULT_AGENT_NAME.into() };
+        let status = |ds: &Dataset| -> Vec<String> {
+            let b = batch(&select(ds, &opts), DEFAULT_AGENT_NAME, &TOOL_NAMES).unwrap();
+            let extra = b.column_by_name("extra_info").unwrap().as_struct().clone();
+            let col = extra.column_by_name("gold_status").unwrap().as_string::<i32>().clone();
+            (0..col.len()).map(|i| col.value(i).to_string()).collect()
+        };
+        let all = status(&ds);
+        assert_eq!(all.iter().filter(|s| *s == "flagged").count(), 67, "the audit flags 67 train questions");
+        ds.apply_gold(crate::dataset::GoldMode::ExcludeFlagged);
+        let kept = status(&ds);
+        assert_eq!(kept.len(), all.len() - 67);
+        assert!(kept.iter().all(|s| s == "ok" || s == "wrong-citation"));
     }
 
     #[test]

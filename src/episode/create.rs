@@ -48,10 +48,13 @@ impl Environment {
         }
         let (base, target, conversation_id, question_id, what) = match &req.source {
             EpisodeSource::Locomo { question_id, conversation_id } => {
-                let q = self
-                    .dataset
-                    .question(question_id)
-                    .ok_or_else(|| EpisodeError::DatasetNotFound { what: "question", id: question_id.clone() })?;
+                let q = self.dataset.question(question_id).ok_or_else(|| match self.dataset.excluded(question_id) {
+                    Some(error) => EpisodeError::precondition(format!(
+                        "question {question_id} is excluded: the LoCoMo audit flags its gold answer ({error}) and this server \
+                         runs with --gold exclude-flagged"
+                    )),
+                    None => EpisodeError::DatasetNotFound { what: "question", id: question_id.clone() },
+                })?;
                 if let Some(c) = conversation_id {
                     if self.dataset.conversation(c).is_none() {
                         return Err(EpisodeError::DatasetNotFound { what: "conversation", id: c.clone() });

@@ -597,3 +597,30 @@ async fn llm_edit_falls_back_to_the_offline_strategy_with_a_note() {
     let a = llm.call_tool("fb", call("merge_memory", r#"{"memory_ids": ["m0002", "m0003"], "strategy": "summarize"}"#)).await.unwrap();
     assert!(a.output.text.contains("note: the LLM reply was unusable (the reply is a refusal)"), "{}", a.output.text);
 }
+
+#[tokio::test]
+async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_questions() {
+    use crate::dataset::GoldMode;
+    let with = |mode| {
+        let ds = Arc::new(crate::config::load_dataset_with_gold(None, mode).unwrap());
+        let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
+        Environment::new(EnvConfig::default(), ds, embed, Arc::new(SystemClock::default())).unwrap()
+    };
+    // conv-26:q2's gold ("Psychology, counseling certification") is a hallucination per the LoCoMo audit.
+    let excluded = with(GoldMode::ExcludeFlagged);
+    let e = excluded.create_episode(locomo("x", "conv-26:q2")).await.unwrap_err();
+    assert!(matches!(e, EpisodeError::FailedPrecondition { .. }), "{e:?}");
+    assert!(e.to_string().contains("HALLUCINATION") && e.to_string().contains("--gold exclude-flagged"), "{e}");
+    excluded.create_episode(locomo("y", "conv-26:q1")).await.unwrap();
+    // Corrected: the oracle that writes the corrected answer gains; the one that writes the original gains less.
+    let corrected = with(GoldMode::Corrected);
+    let mut reward = Vec::new();
+    for (i, answer) in ["Counseling or mental health", "Psychology, counseling certification"].iter().enumerate() {
+        let id = format!("c{i}");
+        corrected.create_episode(locomo(&id, "conv-26:q2")).await.unwrap();
+        let content = format!("What fields would Caroline be likely to pursue in her educaton? {answer}");
+        corrected.call_tool(&id, call("manage_memory", &serde_json::json!({"operation": "create", "content": content}).to_string())).await.unwrap();
+        reward.push(corrected.score_episode(&id).await.unwrap().reward);
+    }
+    assert!(reward[0] > reward[1] && reward[0] > 0.0, "{reward:?}");
+}

@@ -281,6 +281,8 @@ pub struct EpisodeRow {
     pub question_id: String,
     /// Its category.
     pub category: u8,
+    /// What the LoCoMo audit says of its gold answer (`ok`, `wrong-citation`, `flagged`).
+    pub gold: &'static str,
     /// Tool calls the environment carried out.
     pub edits: usize,
     /// Tool calls it refused (and edits the agent could not attempt).
@@ -388,7 +390,8 @@ async fn question_rows(env: &Environment, o: &Options, q: &Question) -> Result<V
         }
         let (edits, refused, evidence_recall_old) =
             first.map_or((0, 0, 0.0), |(_, r)| (r.edits, r.refused, r.breakdown.old.evidence_recall));
-        rows.push(EpisodeRow { agent, question_id: q.id.clone(), category: q.category, edits, refused, evidence_recall_old, scores });
+        let gold = q.gold.status.name();
+        rows.push(EpisodeRow { agent, question_id: q.id.clone(), category: q.category, gold, edits, refused, evidence_recall_old, scores });
     }
     Ok(rows)
 }

@@ -10,6 +10,7 @@ mod dataset;
 mod ended;
 mod episodes;
 mod helpers;
+mod leak;
 mod learn;
 mod llm;
 mod mcp;

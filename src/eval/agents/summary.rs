@@ -240,6 +240,40 @@ pub fn padding_raises(rows: &[EpisodeRow]) -> (usize, Vec<String>) {
     (checked, raised)
 }
 
+/// Per agent and gold status (first evaluator): episodes, mean reward and the share > 0, as text; one
+/// line per agent with a column per status present. Empty without rows.
+pub fn gold_table(rows: &[EpisodeRow]) -> String {
+    use std::fmt::Write as _;
+    let statuses: Vec<&str> = crate::dataset::GoldStatus::ALL.iter().map(|s| s.name()).filter(|n| rows.iter().any(|r| r.gold == *n)).collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let first = rows[0].scores.first().map_or("-", |s| s.evaluator);
+    let mut s = format!("by gold status (the LoCoMo audit), {first} reward: mean (share > 0) over n questions\n");
+    let _ = write!(s, "{:<14}", "agent");
+    for st in &statuses {
+        let _ = write!(s, "  {st:>28}");
+    }
+    s.push('\n');
+    for agent in AGENTS {
+        let mine: Vec<&EpisodeRow> = rows.iter().filter(|r| r.agent == agent).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "{:<14}", agent.name());
+        for st in &statuses {
+            let these: Vec<f64> = mine.iter().filter(|r| r.gold == *st).filter_map(|r| r.scores.first().map(|x| x.reward)).collect();
+            let n = these.len().max(1) as f64;
+            let mean = these.iter().sum::<f64>() / n;
+            let pos = these.iter().filter(|r| sign(**r) > 0).count() as f64 / n;
+            let cell = format!("{mean:+.4} ({}) n={}", percent(pos), these.len());
+            let _ = write!(s, "  {cell:>28}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// Question ids of misses the table shows per agent.
 const MISSES_SHOWN: usize = 8;
 

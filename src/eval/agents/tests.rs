@@ -171,6 +171,7 @@ fn row(agent: Agent, category: u8, edits: usize, scores: &[(f64, f64, f64)]) -> 
         agent,
         question_id: format!("conv-x:q{category}-{edits}-{}", scores[0].2),
         category,
+        gold: "ok",
         edits,
         refused: 0,
         evidence_recall_old: 1.0,
