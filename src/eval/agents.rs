@@ -43,6 +43,7 @@ use crate::episode::{CreateRequest, Environment, EpisodeError, EpisodeSource};
 use crate::fnv::fnv1a;
 use crate::memory::MemoryRecord;
 use crate::reward::qa_prompt::NOT_MENTIONED;
+use crate::reward::reading::Reading;
 use crate::reward::{Evaluator, RewardBreakdown};
 use crate::tools::json::parse_call;
 
@@ -289,6 +290,9 @@ pub struct EpisodeRow {
     pub refused: usize,
     /// Evidence recall of M₀'s top-k: 0 when no retrieved memory holds the question's evidence.
     pub evidence_recall_old: f64,
+    /// Destroyer: a memory it did not delete still states the answer (`answer-phrase` over every memory
+    /// left, read whole, scores at least p_old): deleting the evidence destroyed no fact.
+    pub answer_elsewhere: bool,
     /// One score per evaluator, in [`Options::evaluators`] order.
     pub scores: Vec<Score>,
 }
@@ -388,10 +392,22 @@ async fn question_rows(env: &Environment, o: &Options, q: &Question) -> Result<V
                 Some(_) => {}
             }
         }
-        let (edits, refused, evidence_recall_old) =
-            first.map_or((0, 0, 0.0), |(_, r)| (r.edits, r.refused, r.breakdown.old.evidence_recall));
+        let (edits, refused, evidence_recall_old, left_states) =
+            first.map_or((0, 0, 0.0, None), |(_, r)| (r.edits, r.refused, r.breakdown.old.evidence_recall, r.left_states));
         let gold = q.gold.status.name();
-        rows.push(EpisodeRow { agent, question_id: q.id.clone(), category: q.category, gold, edits, refused, evidence_recall_old, scores });
+        // The answer is stated elsewhere when the memory left states as much of it as M₀'s top-k did.
+        let answer_elsewhere = left_states.zip(scores.first()).is_some_and(|(left, s)| left > 0.0 && left >= s.p_old);
+        rows.push(EpisodeRow {
+            agent,
+            question_id: q.id.clone(),
+            category: q.category,
+            gold,
+            edits,
+            refused,
+            evidence_recall_old,
+            answer_elsewhere,
+            scores,
+        });
     }
     Ok(rows)
 }
@@ -402,6 +418,8 @@ struct Run {
     edits: usize,
     refused: usize,
     breakdown: Arc<RewardBreakdown>,
+    /// Destroyer: `answer-phrase`'s score of every memory left, each read whole.
+    left_states: Option<f64>,
 }
 
 /// Makes every episode id of the process unique.
@@ -428,14 +446,21 @@ async fn run_episode(
     })
     .await?;
     let mut s = Session { env, id: &id, log: Vec::new(), edits: 0, refused: 0 };
+    let mut left_states = None;
     let scored = async {
         act(&mut s, o, agent, q, distractors).await?;
+        if agent == Agent::Destroyer {
+            // Whether the answer is still stated somewhere in memory after the evidence is gone.
+            let left = s.memories().await?;
+            let refs: Vec<&MemoryRecord> = left.iter().collect();
+            left_states = Some(crate::reward::phrase::score(&crate::reward::Target::from(q), &Reading::whole(&refs)));
+        }
         env.score_episode(&id).await
     }
     .await;
     // An episode that failed is closed too: nothing is left open for the caps to count.
     let _ = env.close_episode(&id).await;
-    Ok(Run { breakdown: scored?, log: s.log, edits: s.edits, refused: s.refused })
+    Ok(Run { breakdown: scored?, log: s.log, edits: s.edits, refused: s.refused, left_states })
 }
 
 /// An agent's view of its episode: tool calls by name and JSON arguments, as a policy makes them.

@@ -43,7 +43,7 @@ pub const FOCUS_WORDS: usize = 30;
 /// Content words of the question a memory must share for its session date to count as stating an
 /// answer (all of them when the question has fewer): every memory of a session carries its date, and
 /// only the one about what was asked answers "when".
-pub const DATE_SHARED_WORDS: usize = 2;
+pub const DATE_SHARED_WORDS: usize = 3;
 
 /// The gold answer as parts, each a non-empty sequence of stemmed tokens: category 1's list split at
 /// `,` (as LoCoMo's metric splits it; never before a year: "19 January, 2023" is one date), category 3's

@@ -38,10 +38,10 @@ def test_dataset_calls(client):
 
 
 def test_full_episode_round_trip(client):
-    ep = client.create_episode("conv-26:q0", episode_id="py-round-trip", seed=7, evaluator="answer-recall")
+    ep = client.create_episode("conv-26:q0", episode_id="py-round-trip", seed=7, evaluator="answer-phrase")
     assert ep.created and ep.episode_id == "py-round-trip" and ep.initial_memory_count == 184
     again = client.create_episode("conv-26:q0", episode_id="py-round-trip", seed=7)
-    assert not again.created  # idempotent
+    assert not again.created  # idempotent (answer-phrase is the server's default evaluator)
 
     text, resp = client.call_tool("py-round-trip", "search_memory", {"query": "LGBTQ support group", "top_k": 3})
     assert text.startswith("[m0000 ") and resp.WhichOneof("result") == "search" and len(resp.search.results) == 3

@@ -13,9 +13,14 @@ def test_rows_are_verl_rows_and_open_episodes(tmp_path, client):
     out = tmp_path / "test.parquet"
     done = subprocess.run([str(memgym_bin()), "dataset", "verl", "--split", "test", "--out", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "411 rows" in done.stdout
+    # A training export leaves out the LoCoMo audit's 32 score-corrupting test questions by default.
+    assert "379 rows" in done.stdout
     rows = pq.read_table(out).to_pylist()
-    assert len(rows) == 411
+    assert len(rows) == 379 and {r["extra_info"]["gold_status"] for r in rows} == {"ok", "wrong-citation"}
+    every = tmp_path / "all.parquet"
+    done = subprocess.run([str(memgym_bin()), "dataset", "verl", "--split", "test", "--gold", "original", "--out", str(every)], capture_output=True, text=True)
+    assert done.returncode == 0 and "411 rows" in done.stdout, done.stderr
+    assert sum(r["extra_info"]["gold_status"] == "flagged" for r in pq.read_table(every).to_pylist()) == 32
     row = rows[0]
     assert row["agent_name"] == "memgym_agent" and row["data_source"] == "memgym/locomo"
     assert [m["role"] for m in row["prompt"]] == ["system", "user"]

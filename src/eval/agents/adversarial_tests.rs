@@ -48,9 +48,11 @@ async fn no_trick_pays_on_the_default_reward_and_real_improvements_do() {
     // resolves.
     let resolver_temporal = summary.iter().find(|r| r.agent == "resolver" && r.category == Some(2)).unwrap();
     assert!(resolver_temporal.evaluators[0].mean_reward > 0.0 && resolver_temporal.positive > 0.1, "{resolver_temporal:?}");
-    // Deleting the evidence costs where the evidence was read.
+    // Deleting the evidence costs wherever it was read and was the answer's only statement; where a memory
+    // left still states the answer, nothing was destroyed (counted apart, and few).
     let destroyer = all_row(&summary, "destroyer").expected.clone().unwrap();
-    assert!(destroyer.met as f64 >= 0.8 * destroyer.checked as f64, "{destroyer:?}");
+    assert!(destroyer.met as f64 >= 0.95 * destroyer.checked as f64, "{destroyer:?}");
+    assert!(destroyer.checked >= 60 && destroyer.answer_elsewhere <= destroyer.checked, "{destroyer:?}");
 }
 
 #[tokio::test]
@@ -67,4 +69,8 @@ async fn memupdates_reward_pays_the_tricks() {
     // … and padding the oracle's memory raises its reward (the density factor).
     assert!(mean("oracle-padding") > mean("oracle"));
     assert!(padding_raises(&rows).1.len() > 100);
+    // … where the default reward pays neither.
+    let env = environment(EnvConfig::default());
+    let summary = summarize(&evaluate(&env, &Options { evaluators: vec![Evaluator::AnswerPhrase], ..o }).await.unwrap());
+    assert!(all_row(&summary, "glue5-dates").evaluators[0].mean_reward < 0.0);
 }

@@ -52,6 +52,8 @@ pub struct ExpectedSign {
     /// Destroyer: category-5 questions, whose evidence supports the trap answer: deleting it should
     /// raise p, not lower it.
     pub adversarial: usize,
+    /// Destroyer: a memory it did not delete still states the answer.
+    pub answer_elsewhere: usize,
     /// Question ids of the checked episodes where the rule did not hold.
     pub misses: Vec<String>,
 }
@@ -168,6 +170,10 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
             }
             Agent::Destroyer if r.evidence_recall_old <= 0.0 => {
                 e.evidence_not_retrieved += 1;
+                continue;
+            }
+            Agent::Destroyer if r.answer_elsewhere => {
+                e.answer_elsewhere += 1;
                 continue;
             }
             Agent::Destroyer => sign(s.reward) < 0,
@@ -353,6 +359,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
             (e.no_evidence_memory, "without an evidence memory (nothing deleted)"),
             (e.evidence_not_retrieved, "evidence not in M₀'s top-k (top-k unchanged)"),
             (e.adversarial, "adversarial (the evidence supports the trap answer)"),
+            (e.answer_elsewhere, "answer stated elsewhere (a memory not deleted states it)"),
         ]
         .iter()
         .filter(|(n, _)| *n > 0)

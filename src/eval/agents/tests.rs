@@ -67,7 +67,7 @@ async fn each_agent_moves_the_reward_the_way_it_should_on_the_test_split() {
     assert_eq!(e.checked + e.saturated, questions);
     assert!(e.met as f64 > 0.95 * e.checked as f64, "{e:?}");
     let e = expected("destroyer");
-    assert_eq!(e.checked + e.nothing_to_lose + e.no_evidence_memory + e.evidence_not_retrieved, questions);
+    assert_eq!(e.checked + e.nothing_to_lose + e.no_evidence_memory + e.evidence_not_retrieved + e.answer_elsewhere, questions);
     assert!(e.met as f64 > 0.5 * e.checked as f64, "{e:?}");
     // Categories 1-4 and "all", per agent.
     assert_eq!(summary.len(), 4 * 5);
@@ -175,6 +175,7 @@ fn row(agent: Agent, category: u8, edits: usize, scores: &[(f64, f64, f64)]) -> 
         edits,
         refused: 0,
         evidence_recall_old: 1.0,
+        answer_elsewhere: false,
         scores: scores.iter().zip(names).map(|(&(p_old, p_new, reward), evaluator)| Score { evaluator, p_old, p_new, reward }).collect(),
     }
 }
