@@ -124,6 +124,11 @@ pub struct AgentEvalArgs {
     /// reward) instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub episodes: bool,
+    /// Also measure the reader's noise floor: every question's M₀ top-k scored in rank order and reversed,
+    /// by every evaluator given (one more LLM request per question for an LLM evaluator), printed after
+    /// the table.
+    #[arg(long)]
+    pub noise_control: bool,
     /// Also write the episode rows (as `--episodes` prints them) to this file, beside the table or
     /// `--json`: one run with an LLM evaluator gives both.
     #[arg(long, value_name = "FILE")]

@@ -96,6 +96,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 print!("{}", eval::agents::table(&summary));
                 println!("\n{}", eval::agents::gold_table(&rows).trim_end());
+                if agents.noise_control {
+                    let qs = eval::agents::select_questions(env.dataset(), &options);
+                    for &e in &options.evaluators {
+                        let noise = rt.block_on(eval::agents::noise::reader_noise(&env, e, &qs))?;
+                        println!("\n{}", eval::agents::noise::noise_line(e, &noise));
+                    }
+                }
                 let (checked, raised) = eval::agents::padding_raises(&rows);
                 if checked > 0 {
                     let shown: Vec<&str> = raised.iter().take(8).map(String::as_str).collect();

@@ -48,6 +48,7 @@ use crate::reward::{Evaluator, RewardBreakdown};
 use crate::tools::json::parse_call;
 
 mod honest;
+pub mod noise;
 mod summary;
 pub mod tricks;
 pub use summary::*;
