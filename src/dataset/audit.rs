@@ -119,7 +119,8 @@ impl Dataset {
     ///
     /// [`DatasetError::JsonSyntax`] or [`DatasetError::Json`] when the file is not the audit's format.
     pub fn join_audit(&mut self, file: &str, json: &[u8]) -> Result<AuditJoin, DatasetError> {
-        let records: Vec<Record> = serde_json::from_slice(json).map_err(|e| DatasetError::JsonSyntax { file: file.into(), message: e.to_string() })?;
+        let records: Vec<Record> =
+            serde_json::from_slice(json).map_err(|e| DatasetError::JsonSyntax { file: file.into(), message: e.to_string() })?;
         let order: Vec<String> = self.conversations.iter().map(|c| c.id.clone()).collect();
         let index: HashMap<String, usize> = self.questions.iter().enumerate().map(|(i, q)| (q.id.clone(), i)).collect();
         let mut join = AuditJoin::default();

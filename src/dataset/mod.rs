@@ -432,8 +432,7 @@ impl Dataset {
     ///
     /// The first violation found by [`Dataset::validate`].
     pub fn new(conversations: Vec<Conversation>, memories: Vec<MemoryRow>, questions: Vec<Question>) -> Result<Dataset, DatasetError> {
-        let mut dataset =
-            Dataset { conversations, memories, questions, index: Index::default(), repairs: None, excluded: HashMap::new() };
+        let mut dataset = Dataset { conversations, memories, questions, index: Index::default(), repairs: None, excluded: HashMap::new() };
         dataset.validate()?;
         dataset.reindex();
         Ok(dataset)

@@ -619,7 +619,10 @@ async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_question
         let id = format!("c{i}");
         corrected.create_episode(locomo(&id, "conv-26:q2")).await.unwrap();
         let content = format!("What fields would Caroline be likely to pursue in her educaton? {answer}");
-        corrected.call_tool(&id, call("manage_memory", &serde_json::json!({"operation": "create", "content": content}).to_string())).await.unwrap();
+        corrected
+            .call_tool(&id, call("manage_memory", &serde_json::json!({"operation": "create", "content": content}).to_string()))
+            .await
+            .unwrap();
         reward.push(corrected.score_episode(&id).await.unwrap().reward);
     }
     assert!(reward[0] > reward[1] && reward[0] > 0.0, "{reward:?}");

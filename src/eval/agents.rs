@@ -116,13 +116,10 @@ impl std::str::FromStr for Agent {
 
     fn from_str(name: &str) -> Result<Agent, String> {
         let name = name.trim();
-        match name {
-            "tricks" => Err("\"tricks\" names a group: use --agent with each name".into()),
-            _ => AGENTS.into_iter().find(|a| a.name() == name).ok_or_else(|| {
-                let names: Vec<&str> = AGENTS.iter().map(|a| a.name()).collect();
-                format!("unknown agent {name:?}: expected one of {}", names.join(", "))
-            }),
-        }
+        AGENTS.into_iter().find(|a| a.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = AGENTS.iter().map(|a| a.name()).collect();
+            format!("unknown agent {name:?}: expected one of {}", names.join(", "))
+        })
     }
 }
 

@@ -460,7 +460,12 @@ mod tests {
         }
         assert_eq!(Evaluator::parse(" llm-f1 "), Ok(Evaluator::LlmF1));
         assert!(Evaluator::parse("f1").unwrap_err().contains("answer-phrase, answer-recall, llm-f1, llm-judge"));
-        assert!(!Evaluator::AnswerPhrase.needs_llm() && !Evaluator::AnswerRecall.needs_llm() && Evaluator::LlmF1.needs_llm() && Evaluator::LlmJudge.needs_llm());
+        assert!(
+            !Evaluator::AnswerPhrase.needs_llm()
+                && !Evaluator::AnswerRecall.needs_llm()
+                && Evaluator::LlmF1.needs_llm()
+                && Evaluator::LlmJudge.needs_llm()
+        );
     }
 
     #[test]
@@ -484,8 +489,12 @@ mod tests {
         assert_eq!((e.f1, e.judge), (Some(f1), Some(1.0)));
         assert!((e.p - (f1 + 1.0) / 2.0).abs() < 1e-12);
         // A verbose answer the judge accepts still loses to a short exact one.
-        let verbose =
-            llm_evaluation(&t, &Reading::default(), "she has been looking into many things including adoption agencies and more".into(), Some(1.0));
+        let verbose = llm_evaluation(
+            &t,
+            &Reading::default(),
+            "she has been looking into many things including adoption agencies and more".into(),
+            Some(1.0),
+        );
         let exact = llm_evaluation(&t, &Reading::default(), "Adoption agencies".into(), Some(1.0));
         assert!(verbose.p < exact.p);
         assert_eq!(llm_evaluation(&t, &Reading::default(), "Adoption agencies".into(), None).p, 1.0);

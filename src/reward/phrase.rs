@@ -100,8 +100,25 @@ fn is_date_word(t: &str) -> bool {
     static NAMES: OnceLock<BTreeSet<String>> = OnceLock::new();
     let names = NAMES.get_or_init(|| {
         [
-            "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
-            "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+            "monday",
+            "tuesday",
+            "wednesday",
+            "thursday",
+            "friday",
+            "saturday",
+            "sunday",
         ]
         .iter()
         .flat_map(|n| stemmed_tokens(n))
@@ -185,10 +202,8 @@ fn without_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
-        let run = (0..question.len())
-            .map(|j| tokens[i..].iter().zip(&question[j..]).take_while(|(a, b)| a == b).count())
-            .max()
-            .unwrap_or(0);
+        let run =
+            (0..question.len()).map(|j| tokens[i..].iter().zip(&question[j..]).take_while(|(a, b)| a == b).count()).max().unwrap_or(0);
         if run >= ECHO_TOKENS {
             out.push(String::new());
             i += run;
@@ -209,7 +224,7 @@ fn is_year(t: &str) -> bool {
 }
 
 fn is_month(t: &str) -> bool {
-    is_date_word(t) && !t.bytes().next().is_some_and(|b| b.is_ascii_digit()) && !WEEKDAY_STEMS.iter().any(|w| t == *w)
+    is_date_word(t) && !t.bytes().next().is_some_and(|b| b.is_ascii_digit()) && !WEEKDAY_STEMS.contains(&t)
 }
 
 /// The Porter stems of the weekday names.

@@ -43,11 +43,19 @@ async fn conversations_and_questions() {
     assert_eq!(q.total, 37);
     // The LoCoMo audit's columns: conv-26:q13 ("When did Melanie run a charity race?") is not listed; the
     // audit flags conv-26:q2's gold answer as a hallucination and gives its correction.
-    let audited = app.data.list_questions(pb::ListQuestionsRequest { conversation_id: "conv-26".into(), page_size: 3, ..Default::default() }).await.unwrap().into_inner();
+    let audited = app
+        .data
+        .list_questions(pb::ListQuestionsRequest { conversation_id: "conv-26".into(), page_size: 3, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
     let q2 = &audited.questions[2];
     assert_eq!((q2.id.as_str(), q2.gold_status.as_str(), q2.gold_error_type.as_str()), ("conv-26:q2", "flagged", "HALLUCINATION"));
     assert_eq!((q2.answer.as_str(), q2.corrected_answer.as_str()), ("Psychology, counseling certification", "Counseling or mental health"));
-    assert_eq!((audited.questions[1].gold_status.as_str(), audited.questions[1].corrected_evidence.as_slice()), ("wrong-citation", &["D1:14".to_string()][..]));
+    assert_eq!(
+        (audited.questions[1].gold_status.as_str(), audited.questions[1].corrected_evidence.as_slice()),
+        ("wrong-citation", &["D1:14".to_string()][..])
+    );
     assert_eq!((audited.questions[0].gold_status.as_str(), audited.questions[0].gold_error_type.as_str()), ("ok", ""));
     assert!(q
         .questions

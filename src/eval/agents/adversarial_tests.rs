@@ -57,7 +57,8 @@ async fn no_trick_pays_on_the_default_reward_and_real_improvements_do() {
 
 #[tokio::test]
 async fn memupdates_reward_pays_the_tricks() {
-    let legacy = EnvConfig { evaluator: Evaluator::AnswerRecall, context: Context::TopK, formula: RewardFormula::MemUpdate, ..EnvConfig::default() };
+    let legacy =
+        EnvConfig { evaluator: Evaluator::AnswerRecall, context: Context::TopK, formula: RewardFormula::MemUpdate, ..EnvConfig::default() };
     let env = environment(legacy);
     let agents = vec![Agent::NoOp, Agent::Oracle, Agent::Trick(Trick::Glue5Dates), Agent::Trick(Trick::OraclePadding)];
     let o = Options { agents, evaluators: vec![Evaluator::AnswerRecall], ..Options::default() };

@@ -26,7 +26,9 @@ pub struct NoiseRow {
 pub async fn reader_noise(env: &Environment, evaluator: Evaluator, questions: &[&Question]) -> Result<Vec<NoiseRow>, EpisodeError> {
     let mut rows = Vec::with_capacity(questions.len());
     for q in questions {
-        let base = env.base(&q.conversation_id).ok_or_else(|| EpisodeError::DatasetNotFound { what: "conversation", id: q.conversation_id.clone() })?;
+        let base = env
+            .base(&q.conversation_id)
+            .ok_or_else(|| EpisodeError::DatasetNotFound { what: "conversation", id: q.conversation_id.clone() })?;
         let query = env.embedder().embed(vec![q.question.clone()]).await?.pop().unwrap_or_default();
         let view = EpisodeMemory::new(base.clone());
         let (hits, _) = view.search_text(&query, &q.question, env.config().top_k, &Filter::default(), None);
@@ -78,7 +80,8 @@ mod tests {
         let chat = Arc::new(ScriptedChat::new(|r| Ok(r.messages[0].content.lines().next().unwrap_or("").to_string())));
         let env = Environment::new(EnvConfig::default(), dataset, embed, Arc::new(SystemClock::default())).unwrap();
         let env = env.with_llm(Some(Arc::new(Llm::new(chat, 256)))).unwrap();
-        let qs: Vec<&Question> = env.dataset().questions.iter().filter(|q| q.conversation_id == "conv-26" && q.category != 5).take(12).collect();
+        let qs: Vec<&Question> =
+            env.dataset().questions.iter().filter(|q| q.conversation_id == "conv-26" && q.category != 5).take(12).collect();
         let offline = reader_noise(&env, Evaluator::AnswerRecall, &qs).await.unwrap();
         assert!(offline.iter().all(|r| r.p_forward == r.p_reversed), "answer recall reads a set");
         let llm = reader_noise(&env, Evaluator::LlmF1, &qs).await.unwrap();

@@ -212,16 +212,12 @@ pub fn exploit(summary: &[SummaryRow]) -> Vec<Exploit> {
     let mut cats: Vec<Option<u8>> = (1..=ADVERSARIAL_CATEGORY).map(Some).collect();
     cats.push(None);
     let mean = |r: &SummaryRow| r.evaluators.first().map_or(0.0, |e| e.mean_reward);
-    let unprivileged = |name: &str| {
-        AGENTS.iter().any(|a| a.name() == name && !a.privileged() && !matches!(a, Agent::Resolver | Agent::Oracle))
-    };
+    let unprivileged =
+        |name: &str| AGENTS.iter().any(|a| a.name() == name && !a.privileged() && !matches!(a, Agent::Resolver | Agent::Oracle));
     cats.into_iter()
         .filter_map(|c| {
             let oracle = summary.iter().find(|r| r.agent == "oracle" && r.category == c)?;
-            let best = summary
-                .iter()
-                .filter(|r| r.category == c && unprivileged(r.agent))
-                .max_by(|a, b| mean(a).total_cmp(&mean(b)))?;
+            let best = summary.iter().filter(|r| r.category == c && unprivileged(r.agent)).max_by(|a, b| mean(a).total_cmp(&mean(b)))?;
             let (best_mean, oracle_mean) = (mean(best), mean(oracle));
             let share = if oracle_mean > 0.0 { best_mean / oracle_mean } else { 0.0 };
             Some(Exploit { category: c, best: best.agent, best_mean, oracle_mean, share })
@@ -250,7 +246,8 @@ pub fn padding_raises(rows: &[EpisodeRow]) -> (usize, Vec<String>) {
 /// line per agent with a column per status present. Empty without rows.
 pub fn gold_table(rows: &[EpisodeRow]) -> String {
     use std::fmt::Write as _;
-    let statuses: Vec<&str> = crate::dataset::GoldStatus::ALL.iter().map(|s| s.name()).filter(|n| rows.iter().any(|r| r.gold == *n)).collect();
+    let statuses: Vec<&str> =
+        crate::dataset::GoldStatus::ALL.iter().map(|s| s.name()).filter(|n| rows.iter().any(|r| r.gold == *n)).collect();
     if rows.is_empty() {
         return String::new();
     }

@@ -130,7 +130,8 @@ fn a_limit_spreads_over_every_conversation_and_category() {
 async fn two_evaluators_give_sign_agreement_and_see_the_same_edits() {
     let chat = first_line_reader();
     let env = environment(Some(chat.clone()));
-    let o = Options { evaluators: vec![Evaluator::AnswerRecall, Evaluator::LlmF1], limit: Some(16), agents: classic(), ..Options::default() };
+    let o =
+        Options { evaluators: vec![Evaluator::AnswerRecall, Evaluator::LlmF1], limit: Some(16), agents: classic(), ..Options::default() };
     let rows = evaluate(&env, &o).await.unwrap();
     assert_eq!(rows.len(), 4 * 16);
     assert!(rows.iter().all(|r| r.scores.iter().map(|s| s.evaluator).eq(["answer-recall", "llm-f1"])));

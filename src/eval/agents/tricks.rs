@@ -135,15 +135,13 @@ pub(super) async fn play(s: &mut Session<'_>, trick: Trick, q: &Question) -> Res
                 }
                 let ids: Vec<String> = std::iter::once(merged.clone()).chain(group).collect();
                 match s.call_out("merge_memory", json!({"memory_ids": ids, "strategy": "concatenate"})).await? {
-                    Some(out) => match out.kind {
-                        crate::tools::OutputKind::Merged { memory, .. } => {
-                            merged = memory.id.to_string();
-                            if memory.text.chars().count() * 10 >= max * 9 {
-                                break;
-                            }
+                    Some(out) => {
+                        let crate::tools::OutputKind::Merged { memory, .. } = out.kind else { break };
+                        merged = memory.id.to_string();
+                        if memory.text.chars().count() * 10 >= max * 9 {
+                            break;
                         }
-                        _ => break,
-                    },
+                    }
                     None => break, // over the size cap
                 }
             }
