@@ -214,7 +214,7 @@ pub struct EnvArgs {
     /// it has them) or exclude-flagged (the audit's score-corrupting questions removed).
     #[arg(long, env = "MEMGYM_GOLD", default_value = "original")]
     pub gold: String,
-    /// What the evaluators read: budget (the retrieved memories within the text length of M₀'s top-k)
+    /// What the evaluators read: budget (the retrieved memories within the content words of M₀'s top-k)
     /// or top-k (MemUpdate's: the top-k memories, whatever their length).
     #[arg(long, env = "MEMGYM_CONTEXT", default_value = "budget")]
     pub context: String,

@@ -42,7 +42,7 @@ impl Environment {
             let (hits, _) = ep.memory.search_text(query, &ep.target.question, depth, &Filter::default(), None);
             let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
             let reading = match self.config.context {
-                Context::Budget => Reading::budgeted(&recs, old_eval.context_chars),
+                Context::Budget => Reading::budgeted(&recs, old_eval.budget),
                 Context::TopK => Reading::whole(&recs),
             };
             self.evaluate(evaluator, &ep.target, &reading).await?

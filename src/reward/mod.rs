@@ -5,7 +5,7 @@
 //! (`memgym eval`'s adversarial suite measures each).
 //!
 //! - `p(M, q)` is an evaluator's score of what it reads of M for the question ([`Evaluator`]). It reads a
-//!   [`reading::Reading`]: the retrieved memories, best first, within the text budget of M₀'s top-k
+//!   [`reading::Reading`]: the retrieved memories, best first, within the content words M₀'s top-k held
 //!   ([`Context::Budget`], the default), or MemUpdate's top-k by count ([`Context::TopK`]).
 //! - The offline default is **answer-phrase** ([`phrase`]): the gold answer's parts stated as phrases in
 //!   one focused memory. **answer-recall** (MemUpdate's) is kept for comparison: the share of the gold
@@ -102,7 +102,7 @@ impl Evaluator {
 /// What an evaluator reads of a memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Context {
-    /// The retrieved memories within the text budget of M₀'s top-k (the default; [`reading`]).
+    /// The retrieved memories within the content words of M₀'s top-k (the default; [`reading`]).
     Budget,
     /// MemUpdate's: the top-k memories, whatever their length.
     TopK,
@@ -263,6 +263,8 @@ pub struct Evaluation {
     pub retrieved: Vec<crate::memory::MemoryId>,
     /// Characters read.
     pub context_chars: usize,
+    /// The reading's budget.
+    pub budget: usize,
 }
 
 /// An offline evaluation of what was read (`answer-phrase`, or `answer-recall` for any other evaluator).
@@ -279,6 +281,7 @@ pub fn evaluate(evaluator: Evaluator, target: &Target, reading: &Reading) -> Eva
         evidence_recall: reading.evidence_recall(&target.evidence),
         retrieved: reading.ids(),
         context_chars: reading.chars(),
+        budget: reading.budget,
     }
 }
 
@@ -297,6 +300,7 @@ pub fn llm_evaluation(target: &Target, reading: &Reading, answer: String, judge:
         evidence_recall: reading.evidence_recall(&target.evidence),
         retrieved: reading.ids(),
         context_chars: reading.chars(),
+        budget: reading.budget,
     }
 }
 
@@ -420,7 +424,16 @@ mod tests {
 
     #[test]
     fn memupdate_lets_padding_soften_a_loss_and_delta_growth_does_not() {
-        let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0 };
+        let ev = |p: f64| Evaluation {
+            p,
+            answer: None,
+            f1: None,
+            judge: None,
+            evidence_recall: 0.0,
+            retrieved: vec![],
+            context_chars: 0,
+            budget: 0,
+        };
         let info = |formula| ScoringInfo {
             top_k: 5,
             evaluator: Evaluator::AnswerPhrase,
@@ -521,7 +534,7 @@ mod tests {
 
         #[test]
         fn reward_is_bounded_and_zero_without_change(p_old in 0.0f64..=1.0, p_new in 0.0f64..=1.0, n in 1usize..500) {
-            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0 };
+            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0, budget: 0 };
             let sizes = SizeInput { old_count: n, new_count: n, old_chars: 10 * n, new_chars: 10 * n, n_max: n };
             for formula in RewardFormula::ALL {
                 let info = ScoringInfo {
@@ -542,7 +555,7 @@ mod tests {
 
         #[test]
         fn added_text_never_raises_the_default_reward(p_old in 0.0f64..=1.0, p_new in 0.0f64..=1.0, n in 1usize..500, chars in 1usize..100_000, pad in 0usize..100_000) {
-            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0 };
+            let ev = |p: f64| Evaluation { p, answer: None, f1: None, judge: None, evidence_recall: 0.0, retrieved: vec![], context_chars: 0, budget: 0 };
             let info = ScoringInfo {
                 top_k: 5,
                 evaluator: Evaluator::AnswerPhrase,

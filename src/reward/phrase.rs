@@ -26,7 +26,7 @@
 //! - `p` is the mean over parts of the best memory's score. Category 5 (no answer in the conversation):
 //!   1 − that score of the trap answer.
 //!
-//! What it reads is a [`Reading`] (the text budget of M₀'s top-k), so packing more memories into the
+//! What it reads is a [`Reading`] (the content-word budget of M₀'s top-k), so packing more memories into the
 //! budget is impossible and a memory cut by the budget counts only for what was read of it.
 
 use std::collections::BTreeSet;

@@ -1,17 +1,18 @@
-//! What an evaluator reads: the retrieved memories as one text budget, not as a count of memories.
+//! What an evaluator reads: the retrieved memories within one budget of content words, not a count of
+//! memories.
 //!
 //! MemUpdate's evaluator read the top-k memories, whatever their length. A policy then gains by packing:
 //! five long memories glued from fifty search hits put ten times the conversation in front of the
-//! evaluator, with no fact added. Here the evaluator reads **as much text as M₀'s top-k held for this
-//! question** and no more:
+//! evaluator, with no fact added. Here the evaluator reads **as many content words as M₀'s top-k held for
+//! this question** and no more ([`cost`]):
 //!
-//! - on M₀ it reads the top-k whole ([`Reading::whole`]); their length is the question's budget;
+//! - on M₀ it reads the top-k whole ([`Reading::whole`]); their content words are the question's budget;
 //! - on the edited memory it reads the retrieved memories in rank order until that budget is spent
-//!   ([`Reading::budgeted`]), the last one cut at a word boundary.
+//!   ([`Reading::budgeted`]), the last one cut at a word.
 //!
-//! So an unchanged memory is read exactly as before (a no-op scores exactly 0); packing fits no more text
-//! than it displaces; and a memory that says the same in fewer characters lets more of the relevant
-//! memory be read, which is an improvement a reader would see too.
+//! So an unchanged memory is read exactly as before (a no-op scores exactly 0); packing fits no more
+//! words than it displaces; stripping memories to their content words fits no more of them; and a memory
+//! that drops a repeated fact lets more of the relevant memory be read, which a reader would see too.
 //!
 //! Each memory is read in its [`MemoryRecord::view`] (`8 May 2023: text`), the view the tools show the
 //! policy and the LLM evaluators' QA prompt shows the model.
@@ -19,6 +20,7 @@
 use std::collections::HashSet;
 
 use crate::memory::{MemoryId, MemoryRecord};
+use crate::text::content_words;
 
 /// One memory as the evaluator read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,20 +42,20 @@ pub struct Unit {
 pub struct Reading {
     /// In rank order.
     pub units: Vec<Unit>,
-    /// The text budget, in characters of views.
+    /// The budget, in content words of views ([`cost`]).
     pub budget: usize,
 }
 
 impl Reading {
-    /// The memories read whole; the budget is the length of their views (M₀'s top-k).
+    /// The memories read whole; the budget is the [`cost`] of their views (M₀'s top-k).
     pub fn whole(ranked: &[&MemoryRecord]) -> Reading {
         let units: Vec<Unit> = ranked.iter().map(|r| unit(r, r.view(), false)).collect();
-        let budget = units.iter().map(|u| u.text.chars().count()).sum();
+        let budget = units.iter().map(|u| cost(&u.text)).sum();
         Reading { units, budget }
     }
 
-    /// The memories in rank order until `budget` characters of views are read; the last is cut at the
-    /// last whitespace within the budget (a unit cut to nothing is not read).
+    /// The memories in rank order until views of `budget` [`cost`] are read; the last is cut at the last
+    /// word within the budget (a unit cut to nothing is not read).
     pub fn budgeted(ranked: &[&MemoryRecord], budget: usize) -> Reading {
         let mut left = budget;
         let mut units = Vec::new();
@@ -62,13 +64,13 @@ impl Reading {
                 break;
             }
             let view = r.view();
-            let n = view.chars().count();
+            let n = cost(&view);
             if n <= left {
                 left -= n;
                 units.push(unit(r, view, false));
                 continue;
             }
-            let cut = cut_at_word(&view, left);
+            let cut = cut_to_cost(&view, left);
             if !cut.is_empty() {
                 units.push(unit(r, cut.to_string(), true));
             }
@@ -116,20 +118,28 @@ impl Unit {
     }
 }
 
-/// The longest prefix of `s` of at most `max` characters that ends before a whitespace (no word is cut);
-/// empty when the first word is longer than `max`.
-fn cut_at_word(s: &str, max: usize) -> &str {
-    let end = s.char_indices().nth(max).map_or(s.len(), |(i, _)| i);
-    if end == s.len() {
-        return s;
+/// What reading `text` costs: its content words (words that are not stopwords, [`content_words`]). A
+/// character budget paid for terseness: rewriting the hits to their content words fitted more hits into
+/// it with no fact added; a content-word budget reads as much information as M₀'s top-k held, however it
+/// is worded.
+pub fn cost(text: &str) -> usize {
+    text.split_whitespace().filter(|w| !content_words(w).is_empty()).count()
+}
+
+/// The longest prefix of `s` whose [`cost`] is at most `max`, ending at a word.
+fn cut_to_cost(s: &str, max: usize) -> &str {
+    let mut used = 0;
+    let mut end = 0;
+    for w in s.split_whitespace() {
+        let at = w.as_ptr() as usize - s.as_ptr() as usize;
+        let c = usize::from(!content_words(w).is_empty());
+        if used + c > max {
+            break;
+        }
+        used += c;
+        end = at + w.len();
     }
-    if s[end..].starts_with(char::is_whitespace) {
-        return s[..end].trim_end();
-    }
-    match s[..end].rfind(char::is_whitespace) {
-        Some(i) => s[..i].trim_end(),
-        None => "",
-    }
+    &s[..end]
 }
 
 #[cfg(test)]
@@ -158,19 +168,27 @@ mod tests {
         let b = rec(2, "Melanie paints sunsets.", None);
         let whole = Reading::whole(&[&a, &b]);
         assert_eq!(whole.texts(), ["8 May 2023: Caroline went hiking.", "Melanie paints sunsets."]);
-        assert_eq!(whole.budget, 33 + 23);
+        assert_eq!(whole.budget, cost("8 May 2023: Caroline went hiking.") + 3);
         // The same memories in the same order read the same.
         assert_eq!(Reading::budgeted(&[&a, &b], whole.budget), whole);
         // A long memory first is cut at a word; nothing after it is read.
-        let long = rec(3, "one two three four five six seven eight nine ten eleven twelve", None);
-        let r = Reading::budgeted(&[&long, &a, &b], 20);
-        assert_eq!(r.texts(), ["one two three four"]);
+        let long = rec(3, "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima", None);
+        let r = Reading::budgeted(&[&long, &a, &b], 4);
+        assert_eq!(r.texts(), ["alpha bravo charlie delta"]);
         assert!(r.units[0].truncated);
         assert_eq!(r.evidence_recall(&["D1:3".into(), "D1:1".into()]), 0.5);
-        // A first word longer than the budget reads nothing of that memory.
-        assert!(Reading::budgeted(&[&long], 2).units.is_empty());
-        assert_eq!(Reading::budgeted(&[&long], 3).texts(), ["one"]);
+        assert!(Reading::budgeted(&[&long], 0).units.is_empty());
         assert_eq!(Reading::budgeted(&[], 10).chars(), 0);
+    }
+
+    #[test]
+    fn the_budget_counts_content_words_so_terse_text_reads_no_more() {
+        let plain = rec(1, "Caroline went to the beach with her kids last summer.", None);
+        let terse = rec(2, "Caroline went beach kids last summer.", None);
+        assert_eq!(cost(&plain.view()), cost(&terse.view()), "stopwords cost nothing");
+        let next = rec(3, "Melanie paints sunsets.", None);
+        let budget = Reading::whole(&[&plain]).budget;
+        assert_eq!(Reading::budgeted(&[&terse, &next], budget).units.len(), 1, "the terse memory fills the same budget");
     }
 
     proptest! {
@@ -179,7 +197,7 @@ mod tests {
             let recs: Vec<MemoryRecord> = texts.iter().enumerate().map(|(i, t)| rec(i as u32, t, None)).collect();
             let refs: Vec<&MemoryRecord> = recs.iter().collect();
             let r = Reading::budgeted(&refs, budget);
-            prop_assert!(r.chars() <= budget);
+            prop_assert!(r.units.iter().map(|u| cost(&u.text)).sum::<usize>() <= budget);
             for (u, m) in r.units.iter().zip(&recs) {
                 prop_assert!(m.view().starts_with(&u.text));
             }

@@ -5,7 +5,7 @@
 //! plus padding. A trick adds no information about the answer, so the reward must not pay it: its mean
 //! must stay at or below the no-op's 0, and it may be above 0 on at most 5 % of questions. The first
 //! eleven were found by trying MemUpdate's reward as such a policy would; the last four are this
-//! suite's own attempts at the defences (`answer-phrase`'s phrases and focus, the text budget).
+//! suite's own attempts at the defences (`answer-phrase`'s phrases and focus, the reading budget).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -49,7 +49,7 @@ pub enum Trick {
     MonthYears,
     /// The question glued to each of the top 10 hits, one memory each (focused, and all ranked first).
     EchoHits,
-    /// Rewrites the top 20 hits to their content words (more hits fit in the text budget).
+    /// Rewrites the top 20 hits to their content words (more hits would fit in a character budget).
     Telegraphic,
 }
 
