@@ -396,7 +396,7 @@ pub fn page_size(v: u32, default: u32, max: u32) -> Result<usize, Status> {
 }
 
 /// The proto enum of an evaluator.
-fn evaluator_out(e: Evaluator) -> pb::Evaluator {
+pub(crate) fn evaluator_out(e: Evaluator) -> pb::Evaluator {
     match e {
         Evaluator::AnswerPhrase => pb::Evaluator::AnswerPhrase,
         Evaluator::AnswerRecall => pb::Evaluator::AnswerRecall,

@@ -249,10 +249,7 @@ fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, S
         "" => pb::Evaluator::Unspecified,
         // The server's names ("answer-recall", as breakdowns report them) or with underscores.
         name => match Evaluator::parse(&name.to_ascii_lowercase().replace('_', "-")) {
-            Ok(Evaluator::AnswerPhrase) => pb::Evaluator::AnswerPhrase,
-            Ok(Evaluator::AnswerRecall) => pb::Evaluator::AnswerRecall,
-            Ok(Evaluator::LlmF1) => pb::Evaluator::LlmF1,
-            Ok(Evaluator::LlmJudge) => pb::Evaluator::LlmJudge,
+            Ok(e) => crate::api::convert::evaluator_out(e),
             Err(_) => {
                 return Err(Status::invalid_argument(format!(
                     "evaluator: must be one of {}, got {}",

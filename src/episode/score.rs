@@ -75,7 +75,7 @@ impl Environment {
     }
 
     /// Scores what was read with `evaluator` (the LLM ones through the server's LLM).
-    async fn evaluate(&self, evaluator: Evaluator, target: &Target, reading: &Reading) -> Result<Evaluation, EpisodeError> {
+    pub async fn evaluate(&self, evaluator: Evaluator, target: &Target, reading: &Reading) -> Result<Evaluation, EpisodeError> {
         if !evaluator.needs_llm() {
             return Ok(reward::evaluate(evaluator, target, reading));
         }

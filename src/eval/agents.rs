@@ -475,23 +475,7 @@ impl Session<'_> {
     /// Makes one tool call; `Ok(false)` when the environment refuses it (bad arguments, an id that is
     /// gone, a memory that cannot be split or merged, a cap).
     async fn call(&mut self, tool: &str, args: Value) -> Result<bool, EpisodeError> {
-        let args = args.to_string();
-        let result = match parse_call(tool, &args, &self.env.config().limits.tools) {
-            Ok(call) => self.env.call_tool(self.id, call).await.map(|_| ()),
-            Err(e) => Err(EpisodeError::Tool(e)),
-        };
-        let accepted = match result {
-            Ok(()) => true,
-            Err(EpisodeError::Tool(_)) => false,
-            Err(e) => return Err(e),
-        };
-        self.log.push(format!("{tool} {args} {}", if accepted { "ok" } else { "refused" }));
-        if accepted {
-            self.edits += 1;
-        } else {
-            self.refused += 1;
-        }
-        Ok(accepted)
+        Ok(self.call_out(tool, args).await?.is_some())
     }
 
     /// Makes one tool call and returns what it gave (`None` when refused).

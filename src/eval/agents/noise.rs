@@ -7,7 +7,7 @@ use crate::dataset::Question;
 use crate::episode::{Environment, EpisodeError};
 use crate::memory::{EpisodeMemory, Filter, MemoryRecord};
 use crate::reward::reading::Reading;
-use crate::reward::{llm_eval, Evaluator, Target};
+use crate::reward::{Evaluator, Target};
 
 /// p on M₀'s top-k read in rank order and reversed, for one question.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -37,18 +37,11 @@ pub async fn reader_noise(env: &Environment, evaluator: Evaluator, questions: &[
         let forward = Reading::whole(&recs);
         recs.reverse();
         let reversed = Reading::whole(&recs);
-        let p_forward = score(env, evaluator, &target, &forward).await?;
-        let p_reversed = score(env, evaluator, &target, &reversed).await?;
+        let p_forward = env.evaluate(evaluator, &target, &forward).await?.p;
+        let p_reversed = env.evaluate(evaluator, &target, &reversed).await?.p;
         rows.push(NoiseRow { question_id: q.id.clone(), p_forward, p_reversed });
     }
     Ok(rows)
-}
-
-async fn score(env: &Environment, evaluator: Evaluator, target: &Target, reading: &Reading) -> Result<f64, EpisodeError> {
-    match env.llm().filter(|_| evaluator.needs_llm()) {
-        Some(llm) => Ok(llm_eval::evaluate(llm, evaluator, target, reading).await?.p),
-        None => Ok(crate::reward::evaluate(evaluator, target, reading).p),
-    }
 }
 
 /// One line: on how many questions p moved, and the mean |Δp|.

@@ -212,8 +212,7 @@ pub fn exploit(summary: &[SummaryRow]) -> Vec<Exploit> {
     let mut cats: Vec<Option<u8>> = (1..=ADVERSARIAL_CATEGORY).map(Some).collect();
     cats.push(None);
     let mean = |r: &SummaryRow| r.evaluators.first().map_or(0.0, |e| e.mean_reward);
-    let unprivileged =
-        |name: &str| AGENTS.iter().any(|a| a.name() == name && !a.privileged() && !matches!(a, Agent::Resolver | Agent::Oracle));
+    let unprivileged = |name: &str| AGENTS.iter().any(|a| a.name() == name && !a.privileged() && *a != Agent::Resolver);
     cats.into_iter()
         .filter_map(|c| {
             let oracle = summary.iter().find(|r| r.agent == "oracle" && r.category == c)?;
