@@ -29,6 +29,97 @@ pub enum Command {
     /// Offline evaluations: scripted agents as a reward sanity check (`eval --evaluator …`), or
     /// retrieval quality (`eval retrieval`).
     Eval(EvalArgs),
+    /// Play episodes with an LLM policy behind any OpenAI-compatible endpoint: trajectories, a report of
+    /// its reward, its format compliance and the GRPO signal of its groups (README "Rollouts").
+    Rollout(RolloutArgs),
+    /// Re-run a trajectories file's tool calls on fresh episodes: check every output byte for byte,
+    /// re-score, or score the same final memories with another evaluator.
+    Replay(ReplayArgs),
+}
+
+/// `memgym rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// Base URL of the policy's OpenAI-compatible chat API (vLLM, SGLang, llama.cpp, scripts/llm-server.py), e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, env = "MEMGYM_POLICY_BASE_URL")]
+    pub policy_base_url: String,
+    /// The policy's model name.
+    #[arg(long, env = "MEMGYM_POLICY_MODEL")]
+    pub policy_model: String,
+    /// File holding the policy endpoint's API key (default: the OPENAI_API_KEY environment variable; never logged or written).
+    #[arg(long, env = "MEMGYM_POLICY_API_KEY_FILE")]
+    pub policy_api_key_file: Option<PathBuf>,
+    /// Timeout of one policy request attempt, in milliseconds.
+    #[arg(long, env = "MEMGYM_POLICY_TIMEOUT_MS", default_value_t = 300_000)]
+    pub policy_timeout_ms: u64,
+    /// Retries of a policy request after the first attempt (429, 5xx, timeouts, connection errors), with backoff.
+    #[arg(long, env = "MEMGYM_POLICY_MAX_RETRIES", default_value_t = 3)]
+    pub policy_max_retries: u32,
+    /// Output directory: trajectories.jsonl, rollouts.parquet, report.md, report.json. Rerunning the same command skips finished rollouts.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Rollouts of each question (a GRPO group), each with its own sampling seed.
+    #[arg(long, default_value_t = 4)]
+    pub group: u32,
+    /// Play against a running server over gRPC (host:port) instead of in-process.
+    #[arg(long)]
+    pub addr: Option<String>,
+    /// How tools are given: openai (the tools parameter and tool_calls) or hermes (a tools block in the system prompt, <tool_call> tags in the text).
+    #[arg(long, default_value = "openai")]
+    pub tool_format: String,
+    /// Replies per rollout at most.
+    #[arg(long, default_value_t = 4)]
+    pub max_turns: u32,
+    /// Tokens per reply.
+    #[arg(long, default_value_t = 512)]
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f32,
+    /// Nucleus sampling.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Seed of the episodes and of the sampling seeds.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Rollouts in flight (each has at most one policy request in flight).
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// These question ids (repeatable or comma-separated) instead of --split/--limit.
+    #[arg(long = "questions", value_name = "ID", value_delimiter = ',')]
+    pub questions: Vec<String>,
+    /// Questions of this split: train, test or all.
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// At most this many questions, spread evenly over the split's categories (as memgym eval picks them).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Include category 5 (adversarial).
+    #[arg(long)]
+    pub include_adversarial: bool,
+    /// Environment settings for the in-process environment (and --evaluator, which every episode asks for).
+    #[command(flatten)]
+    pub env: EnvArgs,
+}
+
+/// `memgym replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A trajectories.jsonl written by memgym rollout.
+    pub trajectories: PathBuf,
+    /// Replay against a running server over gRPC (host:port) instead of in-process.
+    #[arg(long)]
+    pub addr: Option<String>,
+    /// Episodes replayed at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Print one JSON object per rollout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Environment settings for the in-process environment. `--evaluator X` given on the command line (or
+    /// by MEMGYM_EVALUATOR) also scores the same final memories with X, side by side, listing every sign flip.
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// Which embedder, and what it needs.

@@ -125,7 +125,7 @@ pub fn llm_client(a: &LlmArgs) -> anyhow::Result<Option<Arc<Llm>>> {
 }
 
 /// An API key from `file` (trimmed), else from `OPENAI_API_KEY`; `None` when neither has one.
-fn api_key(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+pub fn api_key(file: Option<&Path>) -> anyhow::Result<Option<String>> {
     Ok(match file {
         Some(p) => {
             Some(std::fs::read_to_string(p).with_context(|| format!("reading the API key file {}", p.display()))?.trim().to_string())
@@ -310,7 +310,9 @@ mod tests {
         argv.extend_from_slice(flags);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Serve(a) => a.env,
-            Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) => unreachable!("parsed `serve`"),
+            Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) | Command::Rollout(_) | Command::Replay(_) => {
+                unreachable!("parsed `serve`")
+            }
         }
     }
 

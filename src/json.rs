@@ -85,6 +85,34 @@ impl From<Json> for serde_json::Value {
     }
 }
 
+impl serde::Serialize for Json {
+    /// Compact JSON in document order, repeated keys written as often as they were read (so a reader
+    /// downstream still sees, and refuses, the repetition).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Json::Null => s.serialize_unit(),
+            Json::Bool(b) => s.serialize_bool(*b),
+            Json::Number(n) => n.serialize(s),
+            Json::String(v) => s.serialize_str(v),
+            Json::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Json::Object(entries) => {
+                let mut map = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
         deserializer.deserialize_any(JsonVisitor)
@@ -181,6 +209,8 @@ mod tests {
         assert_eq!(dup.first_duplicate(), Some("a"));
         let nested: Json = serde_json::from_str(r#"[{"x":{"k":1,"j":2,"k":3}}, {"y":1,"y":2}]"#).expect("parses");
         assert_eq!(nested.first_duplicate(), Some("k"), "depth-first, in document order");
+        assert_eq!(serde_json::to_string(&dup).unwrap(), r#"{"a":1,"a":2}"#, "written back with the repetition");
+        assert_eq!(serde_json::to_string(&v).unwrap(), r#"{"b":1,"a":[true,null,"x",2.5]}"#, "in document order");
         assert_eq!(serde_json::Value::from(dup), serde_json::json!({"a": 2}), "serde_json keeps the last");
     }
 }

@@ -28,6 +28,7 @@ pub mod memory;
 pub mod openai_compat;
 pub mod quote;
 pub mod reward;
+pub mod rollout;
 pub mod server;
 pub mod telemetry;
 pub mod text;

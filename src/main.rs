@@ -4,11 +4,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use memgym::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
 use memgym::dataset::{Dataset, Split};
 use memgym::embed::select::EmbedderKind;
-use memgym::{bench, config, eval, server, telemetry};
+use memgym::{bench, config, eval, rollout, server, telemetry};
 
 /// jemalloc instead of glibc malloc: the gRPC path allocates many small, short-lived buffers per call,
 /// and glibc spent a quarter of `memgym bench`'s CPU in malloc/free. jemalloc's background threads
@@ -24,9 +25,15 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // `memgym replay --evaluator X` re-scores with X only when X is given, not by the flag's default.
+    let replay_evaluator_given = matches
+        .subcommand_matches("replay")
+        .and_then(|m| m.value_source("evaluator"))
+        .is_some_and(|s| matches!(s, ValueSource::CommandLine | ValueSource::EnvVariable));
     telemetry::init();
-    match run(cli) {
+    match run(cli, replay_evaluator_given) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -35,8 +42,58 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
     match cli.command {
+        Command::Rollout(a) => {
+            let gold = memgym::dataset::GoldMode::parse(&a.env.gold).map_err(anyhow::Error::msg).context("--gold")?;
+            let ds = config::load_dataset_with_gold(a.env.data_dir.as_deref(), gold)?;
+            let (plan, questions) = rollout::plan(&a, &ds)?;
+            let local = if a.addr.is_none() { Some(config::build_environment(&a.env)?) } else { None };
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(async move {
+                let env = rollout::env::Env::open(a.addr.as_deref(), local).await?;
+                let r = rollout::run(&plan, &questions, &env, &a.out, a.concurrency).await?;
+                print!("{}", rollout::report::markdown(&r));
+                println!("\nwrote {}", a.out.display());
+                if r.failed > 0 {
+                    anyhow::bail!("{} of {} rollouts failed (see the report); rerun the same command to retry them", r.failed, r.rollouts);
+                }
+                Ok(())
+            })
+        }
+        Command::Replay(a) => {
+            let other = if replay_evaluator_given {
+                Some(memgym::reward::Evaluator::parse(&a.env.llm.evaluator).map_err(anyhow::Error::msg).context("--evaluator")?)
+            } else {
+                None
+            };
+            let ts = rollout::record::read(&a.trajectories)?;
+            let local = if a.addr.is_none() { Some(config::build_environment(&a.env)?) } else { None };
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(async move {
+                let env = rollout::env::Env::open(a.addr.as_deref(), local).await?;
+                use futures_util::stream::StreamExt;
+                let scored: Vec<&rollout::record::Trajectory> = ts.iter().filter(|t| t.status == rollout::record::Status::Scored).collect();
+                let rows: Vec<rollout::replay::Replayed> =
+                    futures_util::stream::iter(scored.iter().map(|t| rollout::replay::replay(&env, t, other)))
+                        .buffered(a.concurrency.max(1))
+                        .collect()
+                        .await;
+                let recorded = ts.iter().find_map(|t| t.score.as_ref().map(|s| s.evaluator.clone())).unwrap_or_default();
+                if a.json {
+                    for r in &rows {
+                        println!("{}", serde_json::to_string(r)?);
+                    }
+                } else {
+                    print!("{}", rollout::replay::summary(&rows, other, &recorded));
+                }
+                let diverged = rows.iter().filter(|r| !r.divergences.is_empty()).count();
+                if diverged > 0 {
+                    anyhow::bail!("{diverged} of {} rollouts diverged from {}", rows.len(), a.trajectories.display());
+                }
+                Ok(())
+            })
+        }
         Command::Serve(a) => {
             let env = config::build_environment(&a.env)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -80,6 +80,7 @@ mod audit;
 mod evidence;
 mod locomo;
 mod parquet_io;
+pub use parquet_io::write_batch;
 mod stats;
 mod validate;
 mod vectors;

@@ -190,6 +190,12 @@ pub(super) fn encode(file: &str, batch: &RecordBatch) -> Result<Bytes, DatasetEr
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory is written and
 /// synced, then renamed over `path`, then the directory is synced. Readers see the old file or
 /// the new one, never a partial one.
+/// Writes `batch` as a Snappy Parquet file at `path`, atomically (the harness's `rollouts.parquet`).
+pub fn write_batch(path: &Path, batch: &RecordBatch) -> Result<(), DatasetError> {
+    let bytes = encode(&path.display().to_string(), batch)?;
+    atomic_write(path, &bytes)
+}
+
 pub(super) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let io = |path: &Path| {

@@ -53,6 +53,13 @@ pub fn user_prompt(question: &str) -> String {
     format!("Target question: {question}\n\nUpdate the memory database so that this question can be answered correctly from it.")
 }
 
+/// The policy's opening messages for one question, as (role, content): the one rule that builds both a
+/// verl row's `prompt` and the first messages `memgym rollout` sends (`crate::rollout::prompt`), so the
+/// policy measured before training sees what the trainer will show it.
+pub fn prompt_messages(question: &str) -> [(&'static str, String); 2] {
+    [("system", SYSTEM_PROMPT.to_string()), ("user", user_prompt(question))]
+}
+
 /// Which questions to write, and for which agent loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerlOptions {
@@ -89,11 +96,10 @@ pub fn batch(questions: &[&Question], agent_name: &str, tools: &[&str]) -> Resul
 
     // prompt: [system, user] per row.
     let message_fields = Fields::from(vec![utf8("role"), utf8("content")]);
-    let roles: Vec<&str> = (0..n).flat_map(|_| ["system", "user"]).collect();
-    let user: Vec<String> = questions.iter().map(|q| user_prompt(&q.question)).collect();
-    let contents: Vec<&str> = user.iter().flat_map(|u| [SYSTEM_PROMPT, u.as_str()]).collect();
-    let messages =
-        StructArray::try_new(message_fields.clone(), vec![strings(roles.into_iter()), strings(contents.into_iter())], None).map_err(err)?;
+    let rows: Vec<[(&str, String); 2]> = questions.iter().map(|q| prompt_messages(&q.question)).collect();
+    let roles = rows.iter().flat_map(|r| r.iter().map(|(role, _)| *role));
+    let contents = rows.iter().flat_map(|r| r.iter().map(|(_, content)| content.as_str()));
+    let messages = StructArray::try_new(message_fields.clone(), vec![strings(roles), strings(contents)], None).map_err(err)?;
     let item = Arc::new(Field::new("item", DataType::Struct(message_fields), false));
     let mut offsets = arrow_array::builder::OffsetBufferBuilder::<i32>::new(n);
     for _ in 0..n {

@@ -74,6 +74,29 @@ pub fn completion(text: &str) -> String {
     .to_string()
 }
 
+/// A chat completion whose message carries `tool_calls` (`(id, name, arguments)`, arguments as the
+/// string the API sends) and `content`, with finish reason `tool_calls` (`stop` when there is none):
+/// what vLLM and llama.cpp's server answer a request with `tools`.
+pub fn tool_calls_reply(content: Option<&str>, calls: &[(&str, &str, &str)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
+    let mut message = serde_json::json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    serde_json::json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    })
+}
+
 /// The body of a 200 embeddings reply to the request `body`: one [`fake_vector`] of `dim` per input, in
 /// order, with `usage`.
 pub fn embeddings(body: &Value, dim: usize) -> Value {

@@ -1,0 +1,389 @@
+//! `memgym rollout`: a real LLM plays memgym's episodes, so a user measures what a policy earns, whether
+//! it can drive the six tools in the format a trainer gives it, and whether a GRPO group of its rollouts
+//! carries any signal — before paying for GPU hours. `memgym replay` ([`replay`]) re-runs the stored
+//! trajectories without the policy.
+//!
+//! The policy sees what the trainer shows it: the verl dataset's opening messages (one rule,
+//! [`crate::dataset::verl::prompt_messages`]) and `ListTools`' schemas, in one of two formats
+//! ([`prompt`]). Episodes run in-process (the gRPC handlers without the transport) or on a server
+//! (`--addr`) ([`env`]). Questions are chosen as `memgym eval` chooses them. Each question gets `--group`
+//! rollouts on episodes with the same seed, each with its own sampling seed. Trajectories are appended to
+//! `trajectories.jsonl` as they finish, so an interrupted run resumes: the same command skips every
+//! scored rollout and retries failed ones (`run.json` holds the settings; a rerun with others is refused).
+//! Then `rollouts.parquet`, `report.json` and `report.md` ([`report`]) are written from the whole file.
+
+pub mod env;
+pub mod parse;
+pub mod play;
+pub mod policy;
+pub mod prompt;
+pub mod record;
+pub mod replay;
+pub mod report;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::pb;
+use crate::cli::RolloutArgs;
+use crate::dataset::{Dataset, Question, Split};
+use crate::fnv::fnv1a;
+use crate::reward::Evaluator;
+use env::{Env, ToolAnswer};
+use play::{Job, Table};
+use policy::{Policy, PolicyConfig};
+use prompt::ToolFormat;
+use record::{Status, Trajectory};
+use report::{Baseline, RunInfo};
+
+/// The settings a resumed run must share with the run it resumes (`run.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// [`record::SCHEMA`].
+    pub schema: String,
+    /// The policy's model.
+    pub model: String,
+    /// The policy's base URL.
+    pub base_url: String,
+    /// Tool format.
+    pub tool_format: ToolFormat,
+    /// Replies per rollout.
+    pub max_turns: u32,
+    /// Tokens per reply.
+    pub max_tokens: u32,
+    /// Temperature.
+    pub temperature: f32,
+    /// Nucleus sampling.
+    pub top_p: f32,
+    /// Seed.
+    pub seed: u64,
+    /// Group size.
+    pub group: u32,
+    /// Evaluator asked of every episode.
+    pub evaluator: String,
+    /// The question ids, in order.
+    pub questions: Vec<String>,
+}
+
+/// A validated `memgym rollout` command.
+pub struct Plan {
+    /// The policy client.
+    pub policy: Policy,
+    /// Tool format.
+    pub format: ToolFormat,
+    /// The settings (`run.json`).
+    pub settings: RunSettings,
+    /// Evaluator.
+    pub evaluator: Evaluator,
+}
+
+/// Checks every flag before any work (the policy's settings, the format, the group, the questions).
+pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question>)> {
+    let format: ToolFormat = a.tool_format.parse().map_err(anyhow::Error::msg).context("--tool-format")?;
+    let evaluator = Evaluator::parse(&a.env.llm.evaluator).map_err(anyhow::Error::msg).context("--evaluator")?;
+    if a.group == 0 {
+        bail!("--group must be at least 1");
+    }
+    if a.max_turns == 0 {
+        bail!("--max-turns must be at least 1");
+    }
+    if a.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    let policy = Policy::new(PolicyConfig {
+        base_url: a.policy_base_url.clone(),
+        model: a.policy_model.clone(),
+        api_key: crate::config::api_key(a.policy_api_key_file.as_deref())?,
+        timeout: Duration::from_millis(a.policy_timeout_ms),
+        max_retries: a.policy_max_retries,
+        temperature: a.temperature,
+        top_p: a.top_p,
+        max_tokens: a.max_tokens,
+    })
+    .map_err(anyhow::Error::msg)?;
+    let questions = pick_questions(a, ds)?;
+    let settings = RunSettings {
+        schema: record::SCHEMA.to_string(),
+        model: a.policy_model.clone(),
+        base_url: policy.config().base_url.clone(),
+        tool_format: format,
+        max_turns: a.max_turns,
+        max_tokens: a.max_tokens,
+        temperature: a.temperature,
+        top_p: a.top_p,
+        seed: a.seed,
+        group: a.group,
+        evaluator: evaluator.name().to_string(),
+        questions: questions.iter().map(|q| q.id.clone()).collect(),
+    };
+    Ok((Plan { policy, format, settings, evaluator }, questions))
+}
+
+/// `--questions`, or `--split`/`--limit` as `memgym eval` picks them.
+fn pick_questions(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<Vec<Question>> {
+    if !a.questions.is_empty() {
+        let mut out = Vec::new();
+        for id in &a.questions {
+            let id = id.trim();
+            let q = ds
+                .questions
+                .iter()
+                .find(|q| q.id == id)
+                .with_context(|| format!("--questions: no question {}", crate::quote::quoted(id)))?;
+            if q.category == crate::dataset::ADVERSARIAL_CATEGORY && !a.include_adversarial {
+                bail!("--questions: {id} is category 5 (adversarial): add --include-adversarial");
+            }
+            if !out.iter().any(|o: &Question| o.id == q.id) {
+                out.push(q.clone());
+            }
+        }
+        return Ok(out);
+    }
+    let split = match a.split.trim() {
+        "all" => None,
+        s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or \"all\")"))?),
+    };
+    if a.limit == Some(0) {
+        bail!("--limit must be positive");
+    }
+    let o = crate::eval::agents::Options { split, limit: a.limit, include_adversarial: a.include_adversarial, ..Default::default() };
+    let qs: Vec<Question> = crate::eval::agents::select_questions(ds, &o).into_iter().cloned().collect();
+    if qs.is_empty() {
+        bail!("no questions match --split {} (is the dataset's gold mode excluding them all?)", a.split);
+    }
+    Ok(qs)
+}
+
+/// The episode seed of a question: the same for every sample of its group.
+pub fn episode_seed(seed: u64, question_id: &str) -> u64 {
+    fnv1a(format!("episode:{seed}:{question_id}").as_bytes())
+}
+
+/// The first turn's sampling seed of a sample, below 2³¹ (what every server accepts); turn k adds k.
+pub fn sampling_seed(seed: u64, question_id: &str, sample: u32) -> u64 {
+    fnv1a(format!("sample:{seed}:{question_id}:{sample}").as_bytes()) % (1 << 31)
+}
+
+/// A fresh episode id: the question, the sample and a per-process nonce (ids are never reused).
+pub fn fresh_episode_id(prefix: &str, question_id: &str, sample: u32) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
+    format!("{prefix}-{question_id}-{sample}-{t:x}-{n}")
+}
+
+/// Runs the plan on `env`: the rollouts not yet scored in `out`, then the scripted agents, the parquet
+/// file and the report. Returns the report.
+pub async fn run(plan: &Plan, questions: &[Question], env: &Env, out: &Path, concurrency: usize) -> anyhow::Result<report::Report> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    check_settings(out, &plan.settings)?;
+    let traj_path = out.join("trajectories.jsonl");
+    let done: HashSet<String> = if traj_path.exists() {
+        record::read(&traj_path)?.into_iter().filter(|t| t.status == Status::Scored).map(|t| t.key).collect()
+    } else {
+        HashSet::new()
+    };
+    let tools = env.tools().await.map_err(|s| anyhow::anyhow!("ListTools: {}: {}", s.code(), s.message()))?;
+    let group = plan.settings.group;
+    let mut jobs: Vec<Job> = Vec::new();
+    for q in questions {
+        for sample in 0..group {
+            if done.contains(&record::key(&q.id, sample)) {
+                continue;
+            }
+            jobs.push(Job {
+                question_id: q.id.clone(),
+                conversation_id: q.conversation_id.clone(),
+                category: q.category,
+                gold_status: q.gold.status.name().to_string(),
+                question: q.question.clone(),
+                sample,
+                group,
+                episode_seed: episode_seed(plan.settings.seed, &q.id),
+                sampling_seed: sampling_seed(plan.settings.seed, &q.id, sample),
+                include_adversarial: q.category == crate::dataset::ADVERSARIAL_CATEGORY,
+                episode_id: fresh_episode_id("rollout", &q.id, sample),
+            });
+        }
+    }
+    let total = questions.len() * group as usize;
+    let skipped = total - jobs.len();
+    if skipped > 0 {
+        eprintln!("resuming: {skipped} of {total} rollouts already scored in {}", traj_path.display());
+    }
+    let table = Table {
+        env,
+        policy: &plan.policy,
+        format: plan.format,
+        tools: &tools,
+        max_turns: plan.settings.max_turns,
+        evaluator: crate::api::convert::evaluator_out(plan.evaluator),
+    };
+    let mut writer = record::Writer::append(&traj_path)?;
+    let mut progress = Progress::new(total as u64, skipped as u64);
+    {
+        use futures_util::stream::StreamExt;
+        let table = &table;
+        let mut stream = futures_util::stream::iter(jobs.iter()).map(|job| play::play(table, job)).buffer_unordered(concurrency.max(1));
+        while let Some(t) = stream.next().await {
+            writer.write(&t)?;
+            progress.step(&t);
+        }
+    }
+    progress.finish();
+    finish(plan, questions, env, out).await
+}
+
+/// The scripted agents, the parquet file and the report, from the whole trajectories file.
+async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<report::Report> {
+    let keys: HashSet<String> = questions.iter().flat_map(|q| (0..plan.settings.group).map(|s| record::key(&q.id, s))).collect();
+    let ts: Vec<Trajectory> = record::read(&out.join("trajectories.jsonl"))?.into_iter().filter(|t| keys.contains(&t.key)).collect();
+    let baselines = scripted(plan, questions, env).await?;
+    record::write_parquet(&out.join("rollouts.parquet"), &ts)?;
+    let info = RunInfo {
+        model: plan.settings.model.clone(),
+        tool_format: plan.format.name().to_string(),
+        env: env.describe().to_string(),
+        questions: questions.len(),
+        group: plan.settings.group,
+        max_turns: plan.settings.max_turns,
+        temperature: plan.settings.temperature,
+        top_p: plan.settings.top_p,
+        max_tokens: plan.settings.max_tokens,
+        seed: plan.settings.seed,
+    };
+    let r = report::build(info, &ts, &baselines);
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&r)?)?;
+    std::fs::write(out.join("report.md"), report::markdown(&r))?;
+    Ok(r)
+}
+
+/// The scripted no-op and oracle on the same questions, on episodes with the same seeds.
+async fn scripted(plan: &Plan, questions: &[Question], env: &Env) -> anyhow::Result<Vec<Baseline>> {
+    let evaluator = crate::api::convert::evaluator_out(plan.evaluator);
+    let mut out = Vec::new();
+    for q in questions {
+        for agent in ["no-op", "oracle"] {
+            let id = fresh_episode_id(&format!("rollout-{agent}"), &q.id, 0);
+            let job_seed = episode_seed(plan.settings.seed, &q.id);
+            let req = pb::CreateEpisodeRequest {
+                episode_id: id.clone(),
+                conversation_id: String::new(),
+                question_id: q.id.clone(),
+                custom: None,
+                seed: Some(job_seed),
+                max_steps: None,
+                include_adversarial: q.category == crate::dataset::ADVERSARIAL_CATEGORY,
+                evaluator: evaluator as i32,
+            };
+            env.create(req).await.map_err(|s| anyhow::anyhow!("CreateEpisode for the {agent} on {}: {}", q.id, s.message()))?;
+            let scored = async {
+                if agent == "oracle" {
+                    if let Some(content) = crate::eval::agents::oracle_memory(q) {
+                        let args = serde_json::json!({"operation": "create", "content": content}).to_string();
+                        if let ToolAnswer::Refused(why) = env.call(&id, "manage_memory", &args).await? {
+                            tracing::warn!(question = %q.id, %why, "the oracle's memory was refused");
+                        }
+                    }
+                }
+                env.score(&id).await
+            }
+            .await;
+            env.close(&id).await;
+            let r = scored.map_err(|s| anyhow::anyhow!("scoring the {agent} on {}: {}", q.id, s.message()))?;
+            out.push(Baseline { agent: agent.to_string(), question_id: q.id.clone(), category: q.category, reward: r.reward });
+        }
+    }
+    Ok(out)
+}
+
+/// `run.json`: written on the first run; a rerun must have the same settings.
+fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
+    let path = out.join("run.json");
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let old: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        // Through text, as the file was written (an f32 compared as written, not widened).
+        let new: Value = serde_json::from_str(&serde_json::to_string(settings)?)?;
+        if let (Some(o), Some(n)) = (old.as_object(), new.as_object()) {
+            let differ: Vec<&str> = n.keys().filter(|k| o.get(*k) != n.get(*k)).map(String::as_str).collect();
+            if !differ.is_empty() {
+                bail!(
+                    "{} holds a run with other settings ({}); use another --out, or the same settings to resume",
+                    out.display(),
+                    differ.join(", ")
+                );
+            }
+        }
+        return Ok(());
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(settings)?).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The progress of a run: a bar with ETA and the running mean reward on a terminal, a plain line every
+/// tenth (or minute) otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: u64,
+    done: u64,
+    started: Instant,
+    last_line: Instant,
+    rewards: (f64, u64),
+    failed: u64,
+}
+
+impl Progress {
+    fn new(total: u64, skipped: u64) -> Progress {
+        let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("rollouts {bar:30} {pos}/{len} · ETA {eta} · {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b.set_position(skipped);
+            b
+        });
+        Progress { bar, total, done: skipped, started: Instant::now(), last_line: Instant::now(), rewards: (0.0, 0), failed: 0 }
+    }
+
+    fn step(&mut self, t: &Trajectory) {
+        self.done += 1;
+        match t.reward() {
+            Some(r) => {
+                self.rewards.0 += r;
+                self.rewards.1 += 1;
+            }
+            None => self.failed += 1,
+        }
+        let mean = if self.rewards.1 == 0 { 0.0 } else { self.rewards.0 / self.rewards.1 as f64 };
+        let msg = format!("mean reward {mean:+.4} · failed {}", self.failed);
+        match &self.bar {
+            Some(b) => {
+                b.set_position(self.done);
+                b.set_message(msg);
+            }
+            None => {
+                let tenth = self.total.div_ceil(10).max(1);
+                if self.done.is_multiple_of(tenth) || self.done == self.total || self.last_line.elapsed() > Duration::from_secs(60) {
+                    self.last_line = Instant::now();
+                    eprintln!("rollouts {}/{} · {:.0} s · {msg}", self.done, self.total, self.started.elapsed().as_secs_f64());
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

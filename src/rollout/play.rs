@@ -1,0 +1,240 @@
+//! One rollout: open the episode, let the policy call tools turn by turn, score, close.
+//!
+//! Each turn sends every message so far; the reply's calls are read ([`super::parse`]) and run in order;
+//! their results go back as the format says ([`super::prompt`]). The episode is scored once a reply
+//! holds no call, or after `max_turns` replies. Whatever the model writes (malformed JSON, an unknown
+//! tool, an id it invented) becomes a tool result it sees; only a failure of the endpoint or of the
+//! environment fails the rollout, which is then recorded as failed, never scored.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::env::{Env, ToolAnswer};
+use super::parse::{self, Mode};
+use super::policy::Policy;
+use super::prompt::{self, ToolFormat};
+use super::record::{CallRecord, Outcome, Score, Status, Stop, Timings, Tokens, Trajectory, Turn, SCHEMA};
+use crate::api::pb;
+
+/// What one rollout plays.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Job {
+    /// The question.
+    pub question_id: String,
+    /// Its conversation.
+    pub conversation_id: String,
+    /// Its category.
+    pub category: u8,
+    /// The audit's status of its gold.
+    pub gold_status: String,
+    /// Its text.
+    pub question: String,
+    /// Index in the group.
+    pub sample: u32,
+    /// Group size.
+    pub group: u32,
+    /// `CreateEpisode.seed` (shared by the group).
+    pub episode_seed: u64,
+    /// The first turn's sampling seed.
+    pub sampling_seed: u64,
+    /// Ask for category 5.
+    pub include_adversarial: bool,
+    /// The episode id to open.
+    pub episode_id: String,
+}
+
+/// What every rollout of a run shares.
+pub struct Table<'a> {
+    /// The environment.
+    pub env: &'a Env,
+    /// The policy.
+    pub policy: &'a Policy,
+    /// How tools are given.
+    pub format: ToolFormat,
+    /// `ListTools`' schemas.
+    pub tools: &'a [Value],
+    /// Replies per rollout.
+    pub max_turns: u32,
+    /// The evaluator asked of every episode (`Unspecified`: the server's default).
+    pub evaluator: pb::Evaluator,
+}
+
+/// Plays one rollout. Never fails: a failure is a trajectory with [`Status::Failed`].
+pub async fn play(t: &Table<'_>, job: &Job) -> Trajectory {
+    let started = Instant::now();
+    let mut traj = Trajectory {
+        schema: SCHEMA.to_string(),
+        key: super::record::key(&job.question_id, job.sample),
+        job: job.clone(),
+        tool_format: t.format,
+        model: t.policy.config().model.clone(),
+        status: Status::Failed,
+        failure: None,
+        stop: None,
+        messages: prompt::opening(t.format, &job.question, t.tools),
+        turns: Vec::new(),
+        score: None,
+        tokens: Tokens::default(),
+        timings: Timings::default(),
+    };
+    let clock = Instant::now();
+    let created = t.env.create(create_request(job, t.evaluator)).await;
+    traj.timings.env_ms += ms(clock);
+    match created {
+        Err(s) => traj.failure = Some(format!("CreateEpisode: {}: {}", s.code(), s.message())),
+        Ok(_) => {
+            if let Err(why) = turns(t, &mut traj).await {
+                traj.failure = Some(why);
+            } else {
+                let clock = Instant::now();
+                match t.env.score(&job.episode_id).await {
+                    Ok(r) => match Score::try_from(r) {
+                        Ok(score) => {
+                            traj.score = Some(score);
+                            traj.status = Status::Scored;
+                        }
+                        Err(e) => traj.failure = Some(e),
+                    },
+                    Err(s) => traj.failure = Some(format!("ScoreEpisode: {}: {}", s.code(), s.message())),
+                }
+                traj.timings.env_ms += ms(clock);
+            }
+            let clock = Instant::now();
+            t.env.close(&job.episode_id).await;
+            traj.timings.env_ms += ms(clock);
+        }
+    }
+    traj.timings.total_ms = ms(started);
+    traj
+}
+
+/// The `CreateEpisode` of a job (every sample of a group gets the same seed).
+pub fn create_request(job: &Job, evaluator: pb::Evaluator) -> pb::CreateEpisodeRequest {
+    pb::CreateEpisodeRequest {
+        episode_id: job.episode_id.clone(),
+        conversation_id: String::new(),
+        question_id: job.question_id.clone(),
+        custom: None,
+        seed: Some(job.episode_seed),
+        max_steps: None,
+        include_adversarial: job.include_adversarial,
+        evaluator: evaluator as i32,
+    }
+}
+
+/// The turns; `Err` with why the rollout failed.
+async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
+    let tools = (t.format == ToolFormat::OpenAi).then_some(t.tools);
+    for k in 0..t.max_turns {
+        let seed = traj.job.sampling_seed.wrapping_add(u64::from(k));
+        let body = t.policy.body(&traj.messages, tools, seed);
+        let reply = t.policy.complete(&body).await.map_err(|e| format!("the policy endpoint failed on turn {}: {}", k + 1, e.message))?;
+        traj.timings.policy_ms += reply.latency.as_secs_f64() * 1e3;
+        traj.tokens.prompt += reply.prompt_tokens.unwrap_or(0);
+        traj.tokens.completion += reply.completion_tokens.unwrap_or(0);
+        let content = reply.message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
+        let parsed = match t.format {
+            ToolFormat::OpenAi => parse::from_message(&reply.message),
+            ToolFormat::Hermes => parse::from_text(&content),
+        };
+        let mut turn = Turn {
+            sent: traj.messages.len(),
+            seed,
+            reply: reply.body.clone(),
+            finish_reason: reply.finish_reason.clone(),
+            prompt_tokens: reply.prompt_tokens,
+            completion_tokens: reply.completion_tokens,
+            latency_ms: reply.latency.as_secs_f64() * 1e3,
+            calls: Vec::with_capacity(parsed.calls.len()),
+            dropped: parsed.dropped,
+        };
+        traj.messages.push(assistant_message(&reply.message, &content, t.format, k));
+        if parsed.calls.is_empty() {
+            traj.turns.push(turn);
+            traj.stop = Some(Stop::NoCall);
+            return Ok(());
+        }
+        for call in parsed.calls {
+            let clock = Instant::now();
+            let (outcome, result) = match call.mode {
+                Mode::Invalid => (Outcome::Unread, format!("Error: {}", call.error.as_deref().unwrap_or("the call could not be read"))),
+                Mode::Strict | Mode::Lenient => match t.env.call(&traj.job.episode_id, &call.name, &call.arguments).await {
+                    Ok(ToolAnswer::Done(text)) => (Outcome::Done, text),
+                    Ok(ToolAnswer::Refused(text)) => (Outcome::Refused, text),
+                    Err(s) => return Err(format!("CallTool {}: {}: {}", call.name, s.code(), s.message())),
+                },
+            };
+            let env_ms = ms(clock);
+            traj.timings.env_ms += env_ms;
+            turn.calls.push(CallRecord { call, outcome, result, env_ms });
+        }
+        answer(&mut traj.messages, &turn.calls, t.format, k);
+        traj.turns.push(turn);
+    }
+    traj.stop = Some(Stop::MaxTurns);
+    Ok(())
+}
+
+/// The assistant message sent back: its content, and under `openai` its `tool_calls` (each with an id:
+/// one the endpoint left out is made up as `call_<turn>_<i>`, and the same id answers it).
+fn assistant_message(message: &Value, content: &str, format: ToolFormat, turn: u32) -> Value {
+    let mut m = json!({"role": "assistant", "content": content});
+    if format == ToolFormat::OpenAi {
+        if let Some(calls) = message.get("tool_calls").and_then(Value::as_array).filter(|c| !c.is_empty()) {
+            let calls: Vec<Value> = calls
+                .iter()
+                .take(parse::MAX_CALLS)
+                .enumerate()
+                .map(|(i, c)| {
+                    let mut c = c.clone();
+                    if c.get("id").and_then(Value::as_str).is_none() {
+                        c["id"] = json!(made_up_id(turn, i));
+                    }
+                    c
+                })
+                .collect();
+            m["tool_calls"] = Value::Array(calls);
+        }
+    }
+    m
+}
+
+fn made_up_id(turn: u32, i: usize) -> String {
+    format!("call_{turn}_{i}")
+}
+
+/// The results, appended as the format says: `tool` messages for calls with an id (`openai`), one `user`
+/// message of `<tool_response>`s for the others.
+fn answer(messages: &mut Vec<Value>, calls: &[CallRecord], format: ToolFormat, turn: u32) {
+    let mut without_id: Vec<&str> = Vec::new();
+    let mut tool_calls_seen = 0;
+    for c in calls {
+        let from_tool_calls = format == ToolFormat::OpenAi && (c.call.id.is_some() || is_from_tool_calls(messages, tool_calls_seen));
+        if from_tool_calls {
+            let id = c.call.id.clone().unwrap_or_else(|| made_up_id(turn, tool_calls_seen));
+            messages.push(prompt::tool_message(&id, &c.result));
+            tool_calls_seen += 1;
+        } else {
+            without_id.push(&c.result);
+        }
+    }
+    if !without_id.is_empty() {
+        messages.push(prompt::tool_responses(&without_id));
+    }
+}
+
+/// Whether the last assistant message has a `tool_calls` entry at index `i`.
+fn is_from_tool_calls(messages: &[Value], i: usize) -> bool {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Value::as_array)
+        .is_some_and(|c| i < c.len())
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}

@@ -1,0 +1,320 @@
+//! The stored trajectory: one JSON line per rollout in `trajectories.jsonl`, its versioned schema
+//! ([`SCHEMA`]; README "Trajectories"), reading it back for resuming and `memgym replay`, and the
+//! one-row-per-rollout `rollouts.parquet`.
+//!
+//! A line holds everything needed to check it without the policy: the question and episode ids, the
+//! seeds, every message in the order it was sent or received (`messages`; turn *k* sent the first
+//! `turns[k].sent` of them, with the run's sampling settings and `turns[k].seed`), each reply body as
+//! received, every parsed call with its parse mode and the text its result showed the policy, the full
+//! reward breakdown (`ScoreEpisode`'s fields), token counts and timings. A rerun appends; the last line
+//! of a key wins.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use arrow_array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::parse::{Call, Mode};
+use super::play::Job;
+use super::prompt::ToolFormat;
+use crate::api::pb;
+
+/// The schema of a trajectory line; a reader refuses any other.
+pub const SCHEMA: &str = "memgym.rollout/1";
+
+/// How a rollout ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Played and scored.
+    Scored,
+    /// The policy's endpoint or the environment failed; not scored (never counted as a reward of 0).
+    Failed,
+}
+
+/// Why the policy stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// A reply with no tool call.
+    NoCall,
+    /// `--max-turns` replies, the last with calls.
+    MaxTurns,
+}
+
+/// What became of a parsed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The environment carried it out.
+    Done,
+    /// The environment refused it (the policy saw `Error: …`).
+    Refused,
+    /// Not sent: an invalid call (the policy saw why).
+    Unread,
+}
+
+/// One parsed call and what it gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The call as read.
+    #[serde(flatten)]
+    pub call: Call,
+    /// What became of it.
+    pub outcome: Outcome,
+    /// The text the policy was shown.
+    pub result: String,
+    /// Environment time, milliseconds.
+    pub env_ms: f64,
+}
+
+/// One turn: a request and its reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// Messages sent (a prefix of the trajectory's `messages`).
+    pub sent: usize,
+    /// The request's `seed`.
+    pub seed: u64,
+    /// The response body as received.
+    pub reply: Value,
+    /// `choices[0].finish_reason`.
+    pub finish_reason: Option<String>,
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens`.
+    pub completion_tokens: Option<u64>,
+    /// Request time, retries included, milliseconds.
+    pub latency_ms: f64,
+    /// The calls read from the reply.
+    pub calls: Vec<CallRecord>,
+    /// Calls past the per-reply cap, not read.
+    pub dropped: usize,
+}
+
+/// `ScoreEpisode`'s answer, every field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Score {
+    pub reward: f64,
+    pub p_old: f64,
+    pub p_new: f64,
+    pub performance_delta: f64,
+    pub size_factor: f64,
+    pub density_factor: f64,
+    pub change_factor: f64,
+    pub memory_efficiency: f64,
+    pub growth: f64,
+    pub reward_formula: String,
+    pub context: String,
+    pub evaluator: String,
+    pub embedder: String,
+    pub llm_model: String,
+    pub evidence_recall_old: f64,
+    pub evidence_recall_new: f64,
+    pub evidence_total: u32,
+    pub initial_memory_count: u32,
+    pub final_memory_count: u32,
+    pub n_max: u32,
+    pub top_k: u32,
+    pub steps_used: u32,
+    pub retrieved_old: Vec<String>,
+    pub retrieved_new: Vec<String>,
+    pub answer_old: String,
+    pub answer_new: String,
+    pub f1_old: Option<f64>,
+    pub f1_new: Option<f64>,
+    pub judge_old: Option<f64>,
+    pub judge_new: Option<f64>,
+    pub context_chars_old: u32,
+    pub context_chars_new: u32,
+}
+
+impl TryFrom<pb::ScoreEpisodeResponse> for Score {
+    type Error = String;
+
+    /// Through the JSON faces' rendering of the breakdown (`gateway::breakdown_json`, field for field), so
+    /// a trajectory's `score` has the names a JSON client sees.
+    fn try_from(r: pb::ScoreEpisodeResponse) -> Result<Self, String> {
+        serde_json::from_value(crate::api::gateway::breakdown_json(r)).map_err(|e| format!("the score breakdown: {e}"))
+    }
+}
+
+/// Token counts of a rollout (sums of the replies' `usage`; 0 where an endpoint reports none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tokens {
+    /// Prompt tokens over every turn.
+    pub prompt: u64,
+    /// Completion tokens over every turn.
+    pub completion: u64,
+}
+
+/// Where a rollout's time went, milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Waiting for the policy.
+    pub policy_ms: f64,
+    /// In the environment (create, calls, score, close).
+    pub env_ms: f64,
+    /// The whole rollout.
+    pub total_ms: f64,
+}
+
+/// One rollout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// `question_id/sample`: what a rerun skips when it is scored.
+    pub key: String,
+    /// The question, its group and its seeds, and the episode played (unique per attempt).
+    #[serde(flatten)]
+    pub job: Job,
+    /// How tools were given.
+    pub tool_format: ToolFormat,
+    /// The policy's model name.
+    pub model: String,
+    /// Scored or failed.
+    pub status: Status,
+    /// Why it failed.
+    pub failure: Option<String>,
+    /// Why the policy stopped (`None` when the rollout failed first).
+    pub stop: Option<Stop>,
+    /// Every message, in order.
+    pub messages: Vec<Value>,
+    /// The turns.
+    pub turns: Vec<Turn>,
+    /// The reward breakdown (`None` when failed).
+    pub score: Option<Score>,
+    /// Tokens.
+    pub tokens: Tokens,
+    /// Timings.
+    pub timings: Timings,
+}
+
+impl Trajectory {
+    /// The parsed calls of every turn, in order.
+    pub fn calls(&self) -> impl Iterator<Item = &CallRecord> {
+        self.turns.iter().flat_map(|t| t.calls.iter())
+    }
+
+    /// The reward, when scored.
+    pub fn reward(&self) -> Option<f64> {
+        self.score.as_ref().map(|s| s.reward).filter(|_| self.status == Status::Scored)
+    }
+}
+
+/// The key of a rollout.
+pub fn key(question_id: &str, sample: u32) -> String {
+    format!("{question_id}/{sample}")
+}
+
+/// Reads a trajectories file: the last line of each key, in first-seen order. Every line must parse and
+/// carry [`SCHEMA`]; a line cut short by a crash (the last, without its newline) is skipped with a warning.
+pub fn read(path: &Path) -> anyhow::Result<Vec<Trajectory>> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines: Vec<String> = Vec::new();
+    for line in std::io::BufReader::new(file).lines() {
+        lines.push(line.with_context(|| format!("reading {}", path.display()))?);
+    }
+    let text_ends_with_newline = std::fs::read(path).map(|b| b.last() == Some(&b'\n')).unwrap_or(true);
+    let mut order: Vec<String> = Vec::new();
+    let mut by_key: HashMap<String, Trajectory> = HashMap::new();
+    let n = lines.len();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let t: Trajectory = match serde_json::from_str::<Trajectory>(line) {
+            Ok(t) => t,
+            Err(_) if i + 1 == n && !text_ends_with_newline => {
+                tracing::warn!(file = %path.display(), line = i + 1, "skipping a trajectory line cut short");
+                continue;
+            }
+            Err(e) => anyhow::bail!("{} line {}: not a trajectory: {e}", path.display(), i + 1),
+        };
+        if t.schema != SCHEMA {
+            anyhow::bail!("{} line {}: schema {:?}, expected {SCHEMA:?}", path.display(), i + 1, t.schema);
+        }
+        if !by_key.contains_key(&t.key) {
+            order.push(t.key.clone());
+        }
+        by_key.insert(t.key.clone(), t);
+    }
+    Ok(order.into_iter().filter_map(|k| by_key.remove(&k)).collect())
+}
+
+/// Appends trajectories to a file, one line each, flushed and synced as written.
+pub struct Writer {
+    file: std::fs::File,
+}
+
+impl Writer {
+    /// Opens `path` for appending (creating it). A line left cut short by a crash gets its newline first.
+    pub fn append(path: &Path) -> anyhow::Result<Writer> {
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let bytes = std::fs::read(path).unwrap_or_default();
+        if bytes.last().is_some_and(|b| *b != b'\n') {
+            file.write_all(b"\n")?;
+        }
+        Ok(Writer { file })
+    }
+
+    /// Writes one line and syncs it.
+    pub fn write(&mut self, t: &Trajectory) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(t)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.sync_data()?;
+        Ok(())
+    }
+}
+
+/// `rollouts.parquet`: one row per rollout (the scalar columns of a trajectory).
+pub fn write_parquet(path: &Path, ts: &[Trajectory]) -> anyhow::Result<()> {
+    let s = |f: &dyn Fn(&Trajectory) -> String| -> ArrayRef { Arc::new(ts.iter().map(f).map(Some).collect::<StringArray>()) };
+    let f = |f: &dyn Fn(&Trajectory) -> Option<f64>| -> ArrayRef { Arc::new(ts.iter().map(f).collect::<Float64Array>()) };
+    let u = |f: &dyn Fn(&Trajectory) -> u32| -> ArrayRef { Arc::new(ts.iter().map(|t| Some(f(t))).collect::<UInt32Array>()) };
+    let count = |t: &Trajectory, m: Mode| t.calls().filter(|c| c.call.mode == m).count() as u32;
+    let outcome = |t: &Trajectory, o: Outcome| t.calls().filter(|c| c.outcome == o).count() as u32;
+    let batch = RecordBatch::try_from_iter(vec![
+        ("key", s(&|t| t.key.clone())),
+        ("question_id", s(&|t| t.job.question_id.clone())),
+        ("conversation_id", s(&|t| t.job.conversation_id.clone())),
+        ("category", u(&|t| u32::from(t.job.category))),
+        ("gold_status", s(&|t| t.job.gold_status.clone())),
+        ("sample", u(&|t| t.job.sample)),
+        ("group", u(&|t| t.job.group)),
+        ("episode_id", s(&|t| t.job.episode_id.clone())),
+        ("episode_seed", Arc::new(ts.iter().map(|t| Some(t.job.episode_seed)).collect::<UInt64Array>()) as ArrayRef),
+        ("sampling_seed", Arc::new(ts.iter().map(|t| Some(t.job.sampling_seed)).collect::<UInt64Array>()) as ArrayRef),
+        ("tool_format", s(&|t| t.tool_format.name().to_string())),
+        ("model", s(&|t| t.model.clone())),
+        ("scored", Arc::new(ts.iter().map(|t| Some(t.status == Status::Scored)).collect::<BooleanArray>()) as ArrayRef),
+        ("failure", Arc::new(ts.iter().map(|t| t.failure.clone()).collect::<StringArray>()) as ArrayRef),
+        ("stop", Arc::new(ts.iter().map(|t| t.stop.map(|s| format!("{s:?}"))).collect::<StringArray>()) as ArrayRef),
+        ("reward", f(&|t| t.reward())),
+        ("p_old", f(&|t| t.score.as_ref().map(|s| s.p_old))),
+        ("p_new", f(&|t| t.score.as_ref().map(|s| s.p_new))),
+        ("growth", f(&|t| t.score.as_ref().map(|s| s.growth))),
+        ("evaluator", Arc::new(ts.iter().map(|t| t.score.as_ref().map(|s| s.evaluator.clone())).collect::<StringArray>()) as ArrayRef),
+        ("turns", u(&|t| t.turns.len() as u32)),
+        ("calls_strict", u(&|t| count(t, Mode::Strict))),
+        ("calls_lenient", u(&|t| count(t, Mode::Lenient))),
+        ("calls_invalid", u(&|t| count(t, Mode::Invalid))),
+        ("calls_done", u(&|t| outcome(t, Outcome::Done))),
+        ("calls_refused", u(&|t| outcome(t, Outcome::Refused))),
+        ("prompt_tokens", Arc::new(ts.iter().map(|t| Some(t.tokens.prompt)).collect::<UInt64Array>()) as ArrayRef),
+        ("completion_tokens", Arc::new(ts.iter().map(|t| Some(t.tokens.completion)).collect::<UInt64Array>()) as ArrayRef),
+        ("policy_ms", f(&|t| Some(t.timings.policy_ms))),
+        ("env_ms", f(&|t| Some(t.timings.env_ms))),
+        ("total_ms", f(&|t| Some(t.timings.total_ms))),
+    ])?;
+    crate::dataset::write_batch(path, &batch)?;
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! `memgym replay TRAJ.jsonl`: the recorded tool calls of every scored rollout, re-run on a fresh episode
+//! with the same question and seed, without the policy.
+//!
+//! - Every call that reached the environment is sent again as recorded (name and argument text); its
+//!   output must be byte-identical to what the policy was shown. Calls the parser could not read were
+//!   never sent and are not sent now.
+//! - The episode is re-scored with the recorded evaluator; the reward must be bit-identical.
+//! - With another evaluator (`--evaluator X` given explicitly), the same calls are replayed on a second
+//!   fresh episode that asks for X, and both rewards are reported side by side with every sign flip: a
+//!   reward change checked against real trajectories without rerunning the policy.
+//!
+//! Any divergence (an output, a reward, a call the environment now fails) is reported and makes the
+//! command exit non-zero.
+
+use serde::Serialize;
+
+use super::env::{Env, ToolAnswer};
+use super::play::{create_request, Job};
+use super::record::{Outcome, Status, Trajectory};
+use super::report::SIGN_EPSILON;
+use crate::api::pb;
+use crate::reward::Evaluator;
+
+/// One rollout replayed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Replayed {
+    /// The rollout's key.
+    pub key: String,
+    /// Its category.
+    pub category: u8,
+    /// Calls re-sent.
+    pub calls: usize,
+    /// The recorded reward.
+    pub recorded: f64,
+    /// The reward now, with the recorded evaluator.
+    pub replayed: Option<f64>,
+    /// With the other evaluator, when asked.
+    pub rescored: Option<f64>,
+    /// What diverged.
+    pub divergences: Vec<String>,
+}
+
+impl Replayed {
+    /// Whether the other evaluator's reward has another sign than the recorded one.
+    pub fn sign_flip(&self) -> bool {
+        self.rescored.is_some_and(|r| sign(r) != sign(self.recorded))
+    }
+}
+
+fn sign(x: f64) -> i8 {
+    if x > SIGN_EPSILON {
+        1
+    } else if x < -SIGN_EPSILON {
+        -1
+    } else {
+        0
+    }
+}
+
+/// Replays one scored trajectory (see the module doc).
+pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Replayed {
+    let recorded_score = t.score.as_ref();
+    let mut r = Replayed {
+        key: t.key.clone(),
+        category: t.job.category,
+        calls: 0,
+        recorded: recorded_score.map_or(0.0, |s| s.reward),
+        replayed: None,
+        rescored: None,
+        divergences: Vec::new(),
+    };
+    let Some(score) = recorded_score.filter(|_| t.status == Status::Scored) else {
+        r.divergences.push("the rollout was not scored; nothing to replay".into());
+        return r;
+    };
+    let recorded_evaluator = match Evaluator::parse(&score.evaluator) {
+        Ok(e) => e,
+        Err(e) => {
+            r.divergences.push(format!("recorded evaluator: {e}"));
+            return r;
+        }
+    };
+    match episode(env, t, recorded_evaluator, true).await {
+        Ok((reward, calls, divergences)) => {
+            r.calls = calls;
+            r.replayed = Some(reward);
+            r.divergences.extend(divergences);
+            if reward.to_bits() != score.reward.to_bits() {
+                r.divergences.push(format!("reward {reward} now, {} recorded", score.reward));
+            }
+        }
+        Err(e) => r.divergences.push(e),
+    }
+    if let Some(other) = other.filter(|o| *o != recorded_evaluator) {
+        match episode(env, t, other, false).await {
+            Ok((reward, _, divergences)) => {
+                r.rescored = Some(reward);
+                r.divergences.extend(divergences);
+            }
+            Err(e) => r.divergences.push(e),
+        }
+    } else if other.is_some() {
+        r.rescored = r.replayed;
+    }
+    r
+}
+
+/// Replays the calls on a fresh episode scored by `evaluator`: (reward, calls sent, divergences).
+async fn episode(env: &Env, t: &Trajectory, evaluator: Evaluator, check: bool) -> Result<(f64, usize, Vec<String>), String> {
+    let job = Job { episode_id: super::fresh_episode_id("replay", &t.job.question_id, t.job.sample), ..t.job.clone() };
+    let id = job.episode_id.clone();
+    let pb_evaluator: pb::Evaluator = crate::api::convert::evaluator_out(evaluator);
+    env.create(create_request(&job, pb_evaluator)).await.map_err(|s| format!("CreateEpisode: {}: {}", s.code(), s.message()))?;
+    let result = async {
+        let mut divergences = Vec::new();
+        let mut sent = 0;
+        for (i, c) in t.calls().enumerate() {
+            if c.outcome == Outcome::Unread {
+                continue;
+            }
+            sent += 1;
+            let now = env
+                .call(&id, &c.call.name, &c.call.arguments)
+                .await
+                .map_err(|s| format!("call {} ({}): {}: {}", i + 1, c.call.name, s.code(), s.message()))?;
+            let outcome = match &now {
+                ToolAnswer::Done(_) => Outcome::Done,
+                ToolAnswer::Refused(_) => Outcome::Refused,
+            };
+            if check && (outcome != c.outcome || now.text() != c.result) {
+                divergences.push(format!(
+                    "call {} ({}): output differs ({} bytes now, {} recorded; first difference at byte {})",
+                    i + 1,
+                    c.call.name,
+                    now.text().len(),
+                    c.result.len(),
+                    first_difference(now.text(), &c.result)
+                ));
+            }
+        }
+        let score = env.score(&id).await.map_err(|s| format!("ScoreEpisode: {}: {}", s.code(), s.message()))?;
+        Ok((score.reward, sent, divergences))
+    }
+    .await;
+    env.close(&id).await;
+    result
+}
+
+fn first_difference(a: &str, b: &str) -> usize {
+    a.bytes().zip(b.bytes()).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+}
+
+/// The summary printed by `memgym replay`.
+pub fn summary(rows: &[Replayed], other: Option<Evaluator>, recorded: &str) -> String {
+    let mut s = String::new();
+    let diverged: Vec<&Replayed> = rows.iter().filter(|r| !r.divergences.is_empty()).collect();
+    let calls: usize = rows.iter().map(|r| r.calls).sum();
+    s.push_str(&format!(
+        "replayed {} rollouts ({calls} tool calls): {} reproduced byte for byte, {} diverged\n",
+        rows.len(),
+        rows.len() - diverged.len(),
+        diverged.len()
+    ));
+    for r in diverged.iter().take(20) {
+        for d in &r.divergences {
+            s.push_str(&format!("  {}: {d}\n", r.key));
+        }
+    }
+    if let Some(other) = other {
+        let mean = |f: &dyn Fn(&Replayed) -> Option<f64>| {
+            let v: Vec<f64> = rows.iter().filter_map(f).collect();
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        let flips: Vec<&Replayed> = rows.iter().filter(|r| r.sign_flip()).collect();
+        s.push_str(&format!(
+            "\nmean reward: {recorded} {:+.4} · {} {:+.4} · sign flips {}/{}\n",
+            mean(&|r| Some(r.recorded)),
+            other.name(),
+            mean(&|r| r.rescored),
+            flips.len(),
+            rows.len()
+        ));
+        for r in flips {
+            s.push_str(&format!("  flip {}: {recorded} {:+.4} → {} {:+.4}\n", r.key, r.recorded, other.name(), r.rescored.unwrap_or(0.0)));
+        }
+    }
+    s
+}

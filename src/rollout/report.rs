@@ -1,0 +1,389 @@
+//! The rollout report (`report.json`, `report.md`): what a policy earns, whether it can use the tools in
+//! the format it was given, and whether a GRPO group of its rollouts carries any signal — beside the
+//! scripted no-op and oracle on the same questions, so the numbers have their floor and their ceiling.
+//!
+//! Pure: built from the trajectories and the scripted agents' rewards.
+//!
+//! - Mean reward per category with a bootstrap 95% CI. The bootstrap resamples *questions* (each with
+//!   all its rollouts), not rollouts: the samples of one group share an episode and are not independent.
+//!   [`BOOTSTRAP_RESAMPLES`] resamples, seeded, so a report is reproducible.
+//! - Signs: the share of scored rollouts with reward > 0, = 0 (|r| ≤ [`SIGN_EPSILON`]) and < 0.
+//! - Calls: per tool (names the environment does not know are counted as `other`), per parse mode, and
+//!   what became of them (done, refused, unread).
+//! - GRPO signal, over groups whose every sample was scored: the share whose rewards are all equal
+//!   (max − min ≤ [`SIGN_EPSILON`]: a zero advantage for every sample), and the mean within-group
+//!   standard deviation (population).
+
+use std::collections::BTreeMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::parse::Mode;
+use super::record::{Outcome, Status, Stop, Trajectory};
+use crate::dataset::category_name;
+use crate::tools::TOOL_NAMES;
+
+/// A reward with |r| at or below this has sign 0.
+pub const SIGN_EPSILON: f64 = 1e-9;
+/// Bootstrap resamples per CI.
+pub const BOOTSTRAP_RESAMPLES: usize = 2_000;
+
+/// A scripted agent's reward on one question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// `no-op` or `oracle`.
+    pub agent: String,
+    /// The question.
+    pub question_id: String,
+    /// Its category.
+    pub category: u8,
+    /// The reward.
+    pub reward: f64,
+}
+
+/// What the run was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The policy's model.
+    pub model: String,
+    /// Tool format.
+    pub tool_format: String,
+    /// `in-process` or `grpc`.
+    pub env: String,
+    /// Questions.
+    pub questions: usize,
+    /// Group size.
+    pub group: u32,
+    /// Replies per rollout at most.
+    pub max_turns: u32,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Nucleus sampling.
+    pub top_p: f32,
+    /// Tokens per reply.
+    pub max_tokens: u32,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// A mean with its 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Mean {
+    /// Rollouts.
+    pub n: usize,
+    /// Mean reward.
+    pub mean: f64,
+    /// 2.5th percentile of the bootstrap means.
+    pub lo: f64,
+    /// 97.5th percentile.
+    pub hi: f64,
+}
+
+/// One row of the per-category table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryRow {
+    /// "all" or the category's name.
+    pub category: String,
+    /// The policy's reward.
+    pub policy: Mean,
+    /// Shares of scored rollouts with reward > 0, = 0, < 0.
+    pub signs: [f64; 3],
+    /// No-op's mean reward on the same questions.
+    pub no_op: Option<f64>,
+    /// The oracle's.
+    pub oracle: Option<f64>,
+}
+
+/// Counts of calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallCounts {
+    /// Calls.
+    pub calls: usize,
+    /// Carried out.
+    pub done: usize,
+    /// Refused by the environment.
+    pub refused: usize,
+    /// Not readable, not sent.
+    pub unread: usize,
+}
+
+impl CallCounts {
+    fn add(&mut self, o: Outcome) {
+        self.calls += 1;
+        match o {
+            Outcome::Done => self.done += 1,
+            Outcome::Refused => self.refused += 1,
+            Outcome::Unread => self.unread += 1,
+        }
+    }
+}
+
+/// GRPO's view of the groups.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GroupSignal {
+    /// Groups with every sample scored.
+    pub groups: usize,
+    /// Share of them whose rewards are all equal.
+    pub all_equal: f64,
+    /// Mean within-group standard deviation of the reward.
+    pub mean_std: f64,
+}
+
+/// The report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The run.
+    pub run: RunInfo,
+    /// Rollouts in the file.
+    pub rollouts: usize,
+    /// Scored.
+    pub scored: usize,
+    /// Failed (endpoint or environment), not scored.
+    pub failed: usize,
+    /// The first few failures' messages.
+    pub failures: Vec<String>,
+    /// "all" first, then per category.
+    pub categories: Vec<CategoryRow>,
+    /// Per tool name (and `other`).
+    pub tools: BTreeMap<String, CallCounts>,
+    /// Per parse mode.
+    pub modes: BTreeMap<String, CallCounts>,
+    /// Rollouts with at least one call carried out.
+    pub edited_share: f64,
+    /// Rollouts by turns used (1..=max_turns).
+    pub turns: BTreeMap<u32, usize>,
+    /// Mean turns used.
+    pub mean_turns: f64,
+    /// Why the policy stopped: no call / max turns.
+    pub stops: BTreeMap<String, usize>,
+    /// GRPO signal.
+    pub grpo: GroupSignal,
+    /// Mean prompt and completion tokens per rollout.
+    pub tokens_per_rollout: [f64; 2],
+    /// Mean policy latency per turn, milliseconds.
+    pub policy_ms_per_turn: f64,
+    /// Mean environment time per call, milliseconds.
+    pub env_ms_per_call: f64,
+}
+
+/// Builds the report.
+pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report {
+    let scored: Vec<&Trajectory> = ts.iter().filter(|t| t.status == Status::Scored).collect();
+    let failures: Vec<String> = ts.iter().filter_map(|t| t.failure.as_ref().map(|f| format!("{}: {f}", t.key))).take(5).collect();
+    let mut categories = vec![category_row("all".into(), &scored, baselines, |_| true)];
+    let mut cats: Vec<u8> = scored.iter().map(|t| t.job.category).collect();
+    cats.sort_unstable();
+    cats.dedup();
+    for c in cats {
+        let name = category_name(c).map_or_else(|| format!("category {c}"), str::to_string);
+        categories.push(category_row(name, &scored, baselines, |cat| cat == c));
+    }
+    let mut tools: BTreeMap<String, CallCounts> = BTreeMap::new();
+    let mut modes: BTreeMap<String, CallCounts> = Mode::ALL.iter().map(|m| (m.name().to_string(), CallCounts::default())).collect();
+    let mut calls = 0usize;
+    let mut env_ms = 0.0;
+    for t in ts {
+        for c in t.calls() {
+            let name = if TOOL_NAMES.contains(&c.call.name.trim()) { c.call.name.trim().to_string() } else { "other".to_string() };
+            tools.entry(name).or_default().add(c.outcome);
+            modes.entry(c.call.mode.name().to_string()).or_default().add(c.outcome);
+            calls += 1;
+            env_ms += c.env_ms;
+        }
+    }
+    let mut turns: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut stops: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &scored {
+        *turns.entry(t.turns.len() as u32).or_default() += 1;
+        let stop = match t.stop {
+            Some(Stop::NoCall) => "no call",
+            Some(Stop::MaxTurns) => "max turns",
+            None => "none",
+        };
+        *stops.entry(stop.to_string()).or_default() += 1;
+    }
+    let n = scored.len().max(1) as f64;
+    let turn_count: usize = ts.iter().map(|t| t.turns.len()).sum();
+    Report {
+        run,
+        rollouts: ts.len(),
+        scored: scored.len(),
+        failed: ts.len() - scored.len(),
+        failures,
+        categories,
+        tools,
+        modes,
+        edited_share: scored.iter().filter(|t| t.calls().any(|c| c.outcome == Outcome::Done && edits(&c.call.name))).count() as f64 / n,
+        mean_turns: scored.iter().map(|t| t.turns.len() as f64).sum::<f64>() / n,
+        turns,
+        stops,
+        grpo: group_signal(ts),
+        tokens_per_rollout: [
+            scored.iter().map(|t| t.tokens.prompt as f64).sum::<f64>() / n,
+            scored.iter().map(|t| t.tokens.completion as f64).sum::<f64>() / n,
+        ],
+        policy_ms_per_turn: ts.iter().flat_map(|t| t.turns.iter().map(|u| u.latency_ms)).sum::<f64>() / turn_count.max(1) as f64,
+        env_ms_per_call: env_ms / calls.max(1) as f64,
+    }
+}
+
+/// Whether a tool changes memory (search and sample only read it).
+fn edits(tool: &str) -> bool {
+    !matches!(tool.trim(), "search_memory" | "sample_memory")
+}
+
+fn category_row(name: String, scored: &[&Trajectory], baselines: &[Baseline], keep: impl Fn(u8) -> bool) -> CategoryRow {
+    let rows: Vec<&&Trajectory> = scored.iter().filter(|t| keep(t.job.category)).collect();
+    // By question, in first-seen order, for the cluster bootstrap.
+    let mut by_question: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for t in &rows {
+        by_question.entry(t.job.question_id.as_str()).or_default().extend(t.reward());
+    }
+    let clusters: Vec<Vec<f64>> = by_question.into_values().collect();
+    let rewards: Vec<f64> = clusters.iter().flatten().copied().collect();
+    let k = rewards.len().max(1) as f64;
+    let signs = [
+        rewards.iter().filter(|r| **r > SIGN_EPSILON).count() as f64 / k,
+        rewards.iter().filter(|r| r.abs() <= SIGN_EPSILON).count() as f64 / k,
+        rewards.iter().filter(|r| **r < -SIGN_EPSILON).count() as f64 / k,
+    ];
+    let questions: std::collections::HashSet<&str> = rows.iter().map(|t| t.job.question_id.as_str()).collect();
+    let agent_mean = |agent: &str| {
+        let v: Vec<f64> =
+            baselines.iter().filter(|b| b.agent == agent && questions.contains(b.question_id.as_str())).map(|b| b.reward).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    CategoryRow { category: name, policy: bootstrap(&clusters), signs, no_op: agent_mean("no-op"), oracle: agent_mean("oracle") }
+}
+
+/// Mean of all values and its cluster-bootstrap 95% interval.
+pub fn bootstrap(clusters: &[Vec<f64>]) -> Mean {
+    let all: Vec<f64> = clusters.iter().flatten().copied().collect();
+    let n = all.len();
+    if n == 0 {
+        return Mean { n: 0, mean: 0.0, lo: 0.0, hi: 0.0 };
+    }
+    let mean = all.iter().sum::<f64>() / n as f64;
+    let mut rng = ChaCha8Rng::seed_from_u64(0x6d656d67);
+    let mut means: Vec<f64> = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        let (mut sum, mut count) = (0.0, 0usize);
+        for _ in 0..clusters.len() {
+            let c = &clusters[rng.random_range(0..clusters.len())];
+            sum += c.iter().sum::<f64>();
+            count += c.len();
+        }
+        if count > 0 {
+            means.push(sum / count as f64);
+        }
+    }
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((means.len() - 1) as f64 * q).round() as usize];
+    Mean { n, mean, lo: at(0.025), hi: at(0.975) }
+}
+
+/// The GRPO signal of the groups whose every sample was scored.
+pub fn group_signal(ts: &[Trajectory]) -> GroupSignal {
+    let mut groups: BTreeMap<&str, (u32, Vec<f64>)> = BTreeMap::new();
+    for t in ts {
+        let g = groups.entry(t.job.question_id.as_str()).or_insert((t.job.group, Vec::new()));
+        if let Some(r) = t.reward() {
+            g.1.push(r);
+        }
+    }
+    let full: Vec<&Vec<f64>> = groups.values().filter(|(size, r)| r.len() as u32 == *size && r.len() > 1).map(|(_, r)| r).collect();
+    let count = full.len();
+    let equal = full
+        .iter()
+        .filter(|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max) - r.iter().copied().fold(f64::INFINITY, f64::min) <= SIGN_EPSILON)
+        .count();
+    let std = |r: &Vec<f64>| {
+        let m = r.iter().sum::<f64>() / r.len() as f64;
+        (r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / r.len() as f64).sqrt()
+    };
+    GroupSignal {
+        groups: count,
+        all_equal: if count == 0 { 0.0 } else { equal as f64 / count as f64 },
+        mean_std: if count == 0 { 0.0 } else { full.iter().map(|r| std(r)).sum::<f64>() / count as f64 },
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or("—".into(), |v| format!("{v:+.3}"))
+}
+
+/// The report as Markdown.
+pub fn markdown(r: &Report) -> String {
+    let run = &r.run;
+    let mut s = String::new();
+    s.push_str(&format!(
+        "# memgym rollout report\n\npolicy `{}` · tool format `{}` · environment {} · {} questions × G = {} · max {} turns · \
+         temperature {} · top-p {} · max tokens {} · seed {}\n\nrollouts {} · scored {} · failed {}\n",
+        run.model,
+        run.tool_format,
+        run.env,
+        run.questions,
+        run.group,
+        run.max_turns,
+        run.temperature,
+        run.top_p,
+        run.max_tokens,
+        run.seed,
+        r.rollouts,
+        r.scored,
+        r.failed
+    ));
+    for f in &r.failures {
+        s.push_str(&format!("- failed: {f}\n"));
+    }
+    s.push_str("\n## Reward\n\n| category | n | mean reward | 95% CI | > 0 | = 0 | < 0 | no-op | oracle |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+    for c in &r.categories {
+        s.push_str(&format!(
+            "| {} | {} | {:+.4} | [{:+.4}, {:+.4}] | {} | {} | {} | {} | {} |\n",
+            c.category,
+            c.policy.n,
+            c.policy.mean,
+            c.policy.lo,
+            c.policy.hi,
+            pct(c.signs[0]),
+            pct(c.signs[1]),
+            pct(c.signs[2]),
+            opt(c.no_op),
+            opt(c.oracle)
+        ));
+    }
+    s.push_str(&format!(
+        "\n## GRPO signal\n\n{} complete groups · all rewards equal in {} · mean within-group std {:.4}\n",
+        r.grpo.groups,
+        pct(r.grpo.all_equal),
+        r.grpo.mean_std
+    ));
+    s.push_str("\n## Tool calls\n\n| tool | calls | done | refused | unread |\n|---|---:|---:|---:|---:|\n");
+    for (name, c) in &r.tools {
+        s.push_str(&format!("| {name} | {} | {} | {} | {} |\n", c.calls, c.done, c.refused, c.unread));
+    }
+    s.push_str("\n| parse mode | calls | done | refused | unread |\n|---|---:|---:|---:|---:|\n");
+    for (name, c) in &r.modes {
+        s.push_str(&format!("| {name} | {} | {} | {} | {} |\n", c.calls, c.done, c.refused, c.unread));
+    }
+    s.push_str(&format!("\nrollouts that edited memory (a create, update, delete, merge or split carried out): {}\n", pct(r.edited_share)));
+    let turns: Vec<String> = r.turns.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    let stops: Vec<String> = r.stops.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    s.push_str(&format!(
+        "\n## Turns\n\nmean {:.2} · by turns used {{{}}} · stopped by {{{}}}\n",
+        r.mean_turns,
+        turns.join(", "),
+        stops.join(", ")
+    ));
+    s.push_str(&format!(
+        "\n## Cost\n\nper rollout {:.0} prompt + {:.0} completion tokens · policy {:.0} ms per turn · environment {:.2} ms per call\n",
+        r.tokens_per_rollout[0], r.tokens_per_rollout[1], r.policy_ms_per_turn, r.env_ms_per_call
+    ));
+    s
+}

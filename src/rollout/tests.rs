@@ -1,0 +1,273 @@
+//! `memgym rollout` and `memgym replay` in-process against the fake OpenAI endpoint, which plays a
+//! scripted policy: every shape the parser accepts or refuses, malformed JSON, an unknown tool and an
+//! invented id. Each trajectory is checked against what the fake received and sent.
+
+use std::sync::Arc;
+
+use clap::Parser;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cli::{Cli, Command};
+use crate::embed::{EmbedService, HashEmbedder};
+use crate::episode::{EnvConfig, Environment, SystemClock};
+use crate::fake_openai::{tool_calls_reply, Canned, FakeOpenAi};
+use parse::Mode;
+use record::{Outcome, Stop};
+
+fn environment() -> Arc<Environment> {
+    let dataset = Arc::new(crate::config::load_dataset(None).unwrap());
+    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
+    Arc::new(Environment::new(EnvConfig::default(), dataset, embed, Arc::new(SystemClock::default())).unwrap())
+}
+
+fn args(url: &str, out: &Path, extra: &[&str]) -> RolloutArgs {
+    let out = out.display().to_string();
+    let mut argv = vec!["memgym", "rollout", "--policy-base-url", url, "--policy-model", "fake", "--out", &out, "--concurrency", "1"];
+    argv.extend_from_slice(extra);
+    match Cli::try_parse_from(argv).unwrap().command {
+        Command::Rollout(a) => a,
+        Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) | Command::Replay(_) => unreachable!(),
+    }
+}
+
+/// Two test questions with a gold answer: a temporal one and a single-hop one.
+fn two_questions(env: &Environment) -> Vec<(String, String, String)> {
+    let ds = env.dataset();
+    [2u8, 1]
+        .iter()
+        .map(|c| {
+            let q = ds.questions.iter().find(|q| q.split == Split::Test && q.category == *c && q.answer.is_some()).unwrap();
+            (q.id.clone(), q.question.clone(), q.answer.clone().unwrap())
+        })
+        .collect()
+}
+
+fn question_of(body: &Value) -> String {
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    user.strip_prefix("Target question: ").unwrap().split("\n\n").next().unwrap().to_string()
+}
+
+fn turn_of(body: &Value) -> usize {
+    body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").count()
+}
+
+/// The scripted policy (`openai`): turn 1 calls four tools (a search, malformed JSON, an unknown tool,
+/// an invented id), turn 2 writes the oracle's memory as bare JSON in its text, turn 3 stops.
+fn openai_policy(golds: Vec<(String, String, String)>) -> impl Fn(&Value) -> Canned + Send + Sync + 'static {
+    move |body| {
+        let q = question_of(body);
+        let gold = golds.iter().find(|g| g.1 == q).map(|g| g.2.clone()).unwrap_or_default();
+        let reply = match turn_of(body) {
+            0 => tool_calls_reply(
+                Some("Let me look."),
+                &[
+                    ("c1", "search_memory", &json!({"query": q, "top_k": 3}).to_string()),
+                    ("c2", "delete_memory", "{\"memory_id\": "),
+                    ("c3", "fly_away", "{}"),
+                    ("c4", "delete_memory", "{\"memory_id\": \"m9999\"}"),
+                ],
+            ),
+            1 => {
+                let call = json!({"name": "manage_memory", "arguments": {"operation": "create", "content": format!("{q} {gold}")}});
+                tool_calls_reply(Some(&format!("I will add the answer: {call}")), &[])
+            }
+            _ => tool_calls_reply(Some("The memory is ready."), &[]),
+        };
+        Canned::json(&reply)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_and_sent() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(openai_policy(qs.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = format!("{},{}", qs[0].0, qs[1].0);
+    let a = args(&fake.url, dir.path(), &["--questions", &ids, "--group", "2", "--max-turns", "4", "--seed", "7"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let e = Env::local(env.clone());
+    let r = run(&plan, &questions, &e, dir.path(), 1).await.unwrap();
+
+    assert_eq!((r.rollouts, r.scored, r.failed), (4, 4, 0));
+    let ts = record::read(&dir.path().join("trajectories.jsonl")).unwrap();
+    assert_eq!(ts.len(), 4);
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 12, "three turns per rollout");
+    let tools = e.tools().await.unwrap();
+    let mut i = 0;
+    for t in &ts {
+        assert_eq!(t.stop, Some(Stop::NoCall));
+        assert_eq!(t.turns.len(), 3);
+        assert_eq!(t.job.episode_seed, episode_seed(7, &t.job.question_id), "one episode seed per group");
+        for (k, turn) in t.turns.iter().enumerate() {
+            // What the endpoint received is the recorded prefix of messages with the run's settings.
+            assert_eq!(
+                seen[i],
+                plan.policy.body(&t.messages[..turn.sent], Some(&tools), t.job.sampling_seed + k as u64),
+                "{} turn {k}",
+                t.key
+            );
+            assert_eq!(turn.seed, t.job.sampling_seed + k as u64);
+            // What it sent is recorded as received.
+            assert_eq!(turn.reply, openai_policy(qs.clone())(&seen[i]).body.parse::<Value>().unwrap());
+            i += 1;
+        }
+        let modes: Vec<(Mode, Outcome)> = t.calls().map(|c| (c.call.mode, c.outcome)).collect();
+        assert_eq!(
+            modes,
+            [
+                (Mode::Strict, Outcome::Done),
+                (Mode::Invalid, Outcome::Unread),
+                (Mode::Strict, Outcome::Refused),
+                (Mode::Strict, Outcome::Refused),
+                (Mode::Lenient, Outcome::Done),
+            ]
+        );
+        let results: Vec<&str> = t.calls().map(|c| c.result.as_str()).collect();
+        assert!(results[0].starts_with("[m"), "a search answers with ids: {}", results[0]);
+        assert!(results[1].starts_with("Error: function.arguments is not a JSON object"), "{}", results[1]);
+        assert!(results[2].starts_with("Error: ") && results[2].contains("unknown tool"), "{}", results[2]);
+        assert!(results[3].starts_with("Error: ") && results[3].contains("m9999"), "{}", results[3]);
+        // Every tool_call id is answered by a tool message; the text call's result is a tool_response.
+        let roles: Vec<&str> = t.messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "tool", "tool", "assistant", "user", "assistant"]);
+        let answered: Vec<&str> = t.messages[3..7].iter().map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+        assert_eq!(answered, ["c1", "c2", "c3", "c4"]);
+        assert!(t.messages[8]["content"].as_str().unwrap().starts_with("<tool_response>\ncreated [m"), "{}", t.messages[8]);
+        let s = t.score.as_ref().unwrap();
+        assert_eq!(s.evaluator, "answer-phrase");
+        assert_eq!(
+            (s.steps_used, s.final_memory_count),
+            (2, s.initial_memory_count + 1),
+            "the search and the create; refusals cost nothing"
+        );
+        assert_eq!(t.tokens.prompt, 300);
+    }
+    // The two samples of a group differ only in their sampling seeds.
+    assert_ne!(ts[0].job.sampling_seed, ts[1].job.sampling_seed);
+    assert_eq!(r.modes["strict"].calls, 12);
+    assert_eq!(r.modes["lenient"].done, 4);
+    assert_eq!(r.modes["invalid"].unread, 4);
+    assert_eq!(r.tools["other"].refused, 4, "fly_away");
+    assert_eq!(r.grpo.groups, 2);
+    assert_eq!(r.grpo.all_equal, 1.0, "identical samples: no GRPO signal");
+    let all = &r.categories[0];
+    assert_eq!(all.no_op, Some(0.0), "{all:?}");
+    // The policy wrote exactly the oracle's memory: it earns exactly what the scripted oracle earns.
+    for row in &r.categories {
+        assert!((row.policy.mean - row.oracle.unwrap()).abs() < 1e-12, "{row:?}");
+        assert!(row.policy.lo <= row.policy.mean && row.policy.mean <= row.policy.hi, "{row:?}");
+    }
+    for f in ["rollouts.parquet", "report.md", "report.json", "run.json"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+
+    // Replay: every output byte-identical and every reward bit-identical; another evaluator side by side.
+    for t in &ts {
+        let rp = replay::replay(&e, t, Some(Evaluator::AnswerRecall)).await;
+        assert!(rp.divergences.is_empty(), "{rp:?}");
+        assert_eq!(rp.calls, 4, "the unread call is not sent");
+        assert_eq!(rp.replayed, Some(t.reward().unwrap()));
+        assert!(rp.rescored.is_some());
+    }
+    // A tampered trajectory diverges, naming the call.
+    let mut bad = ts[0].clone();
+    bad.turns[0].calls[0].result.push('!');
+    let rp = replay::replay(&e, &bad, None).await;
+    assert!(rp.divergences.iter().any(|d| d.contains("call 1 (search_memory): output differs")), "{rp:?}");
+
+    // Resume: the same command sends nothing; other settings are refused by name.
+    fake.clear();
+    let r2 = run(&plan, &questions, &e, dir.path(), 1).await.unwrap();
+    assert!(fake.seen().is_empty(), "finished rollouts are skipped");
+    assert_eq!(r2.categories, r.categories);
+    let hotter =
+        args(&fake.url, dir.path(), &["--questions", &ids, "--group", "2", "--max-turns", "4", "--seed", "7", "--temperature", "1.0"]);
+    let (p3, q3) = super::plan(&hotter, env.dataset()).unwrap();
+    let err = run(&p3, &q3, &e, dir.path(), 1).await.unwrap_err().to_string();
+    assert!(err.contains("temperature"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hermes_calls_are_read_from_text_and_answered_in_tool_responses() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|body| {
+        let text = match turn_of(body) {
+            0 => "<tool_call>\n{\"name\": \"search_memory\", \"arguments\": {\"query\": \"Caroline\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"sample_memory\", \"parameters\": {\"k\": 2}}\n</tool_call>".to_string(),
+            _ => "Done.".to_string(),
+        };
+        Canned::answer(&text)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "1", "--tool-format", "hermes"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let e = Env::local(env.clone());
+    let r = run(&plan, &questions, &e, dir.path(), 1).await.unwrap();
+    assert_eq!(r.scored, 1);
+    let t = &record::read(&dir.path().join("trajectories.jsonl")).unwrap()[0];
+    let seen = fake.seen();
+    assert!(seen[0].get("tools").is_none(), "hermes sends no tools parameter");
+    let system = seen[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("<tools>") && system.contains("\"name\": \"split_memory\""), "the tools block is in the system message");
+    let modes: Vec<Mode> = t.calls().map(|c| c.call.mode).collect();
+    assert_eq!(modes, [Mode::Strict, Mode::Lenient]);
+    assert!(t.calls().all(|c| c.outcome == Outcome::Done));
+    let answer = seen[1]["messages"][3].clone();
+    assert_eq!(answer["role"], "user");
+    assert_eq!(answer["content"].as_str().unwrap().matches("<tool_response>").count(), 2);
+    assert_eq!(t.score.as_ref().unwrap().reward, 0.0, "reading memory changes nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_fails_fails_the_rollout_and_never_scores_it() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|_| Canned::error(503, "overloaded")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "2", "--policy-max-retries", "1"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let e = Env::local(env.clone());
+    let r = run(&plan, &questions, &e, dir.path(), 2).await.unwrap();
+    assert_eq!((r.scored, r.failed), (0, 2));
+    assert_eq!(fake.seen().len(), 4, "each retried once");
+    assert!(r.failures[0].contains("HTTP 503") && r.failures[0].contains("gave up after 2 attempts"), "{:?}", r.failures);
+    assert_eq!(r.categories[0].policy.n, 0, "a failed rollout is not a reward of 0");
+    // A rerun retries the failed ones; once the endpoint answers, they are scored.
+    fake.respond_with(|_| Canned::answer("Nothing to do."));
+    let r = run(&plan, &questions, &e, dir.path(), 2).await.unwrap();
+    assert_eq!((r.scored, r.failed), (2, 0));
+    assert_eq!(record::read(&dir.path().join("trajectories.jsonl")).unwrap().len(), 2, "the last line of a key wins");
+}
+
+#[test]
+fn flags_are_checked_before_any_work() {
+    let env = environment();
+    let dir = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:9/v1";
+    for (extra, expected) in [
+        (&["--tool-format", "xml"][..], "--tool-format"),
+        (&["--group", "0"][..], "--group"),
+        (&["--temperature", "3"][..], "--temperature"),
+        (&["--questions", "nope"][..], "no question"),
+        (&["--split", "dev"][..], "--split"),
+        (&["--evaluator", "vibes"][..], "--evaluator"),
+    ] {
+        let err = super::plan(&args(url, dir.path(), extra), env.dataset()).err().map(|e| format!("{e:#}")).unwrap_or_default();
+        assert!(err.contains(expected), "{extra:?}: {err}");
+    }
+    let err = super::plan(&args("ftp://x", dir.path(), &[]), env.dataset()).err().map(|e| format!("{e:#}")).unwrap();
+    assert!(err.contains("--policy-base-url"), "{err}");
+}
+
+#[test]
+fn seeds_differ_per_sample_and_stay_below_2_pow_31() {
+    let s: Vec<u64> = (0..4).map(|i| sampling_seed(0, "conv-26:q1", i)).collect();
+    assert!(s.iter().all(|x| *x < 1 << 31));
+    assert_eq!(s.iter().collect::<std::collections::HashSet<_>>().len(), 4);
+    assert_eq!(episode_seed(0, "conv-26:q1"), episode_seed(0, "conv-26:q1"));
+    assert_ne!(episode_seed(0, "conv-26:q1"), episode_seed(1, "conv-26:q1"));
+}
