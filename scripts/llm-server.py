@@ -5,7 +5,14 @@ SGLang, a llama.cpp server, OpenAI).
 
 Why not `cyllama server`: it ignores the model's chat template and keeps the KV cache between requests, so a
 reply depends on the request before it. This server renders the chat template stored in the GGUF (Jinja, as
-transformers does), clears the KV cache before every request, and samples with the request's own settings.
+transformers does) and samples with the request's own settings. Of the previous request it keeps only the
+KV cache of the longest token prefix the new prompt shares with the last prompt (a multi-turn conversation
+resends its system prompt, tools and turns), in whole 64-token chunks, removes the rest and decodes the new
+suffix, always including the last prompt token. A reply does not depend on earlier requests: every prompt,
+cached or not, is decoded in the same position-aligned chunks (see PROMPT_CHUNK), so a reused prefix holds
+the bits a cold prefill computes and greedy replies are the same with and without the cache (checked with
+this build's CPU kernels; a backend that rounds differently by batch would leave floating-point effects of
+batch boundaries, no more). `--no-prompt-cache` clears the KV cache before every request.
 
 Runtime: cyllama (a prebuilt llama.cpp wheel from PyPI; `scripts/install-llm.sh` installs it and a model).
 
@@ -15,18 +22,34 @@ It prints one line to stdout when it listens, then serves until killed:
 
     memgym-llm-server: listening on http://127.0.0.1:PORT/v1 model=NAME
 
-- POST /v1/chat/completions: `messages` (system/user/assistant; `content` a string or a list of text parts),
-  `temperature` (0 = greedy; default 1), `top_p`, `max_tokens` / `max_completion_tokens` (default: the rest of
-  the context), `stop` (a string or up to 4), `seed` (for temperature > 0), `n` = 1, no streaming. The reply
-  carries `choices[0].message.content`, `finish_reason` (`stop` or `length`) and `usage`.
+- POST /v1/chat/completions: `messages` (system/user/assistant/tool; `content` a string or a list of text
+  parts), `temperature` (0 = greedy; default 1), `top_p`, `max_tokens` / `max_completion_tokens` (default: the
+  rest of the context), `stop` (a string or up to 4), `seed` (for temperature > 0), `n` = 1, no streaming. The
+  reply carries `choices[0].message.content`, `finish_reason` (`stop`, `length` or `tool_calls`) and `usage`
+  (with `prompt_tokens_details.cached_tokens`, the prompt tokens reused from the KV cache).
+- Tools (OpenAI function calling, as llama.cpp's server and vLLM's `hermes` parser serve them): `tools` (a list
+  of `{"type": "function", "function": {"name", "description", "parameters"}}`), `tool_choice` (`"auto"`, the
+  default, or `"none"`, which renders no tools; nothing else), `parallel_tool_calls` (accepted, ignored).
+  Assistant messages may carry `tool_calls` (their `arguments` a JSON string, as OpenAI sends them; the
+  template gets the parsed object) with `content` null or empty, and `tool` messages answer them (`content`,
+  `tool_call_id`, optional `name`). The tools are rendered by the model's own chat template. When tools were
+  given, the reply is read for `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks (the
+  Hermes/Qwen convention): if every block holds a JSON object with a string `name` and an object `arguments`,
+  each becomes a `tool_calls` entry (`arguments` a compact JSON string), `content` is the text outside the
+  blocks (null when empty) and `finish_reason` is `tool_calls`. If any block does not parse, lacks either
+  field, or is left unclosed (a reply cut by `max_tokens`), there are no `tool_calls` and `content` is the
+  reply verbatim, as vLLM's hermes parser does when it fails: the server reports what the model wrote and does
+  no lenient reading of its own (see `split_tool_calls`).
 - GET /v1/models, GET /health, and GET /stats: completions `active` (received, not yet answered) and served
-  (`requests`, tokens, seconds generating), for tests and measurements.
-- Bad requests get HTTP 400 with an OpenAI-style `{"error": {"message", "type", "param", "code"}}`.
+  (`requests`, tokens, `cached_tokens` reused, seconds generating), for tests and measurements.
+- Bad requests get HTTP 400 with an OpenAI-style `{"error": {"message", "type", "param", "code"}}`, `param`
+  naming the field (e.g. `tools[2].function.name`, `messages[3].tool_calls[0].function.arguments`).
 
 One request generates at a time (llama.cpp contexts are not thread-safe); others wait their turn.
 `--exit-with-stdin` exits when stdin closes, so a test harness that dies never leaves the server behind.
-`--log-requests FILE` appends one JSON line per completion (messages, reply, finish reason, tokens, seconds):
-what a measurement needs to see the model's real replies. It holds memory contents; keep it private.
+`--log-requests FILE` appends one JSON line per completion (messages, number of tools, reply, parsed tool
+calls, finish reason, tokens, cached tokens, seconds): what a measurement needs to see the model's real
+replies. It holds memory contents; keep it private.
 """
 
 from __future__ import annotations
@@ -34,17 +57,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cyllama._vendor.jinja2.sandbox import ImmutableSandboxedEnvironment
-from cyllama.llama import llama_cpp as L
-
 MAX_STOP = 4
 MAX_BODY = 8 << 20
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+# Prompts are decoded in chunks of this many tokens aligned to absolute positions (0-63, 64-127, ...), with
+# or without the prompt cache, and only whole chunks are reused. ggml's CPU kernels round the same way for
+# the same shapes, so a chunk's keys and values, and the logits after it, are bit-identical whatever was
+# decoded before: a reused prefix equals a cold prefill (a prefix cut at any token, or decoded with a
+# reply's one-token steps, would differ in the last bits and can flip a greedy reply). 64 costs about 6 %
+# of prefill speed against 512-token batches on two cores and re-decodes 32 tokens on average.
+PROMPT_CHUNK = 64
+
+# The llama.cpp bindings, imported when a model is loaded (Model.__init__): the request checks and
+# split_tool_calls import without cyllama, so the tests' own Python can import this file.
+L = None
 
 
 class BadRequest(Exception):
@@ -59,7 +93,12 @@ class BadRequest(Exception):
 class Model:
     """One GGUF model and one llama.cpp context, used by one request at a time."""
 
-    def __init__(self, path: str, n_ctx: int, threads: int, name: str | None):
+    def __init__(self, path: str, n_ctx: int, threads: int, name: str | None, prompt_cache: bool = True):
+        global L
+        from cyllama._vendor.jinja2.sandbox import ImmutableSandboxedEnvironment
+        from cyllama.llama import llama_cpp
+
+        L = llama_cpp
         L.disable_logging()
         L.ggml_backend_load_all()
         params = L.LlamaModelParams()
@@ -68,13 +107,12 @@ class Model:
         self.vocab = self.model.get_vocab()
         ctx_params = L.LlamaContextParams()
         ctx_params.n_ctx = n_ctx
-        ctx_params.n_batch = min(n_ctx, 2048)
+        ctx_params.n_batch = ctx_params.n_ubatch = PROMPT_CHUNK
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
         ctx_params.no_perf = True
         self.ctx = L.LlamaContext(self.model, ctx_params)
         self.n_ctx = n_ctx
-        self.n_batch = ctx_params.n_batch
         self.name = name or self.model.meta_val_str("general.name") or os.path.basename(path)
         template = self.model.get_default_chat_template()
         if not template:
@@ -84,8 +122,12 @@ class Model:
         env.globals["raise_exception"] = _raise
         self.template = env.from_string(template)
         self.lock = threading.Lock()  # the context: one generation at a time
+        self.prompt_cache = prompt_cache
+        # The prompt tokens of the whole chunks the KV cache holds, at positions 0..len-1 (a multiple of
+        # PROMPT_CHUNK); whatever the cache holds beyond them (a partial chunk, a reply) is never reused.
+        self.cached: list[int] = []
         self.stats_lock = threading.Lock()
-        self.stats = {"active": 0, "requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+        self.stats = {"active": 0, "requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
         self.log = None
 
     def piece(self, token: int, special: bool) -> str:
@@ -94,18 +136,19 @@ class Model:
         except UnicodeDecodeError:
             return ""
 
-    def render(self, messages: list[dict]) -> str:
+    def render(self, messages: list[dict], tools: list[dict] | None = None) -> str:
         bos = self.vocab.token_bos()
         eos = self.vocab.token_eos()
         return self.template.render(
             messages=messages,
+            tools=tools or None,
             add_generation_prompt=True,
             bos_token=self.piece(bos, True) if bos >= 0 else "",
             eos_token=self.piece(eos, True) if eos >= 0 else "",
         )
 
     def complete(self, prompt: str, max_tokens: int | None, temperature: float, top_p: float, seed: int | None, stop: list[str]):
-        """(text, finish_reason, prompt_tokens, completion_tokens, seconds generating)."""
+        """(text, finish_reason, prompt_tokens, cached prompt tokens, completion_tokens, seconds generating)."""
         tokens = self.vocab.tokenize(prompt, add_special=True, parse_special=True)
         room = self.n_ctx - len(tokens)
         if room <= 0:
@@ -126,10 +169,24 @@ class Model:
             for key, delta in deltas.items():
                 self.stats[key] += delta
 
+    def reuse(self, tokens: list[int]) -> int:
+        """Keeps in the KV cache the whole chunks `tokens` shares with the last prompt, but never the last
+        prompt token (its logits must be fresh), removes everything after them, and returns their length."""
+        n = 0
+        if self.prompt_cache:
+            limit = min(len(self.cached), len(tokens) - 1)
+            while n < limit and self.cached[n] == tokens[n]:
+                n += 1
+            n -= n % PROMPT_CHUNK
+        if n == 0 or not self.ctx.memory_seq_rm(-1, n, -1) or self.ctx.memory_seq_pos_max(0) != n - 1:
+            self.ctx.kv_cache_clear()
+            n = 0
+        del self.cached[n:]
+        return n
+
     def generate(self, tokens: list[int], limit: int, temperature: float, top_p: float, seed: int | None, stop: list[str]):
         with self.lock:
             started = time.monotonic()
-            self.ctx.kv_cache_clear()
             sampler = L.LlamaSampler(L.LlamaSamplerChainParams())
             if temperature == 0.0:
                 sampler.add_greedy()
@@ -137,8 +194,12 @@ class Model:
                 sampler.add_top_p(top_p, 1)
                 sampler.add_temp(temperature)
                 sampler.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
-            for i in range(0, len(tokens), self.n_batch):
-                self.ctx.decode(L.llama_batch_get_one(tokens[i : i + self.n_batch], i))
+            reused = self.reuse(tokens)
+            for i in range(reused, len(tokens), PROMPT_CHUNK):  # reused is a multiple of PROMPT_CHUNK
+                chunk = tokens[i : i + PROMPT_CHUNK]
+                self.ctx.decode(L.llama_batch_get_one(chunk, i))
+                if len(chunk) == PROMPT_CHUNK:  # only after it succeeded: a failed decode's leftovers go next time
+                    self.cached.extend(chunk)
             out: list[int] = []
             text, finish = "", "length"
             while len(out) < limit:
@@ -154,8 +215,8 @@ class Model:
                     break
                 self.ctx.decode(L.llama_batch_get_one([token], len(tokens) + len(out) - 1))
             elapsed = time.monotonic() - started
-        self.count(requests=1, prompt_tokens=len(tokens), completion_tokens=len(out), seconds=elapsed)
-        return text, finish, len(tokens), len(out), elapsed
+        self.count(requests=1, prompt_tokens=len(tokens), cached_tokens=reused, completion_tokens=len(out), seconds=elapsed)
+        return text, finish, len(tokens), reused, len(out), elapsed
 
     def record(self, entry: dict) -> None:
         if self.log is not None:
@@ -179,25 +240,166 @@ def _number(body: dict, key: str, default, lo: float, hi: float, integer: bool =
     return int(value) if integer else float(value)
 
 
+def _text(content, where: str) -> str:
+    """A message's content: a string, or a list of text parts joined."""
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if len(parts) != len(content) or not all(isinstance(t, str) for t in parts):
+            raise BadRequest(f"{where} parts must all be text", where)
+        content = "".join(parts)
+    if not isinstance(content, str):
+        raise BadRequest(f"{where} must be a string or a list of text parts", where)
+    return content
+
+
+def _object(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise BadRequest(f"{where} must be an object", where)
+    return value
+
+
+def _tool_calls(calls, where: str) -> list[dict]:
+    """An assistant message's `tool_calls`, their `arguments` (a JSON string) parsed to the object the chat
+    template renders (Qwen2.5's does `arguments | tojson`: a string would come out quoted)."""
+    if not isinstance(calls, list):
+        raise BadRequest(f"{where} must be a list", where)
+    out = []
+    for j, call in enumerate(calls):
+        at = f"{where}[{j}]"
+        _object(call, at)
+        if not isinstance(call.get("id"), str) or not call["id"]:
+            raise BadRequest(f"{at}.id must be a non-empty string", f"{at}.id")
+        if call.get("type") != "function":
+            raise BadRequest(f'{at}.type must be "function"', f"{at}.type")
+        function = _object(call.get("function"), f"{at}.function")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"{at}.function.name must be a non-empty string", f"{at}.function.name")
+        arguments = function.get("arguments")
+        arguments = _json_object(arguments) if isinstance(arguments, str) else None
+        if arguments is None:
+            raise BadRequest(f"{at}.function.arguments must be a string holding a JSON object", f"{at}.function.arguments")
+        out.append({"id": call["id"], "type": "function", "function": {"name": name, "arguments": arguments}})
+    return out
+
+
 def _messages(body: dict) -> list[dict]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list", "messages")
     out = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "developer"):
-            raise BadRequest(f"messages[{i}].role must be system, user, assistant or developer", f"messages[{i}].role")
-        content = m.get("content")
-        if isinstance(content, list):
-            parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-            if len(parts) != len(content) or not all(isinstance(t, str) for t in parts):
-                raise BadRequest(f"messages[{i}].content parts must all be text", f"messages[{i}].content")
-            content = "".join(parts)
-        if not isinstance(content, str):
-            raise BadRequest(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
+        at = f"messages[{i}]"
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "developer", "tool"):
+            raise BadRequest(f"{at}.role must be system, user, assistant, developer or tool", f"{at}.role")
         role = "system" if m["role"] == "developer" else m["role"]
-        out.append({"role": role, "content": content})
+        if role == "assistant" and m.get("tool_calls"):  # null or [] means none
+            calls = _tool_calls(m["tool_calls"], f"{at}.tool_calls")
+            content = "" if m.get("content") is None else _text(m["content"], f"{at}.content")
+            out.append({"role": role, "content": content, "tool_calls": calls})
+            continue
+        if role == "assistant" and m.get("tool_calls") is not None and not isinstance(m["tool_calls"], list):
+            raise BadRequest(f"{at}.tool_calls must be a list", f"{at}.tool_calls")
+        message = {"role": role, "content": _text(m.get("content"), f"{at}.content")}
+        if role == "tool":
+            if not isinstance(m.get("tool_call_id"), str) or not m["tool_call_id"]:
+                raise BadRequest(f"{at}.tool_call_id must be a non-empty string", f"{at}.tool_call_id")
+            message["tool_call_id"] = m["tool_call_id"]
+            if m.get("name") is not None:
+                if not isinstance(m["name"], str):
+                    raise BadRequest(f"{at}.name must be a string", f"{at}.name")
+                message["name"] = m["name"]
+        out.append(message)
     return out
+
+
+def _tools(body: dict) -> list[dict]:
+    """The tools to render: [] when there are none or `tool_choice` is "none"."""
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none"):
+        raise BadRequest('tool_choice must be "auto" or "none": this server does not force tool calls', "tool_choice", "unsupported_value")
+    if body.get("parallel_tool_calls") is not None and not isinstance(body["parallel_tool_calls"], bool):
+        raise BadRequest("parallel_tool_calls must be a boolean", "parallel_tool_calls")
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise BadRequest("tools must be a list", "tools")
+    out = []
+    for i, tool in enumerate(tools):
+        at = f"tools[{i}]"
+        _object(tool, at)
+        if tool.get("type") != "function":
+            raise BadRequest(f'{at}.type must be "function"', f"{at}.type")
+        function = _object(tool.get("function"), f"{at}.function")
+        name = function.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise BadRequest(f"{at}.function.name must be 1 to 64 letters, digits, underscores or dashes", f"{at}.function.name")
+        rendered = {"name": name}
+        if function.get("description") is not None:
+            if not isinstance(function["description"], str):
+                raise BadRequest(f"{at}.function.description must be a string", f"{at}.function.description")
+            rendered["description"] = function["description"]
+        if function.get("parameters") is not None:
+            rendered["parameters"] = _object(function["parameters"], f"{at}.function.parameters")
+        if function.get("strict") is not None and not isinstance(function["strict"], bool):
+            raise BadRequest(f"{at}.function.strict must be a boolean", f"{at}.function.strict")
+        out.append({"type": "function", "function": rendered})
+    return [] if choice == "none" else out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_object(text: str) -> dict | None:
+    """`text` as a JSON object (NaN and Infinity refused: they are not JSON), or None."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parse_call(body: str) -> dict | None:
+    """One <tool_call> block's body as {"name", "arguments": compact JSON string}, or None."""
+    value = _json_object(body)
+    if value is None or not isinstance(value.get("name"), str) or not value["name"]:
+        return None
+    if not isinstance(value.get("arguments"), dict):
+        return None
+    return {"name": value["name"], "arguments": json.dumps(value["arguments"], ensure_ascii=False, separators=(",", ":"))}
+
+
+def split_tool_calls(text: str) -> tuple[str | None, list[dict]]:
+    """A reply's `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks (the Hermes/Qwen convention
+    that llama.cpp's server and vLLM's `hermes` parser read) as (content, calls), each call
+    {"name", "arguments"} with the arguments as compact JSON.
+
+    All or nothing: when every block's body is a JSON object with a non-empty string `name` and an object
+    `arguments`, content is the text outside the blocks (each piece stripped, joined by newlines; None when
+    empty). When there is no block, or any block does not parse, lacks either field, or is not closed (a reply
+    cut by max_tokens), there are no calls and content is `text` unchanged, as vLLM's hermes parser does when
+    it fails. Nothing else is read leniently (bare JSON, arguments given as a string): the reply is what the
+    model wrote, and a client that reads more does so on its own account.
+    """
+    outside, calls, pos = [], [], 0
+    while True:
+        start = text.find(TOOL_CALL_OPEN, pos)
+        if start < 0:
+            outside.append(text[pos:])
+            break
+        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN))
+        call = None if end < 0 else _parse_call(text[start + len(TOOL_CALL_OPEN) : end])
+        if call is None:
+            return text, []
+        outside.append(text[pos:start])
+        calls.append(call)
+        pos = end + len(TOOL_CALL_CLOSE)
+    if not calls:
+        return text, []
+    content = "\n".join(piece.strip() for piece in outside if piece.strip())
+    return content or None, calls
 
 
 def _request(body: dict):
@@ -217,6 +419,7 @@ def _request(body: dict):
     key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     return {
         "messages": _messages(body),
+        "tools": _tools(body),
         "max_tokens": _number(body, key, None, 1, 1 << 20, integer=True),
         "temperature": _number(body, "temperature", 1.0, 0.0, 2.0),
         "top_p": _number(body, "top_p", 1.0, 0.0, 1.0),
@@ -276,13 +479,23 @@ class Handler(BaseHTTPRequestHandler):
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 raise BadRequest(f"the body is not JSON: {e}") from None
             req = _request(body)
-            prompt = self.model.render(req["messages"])
-            text, finish, n_prompt, n_out, seconds = self.model.complete(
+            prompt = self.model.render(req["messages"], req["tools"])
+            text, finish, n_prompt, n_cached, n_out, seconds = self.model.complete(
                 prompt, req["max_tokens"], req["temperature"], req["top_p"], req["seed"], req["stop"]
             )
+            message = {"role": "assistant", "content": text}
+            content, calls = split_tool_calls(text) if req["tools"] else (text, [])
+            if calls:
+                finish = "tool_calls"
+                message = {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function", "function": c} for c in calls],
+                }
             self.model.record(
-                {"messages": req["messages"], "max_tokens": req["max_tokens"], "temperature": req["temperature"],
-                 "reply": text, "finish_reason": finish, "prompt_tokens": n_prompt, "completion_tokens": n_out,
+                {"messages": req["messages"], "tools": len(req["tools"]), "max_tokens": req["max_tokens"],
+                 "temperature": req["temperature"], "reply": text, "tool_calls": calls, "finish_reason": finish,
+                 "prompt_tokens": n_prompt, "cached_tokens": n_cached, "completion_tokens": n_out,
                  "seconds": round(seconds, 3)}
             )
         except BadRequest as e:
@@ -296,11 +509,15 @@ class Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": self.model.name,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out},
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {
+                    "prompt_tokens": n_prompt,
+                    "completion_tokens": n_out,
+                    "total_tokens": n_prompt + n_out,
+                    "prompt_tokens_details": {"cached_tokens": n_cached},
+                },
             },
         )
-
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -312,8 +529,9 @@ def main() -> None:
     p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (prompt + reply)")
     p.add_argument("--exit-with-stdin", action="store_true", help="exit when stdin reaches end of file")
     p.add_argument("--log-requests", metavar="FILE", help="append one JSON line per completion (holds memory contents)")
+    p.add_argument("--no-prompt-cache", action="store_true", help="clear the KV cache before every request instead of reusing the prompt prefix it shares with the last one")
     args = p.parse_args()
-    Handler.model = Model(args.model, args.ctx, args.threads, args.model_name)
+    Handler.model = Model(args.model, args.ctx, args.threads, args.model_name, prompt_cache=not args.no_prompt_cache)
     if args.log_requests:
         Handler.model.log = open(args.log_requests, "a", encoding="utf-8")
     server = ThreadingHTTPServer((args.host, args.port), Handler)

@@ -17,6 +17,7 @@ mod mcp;
 mod memory_text;
 mod openenv;
 mod paging;
+mod rollout;
 
 #[path = "../support/fake_openai.rs"]
 mod fake_openai;

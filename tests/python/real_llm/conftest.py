@@ -41,10 +41,11 @@ def _require(name: str) -> str:
 
 
 class LlmServer:
-    """One scripts/llm-server.py process: start, stats, kill, restart on the same port."""
+    """One scripts/llm-server.py process: start, stats, kill, restart on the same port. `extra`: more flags."""
 
-    def __init__(self, python: str, gguf: str, model: str, log_dir: Path):
+    def __init__(self, python: str, gguf: str, model: str, log_dir: Path, extra: tuple[str, ...] = ()):
         self.python, self.gguf, self.model = python, gguf, model
+        self.extra = tuple(extra)
         self.log_dir = log_dir
         self.proc: Optional[subprocess.Popen] = None
         self.port = 0
@@ -53,7 +54,7 @@ class LlmServer:
 
     def start(self) -> "LlmServer":
         cmd = [self.python, str(SERVER), "--model", self.gguf, "--model-name", self.model, "--port", str(self.port), "--exit-with-stdin"]
-        cmd += ["--log-requests", str(self.log_file)]
+        cmd += ["--log-requests", str(self.log_file), *self.extra]
         with open(self.log_dir / "stderr.log", "ab") as stderr:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
         line = self.proc.stdout.readline()  # printed once the model is loaded and the socket listens
@@ -113,6 +114,14 @@ def llm(llm_env, tmp_path_factory):
 def own_llm(llm_env, tmp_path):
     """A real-LLM server of the test's own (it may be killed)."""
     server = LlmServer(*llm_env, tmp_path).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def llm_no_prompt_cache(llm_env, tmp_path):
+    """A real-LLM server of the test's own with --no-prompt-cache: every prompt prefilled from scratch."""
+    server = LlmServer(*llm_env, tmp_path, extra=("--no-prompt-cache",)).start()
     yield server
     server.kill()
 
