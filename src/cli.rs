@@ -572,6 +572,29 @@ pub enum BenchMode {
     /// The same episodes over gRPC, OpenEnv's WebSocket and MCP (2026-07-28 and 2025-11-25), in one
     /// run: tool calls/s, their p50/p99, and each protocol's ratio to gRPC.
     Protocols(ProtocolBenchArgs),
+    /// The `memgym rollout` harness against an instant policy endpoint: tool calls/s and CPU per call at
+    /// 64 concurrent rollouts (the harness's own overhead).
+    Rollout(RolloutBenchArgs),
+}
+
+/// `memgym bench rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutBenchArgs {
+    /// Rollouts to play.
+    #[arg(long, default_value_t = 1024)]
+    pub rollouts: usize,
+    /// Rollouts in flight.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Rollouts per question.
+    #[arg(long, default_value_t = 4)]
+    pub group: u32,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    pub json: bool,
+    /// Environment settings of the in-process environment (the embedder; hash by default).
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// `memgym bench protocols`.

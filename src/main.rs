@@ -220,6 +220,7 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             match a.mode.take() {
                 Some(memgym::cli::BenchMode::Banks(b)) => rt.block_on(bench::banks::run(b)),
                 Some(memgym::cli::BenchMode::Protocols(p)) => rt.block_on(bench::protocols::run(p)),
+                Some(memgym::cli::BenchMode::Rollout(r)) => rt.block_on(bench::rollout::run(r)),
                 None => rt.block_on(bench::run(a)),
             }
         }

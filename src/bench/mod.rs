@@ -23,6 +23,7 @@ mod load;
 mod probe;
 pub mod protocols;
 mod report;
+pub mod rollout;
 mod target;
 
 use std::sync::{Arc, OnceLock};

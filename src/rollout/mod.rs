@@ -181,6 +181,13 @@ pub fn fresh_episode_id(prefix: &str, question_id: &str, sample: u32) -> String 
 /// Runs the plan on `env`: the rollouts not yet scored in `out`, then the scripted agents, the parquet
 /// file and the report. Returns the report.
 pub async fn run(plan: &Plan, questions: &[Question], env: &Env, out: &Path, concurrency: usize) -> anyhow::Result<report::Report> {
+    play_all(plan, questions, env, out, concurrency).await?;
+    finish(plan, questions, env, out).await
+}
+
+/// The rollouts not yet scored in `out`, `concurrency` at a time, each appended to `trajectories.jsonl` as
+/// it finishes; returns how many were played.
+pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path, concurrency: usize) -> anyhow::Result<usize> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     check_settings(out, &plan.settings)?;
     let traj_path = out.join("trajectories.jsonl");
@@ -236,12 +243,13 @@ pub async fn run(plan: &Plan, questions: &[Question], env: &Env, out: &Path, con
             progress.step(&t);
         }
     }
+    writer.sync()?;
     progress.finish();
-    finish(plan, questions, env, out).await
+    Ok(jobs.len())
 }
 
 /// The scripted agents, the parquet file and the report, from the whole trajectories file.
-async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<report::Report> {
+pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<report::Report> {
     let keys: HashSet<String> = questions.iter().flat_map(|q| (0..plan.settings.group).map(|s| record::key(&q.id, s))).collect();
     let ts: Vec<Trajectory> = record::read(&out.join("trajectories.jsonl"))?.into_iter().filter(|t| keys.contains(&t.key)).collect();
     let baselines = scripted(plan, questions, env).await?;

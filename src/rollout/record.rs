@@ -248,7 +248,9 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<Trajectory>> {
     Ok(order.into_iter().filter_map(|k| by_key.remove(&k)).collect())
 }
 
-/// Appends trajectories to a file, one line each, flushed and synced as written.
+/// Appends trajectories to a file, one line each, handed to the OS as written (a crash of the process loses
+/// none) and synced to disk by [`Writer::sync`] at the end of a run (a power cut loses at most the rollouts
+/// since, which a rerun plays again).
 pub struct Writer {
     file: std::fs::File,
 }
@@ -265,11 +267,16 @@ impl Writer {
         Ok(Writer { file })
     }
 
-    /// Writes one line and syncs it.
+    /// Writes one line (one `write` call, so a crash leaves whole lines and at most one cut short).
     pub fn write(&mut self, t: &Trajectory) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(t)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
+        Ok(())
+    }
+
+    /// Syncs what was written to disk.
+    pub fn sync(&mut self) -> anyhow::Result<()> {
         self.file.sync_data()?;
         Ok(())
     }

@@ -124,3 +124,13 @@ fn protocols_run_the_same_episodes_over_grpc_openenv_and_both_mcp_wires() {
     }
     assert_eq!(rows[0]["ratio_to_grpc"].as_f64(), Some(1.0));
 }
+
+#[test]
+fn rollout_harness_plays_every_rollout_against_the_instant_endpoint() {
+    let (table, j) = bench_output(&["rollout", "--rollouts", "24", "--concurrency", "8", "--group", "4"]);
+    assert!(table.contains("tool calls/s") && table.contains("CPU per call"), "{table}");
+    assert_eq!((num(&j, "rollouts"), num(&j, "failed"), num(&j, "calls")), (24.0, 0.0, 144.0), "six calls per rollout");
+    for key in ["calls_per_s", "wall_us_per_call", "cpu_us_per_call", "env_us_per_call", "policy_p50_ms", "policy_p99_ms"] {
+        assert!(num(&j, key) > 0.0, "{key} in {j}");
+    }
+}
