@@ -97,6 +97,10 @@ pub struct RolloutArgs {
     /// Include category 5 (adversarial).
     #[arg(long)]
     pub include_adversarial: bool,
+    /// The policy's system message from this file instead of the built-in one (as `memgym dataset verl
+    /// --system-prompt-file` writes it into the verl rows).
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt_file: Option<PathBuf>,
     /// Environment settings for the in-process environment (and --evaluator, which every episode asks for).
     #[command(flatten)]
     pub env: EnvArgs,
@@ -491,6 +495,10 @@ pub enum DatasetCommand {
         /// Parquet directory to read (default: the embedded copy).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// The rows' system message from this file instead of the built-in one (give memgym rollout the same
+        /// file to measure the prompt the trainer will show).
+        #[arg(long, value_name = "FILE")]
+        system_prompt_file: Option<PathBuf>,
     },
     /// Print counts per conversation, split and category.
     Stats {

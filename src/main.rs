@@ -195,14 +195,18 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Dataset(DatasetCommand::Verl { split, out, include_adversarial, agent_name, data_dir, gold }) => {
+        Command::Dataset(DatasetCommand::Verl { split, out, include_adversarial, agent_name, data_dir, gold, system_prompt_file }) => {
+            let system_prompt = match &system_prompt_file {
+                Some(p) => memgym::dataset::verl::read_system_prompt(p).map_err(anyhow::Error::msg)?,
+                None => memgym::dataset::verl::SYSTEM_PROMPT.to_string(),
+            };
             let gold = memgym::dataset::GoldMode::parse(&gold).map_err(anyhow::Error::msg).context("--gold")?;
             let ds = config::load_dataset_with_gold(data_dir.as_deref(), gold)?;
             let split = match split.as_str() {
                 "all" => None,
                 s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or all)"))?),
             };
-            let opts = memgym::dataset::verl::VerlOptions { split, include_adversarial, agent_name };
+            let opts = memgym::dataset::verl::VerlOptions { split, include_adversarial, agent_name, system_prompt };
             let n = memgym::dataset::verl::write(&ds, &opts, &memgym::tools::TOOL_NAMES, &out)?;
             println!("wrote {} ({n} rows)", out.display());
             Ok(())

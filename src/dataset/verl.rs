@@ -53,11 +53,30 @@ pub fn user_prompt(question: &str) -> String {
     format!("Target question: {question}\n\nUpdate the memory database so that this question can be answered correctly from it.")
 }
 
-/// The policy's opening messages for one question, as (role, content): the one rule that builds both a
-/// verl row's `prompt` and the first messages `memgym rollout` sends (`crate::rollout::prompt`), so the
-/// policy measured before training sees what the trainer will show it.
-pub fn prompt_messages(question: &str) -> [(&'static str, String); 2] {
-    [("system", SYSTEM_PROMPT.to_string()), ("user", user_prompt(question))]
+/// The policy's opening messages for one question under the system message `system` ([`SYSTEM_PROMPT`]
+/// unless `--system-prompt-file` says otherwise), as (role, content): the one rule that builds both a verl
+/// row's `prompt` and the first messages `memgym rollout` sends (`crate::rollout::prompt`), so the policy
+/// measured before training sees what the trainer will show it.
+pub fn prompt_messages(system: &str, question: &str) -> [(&'static str, String); 2] {
+    [("system", system.to_string()), ("user", user_prompt(question))]
+}
+
+/// The longest system prompt a file may give.
+pub const MAX_SYSTEM_PROMPT_BYTES: usize = 64 << 10;
+
+/// A system prompt from `--system-prompt-file`: UTF-8, not blank, at most [`MAX_SYSTEM_PROMPT_BYTES`]; one
+/// trailing newline is dropped (editors add it), everything else is kept as written.
+pub fn read_system_prompt(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("--system-prompt-file {}: {e}", path.display()))?;
+    if bytes.len() > MAX_SYSTEM_PROMPT_BYTES {
+        return Err(format!("--system-prompt-file {}: {} bytes, at most {MAX_SYSTEM_PROMPT_BYTES}", path.display(), bytes.len()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("--system-prompt-file {}: not UTF-8", path.display()))?;
+    let text = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_string();
+    if text.trim().is_empty() {
+        return Err(format!("--system-prompt-file {}: empty", path.display()));
+    }
+    Ok(text)
 }
 
 /// Which questions to write, and for which agent loop.
@@ -69,12 +88,19 @@ pub struct VerlOptions {
     pub include_adversarial: bool,
     /// `agent_name` of every row.
     pub agent_name: String,
+    /// The system message of every row.
+    pub system_prompt: String,
 }
 
 impl VerlOptions {
     /// `split`, without category 5, for [`DEFAULT_AGENT_NAME`].
     pub fn new(split: Option<Split>) -> Self {
-        VerlOptions { split, include_adversarial: false, agent_name: DEFAULT_AGENT_NAME.to_string() }
+        VerlOptions {
+            split,
+            include_adversarial: false,
+            agent_name: DEFAULT_AGENT_NAME.to_string(),
+            system_prompt: SYSTEM_PROMPT.to_string(),
+        }
     }
 }
 
@@ -87,16 +113,16 @@ fn utf8(name: &str) -> Arc<Field> {
     Arc::new(Field::new(name, DataType::Utf8, false))
 }
 
-/// The record batch of `questions` with `agent_name` on every row and one `tools_kwargs` entry per name
-/// of `tools` (the server's tool names, passed in by the caller: the dataset knows no tools; see the
-/// module doc for the schema).
-pub fn batch(questions: &[&Question], agent_name: &str, tools: &[&str]) -> Result<RecordBatch, DatasetError> {
+/// The record batch of `questions` with `agent_name` and the system message `system` on every row and one
+/// `tools_kwargs` entry per name of `tools` (the server's tool names, passed in by the caller: the dataset
+/// knows no tools; see the module doc for the schema).
+pub fn batch(questions: &[&Question], agent_name: &str, system: &str, tools: &[&str]) -> Result<RecordBatch, DatasetError> {
     let err = |e: arrow_schema::ArrowError| DatasetError::Parquet { file: "verl".into(), message: e.to_string() };
     let n = questions.len();
 
     // prompt: [system, user] per row.
     let message_fields = Fields::from(vec![utf8("role"), utf8("content")]);
-    let rows: Vec<[(&str, String); 2]> = questions.iter().map(|q| prompt_messages(&q.question)).collect();
+    let rows: Vec<[(&str, String); 2]> = questions.iter().map(|q| prompt_messages(system, &q.question)).collect();
     let roles = rows.iter().flat_map(|r| r.iter().map(|(role, _)| *role));
     let contents = rows.iter().flat_map(|r| r.iter().map(|(_, content)| content.as_str()));
     let messages = StructArray::try_new(message_fields.clone(), vec![strings(roles), strings(contents)], None).map_err(err)?;
@@ -179,7 +205,7 @@ pub fn batch(questions: &[&Question], agent_name: &str, tools: &[&str]) -> Resul
 /// number of rows.
 pub fn write(ds: &Dataset, opts: &VerlOptions, tools: &[&str], out: &Path) -> Result<usize, DatasetError> {
     let questions = select(ds, opts);
-    let batch = batch(&questions, &opts.agent_name, tools)?;
+    let batch = batch(&questions, &opts.agent_name, &opts.system_prompt, tools)?;
     let bytes = encode(&out.display().to_string(), &batch)?;
     atomic_write(out, &bytes)?;
     Ok(questions.len())
@@ -201,9 +227,9 @@ mod tests {
     #[test]
     fn rows_carry_the_gold_status_and_exclude_flagged_drops_the_audits_corrupt_golds() {
         let mut ds = crate::config::load_dataset(None).unwrap();
-        let opts = VerlOptions { split: Some(Split::Train), include_adversarial: false, agent_name: DEFAULT_AGENT_NAME.into() };
+        let opts = VerlOptions { split: Some(Split::Train), ..VerlOptions::new(None) };
         let status = |ds: &Dataset| -> Vec<String> {
-            let b = batch(&select(ds, &opts), DEFAULT_AGENT_NAME, &TOOL_NAMES).unwrap();
+            let b = batch(&select(ds, &opts), DEFAULT_AGENT_NAME, SYSTEM_PROMPT, &TOOL_NAMES).unwrap();
             let extra = b.column_by_name("extra_info").unwrap().as_struct().clone();
             let col = extra.column_by_name("gold_status").unwrap().as_string::<i32>().clone();
             (0..col.len()).map(|i| col.value(i).to_string()).collect()
@@ -224,7 +250,7 @@ mod tests {
         assert_eq!(select(&ds, &VerlOptions::new(Some(Split::Train))).len(), 1_129);
         assert_eq!(select(&ds, &VerlOptions { include_adversarial: true, ..VerlOptions::new(None) }).len(), 1_986);
 
-        let b = batch(&test, DEFAULT_AGENT_NAME, &TOOL_NAMES).unwrap();
+        let b = batch(&test, DEFAULT_AGENT_NAME, SYSTEM_PROMPT, &TOOL_NAMES).unwrap();
         assert_eq!(b.num_rows(), 411);
         let names: Vec<&str> = b.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["prompt", "data_source", "agent_name", "ability", "reward_model", "extra_info"]);
@@ -263,7 +289,7 @@ mod tests {
     fn category_5_rows_ask_for_include_adversarial_in_every_tool() {
         let ds = dataset();
         let all = select(&ds, &VerlOptions { include_adversarial: true, ..VerlOptions::new(Some(Split::Test)) });
-        let b = batch(&all, DEFAULT_AGENT_NAME, &TOOL_NAMES).unwrap();
+        let b = batch(&all, DEFAULT_AGENT_NAME, SYSTEM_PROMPT, &TOOL_NAMES).unwrap();
         let tools = b.column(5).as_struct().column_by_name("tools_kwargs").unwrap().as_struct().clone();
         let expected: Vec<bool> = all.iter().map(|q| q.category == 5).collect();
         assert_eq!(expected.iter().filter(|x| **x).count(), 135, "546 - 411 category-5 test questions");
@@ -280,7 +306,7 @@ mod tests {
         let ds = dataset();
         let qs = select(&ds, &VerlOptions::new(Some(Split::Test)));
         for (name, expected) in [(DEFAULT_AGENT_NAME, "memgym_agent"), ("tool_agent", "tool_agent")] {
-            let b = batch(&qs[..3], name, &TOOL_NAMES).unwrap();
+            let b = batch(&qs[..3], name, SYSTEM_PROMPT, &TOOL_NAMES).unwrap();
             let col = b.column_by_name("agent_name").unwrap().as_string::<i32>().clone();
             assert!(col.iter().all(|v| v == Some(expected)), "{col:?}");
         }

@@ -67,6 +67,8 @@ pub struct RunSettings {
     pub group: u32,
     /// Evaluator asked of every episode.
     pub evaluator: String,
+    /// The system message: `default`, or the FNV-1a hash of `--system-prompt-file`'s text.
+    pub system_prompt: String,
     /// The question ids, in order.
     pub questions: Vec<String>,
 }
@@ -81,6 +83,8 @@ pub struct Plan {
     pub settings: RunSettings,
     /// Evaluator.
     pub evaluator: Evaluator,
+    /// The system message.
+    pub system: String,
 }
 
 /// Checks every flag before any work (the policy's settings, the format, the group, the questions).
@@ -108,6 +112,14 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
     })
     .map_err(anyhow::Error::msg)?;
     let questions = pick_questions(a, ds)?;
+    let (system, system_id) = match &a.system_prompt_file {
+        Some(p) => {
+            let text = crate::dataset::verl::read_system_prompt(p).map_err(anyhow::Error::msg)?;
+            let id = format!("file {} (fnv1a {:016x})", p.display(), fnv1a(text.as_bytes()));
+            (text, id)
+        }
+        None => (crate::dataset::verl::SYSTEM_PROMPT.to_string(), "default".to_string()),
+    };
     let settings = RunSettings {
         schema: record::SCHEMA.to_string(),
         model: a.policy_model.clone(),
@@ -120,9 +132,10 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
         seed: a.seed,
         group: a.group,
         evaluator: evaluator.name().to_string(),
+        system_prompt: system_id,
         questions: questions.iter().map(|q| q.id.clone()).collect(),
     };
-    Ok((Plan { policy, format, settings, evaluator }, questions))
+    Ok((Plan { policy, format, settings, evaluator, system }, questions))
 }
 
 /// `--questions`, or `--split`/`--limit` as `memgym eval` picks them.
@@ -229,6 +242,7 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
         policy: &plan.policy,
         format: plan.format,
         tools: &tools,
+        system: &plan.system,
         max_turns: plan.settings.max_turns,
         evaluator: crate::api::convert::evaluator_out(plan.evaluator),
     };
@@ -265,6 +279,7 @@ pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) 
         top_p: plan.settings.top_p,
         max_tokens: plan.settings.max_tokens,
         seed: plan.settings.seed,
+        system_prompt: plan.settings.system_prompt.clone(),
     };
     let r = report::build(info, &ts, &baselines);
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&r)?)?;

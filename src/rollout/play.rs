@@ -54,6 +54,8 @@ pub struct Table<'a> {
     pub format: ToolFormat,
     /// `ListTools`' schemas.
     pub tools: &'a [Value],
+    /// The system message.
+    pub system: &'a str,
     /// Replies per rollout.
     pub max_turns: u32,
     /// The evaluator asked of every episode (`Unspecified`: the server's default).
@@ -72,7 +74,7 @@ pub async fn play(t: &Table<'_>, job: &Job) -> Trajectory {
         status: Status::Failed,
         failure: None,
         stop: None,
-        messages: prompt::opening(t.format, &job.question, t.tools),
+        messages: prompt::opening(t.format, t.system, &job.question, t.tools),
         turns: Vec::new(),
         score: None,
         tokens: Tokens::default(),

@@ -50,10 +50,10 @@ impl std::str::FromStr for ToolFormat {
     }
 }
 
-/// The first messages of a rollout: the verl row's system and user messages; under `hermes` the system
-/// message carries the tools block after the task.
-pub fn opening(format: ToolFormat, question: &str, tools: &[Value]) -> Vec<Value> {
-    prompt_messages(question)
+/// The first messages of a rollout: the verl row's system (`system`) and user messages; under `hermes` the
+/// system message carries the tools block after the task.
+pub fn opening(format: ToolFormat, system: &str, question: &str, tools: &[Value]) -> Vec<Value> {
+    prompt_messages(system, question)
         .into_iter()
         .map(|(role, content)| {
             let content = match (format, role) {
@@ -137,10 +137,10 @@ mod tests {
     #[test]
     fn the_opening_is_the_verl_rows_prompt() {
         let tools = crate::tools::json::tool_schemas();
-        let m = opening(ToolFormat::OpenAi, "When did Caroline go to the LGBTQ support group?", &tools);
+        let m = opening(ToolFormat::OpenAi, SYSTEM_PROMPT, "When did Caroline go to the LGBTQ support group?", &tools);
         assert_eq!(m[0], json!({"role": "system", "content": SYSTEM_PROMPT}));
         assert_eq!(m[1], json!({"role": "user", "content": user_prompt("When did Caroline go to the LGBTQ support group?")}));
-        let h = opening(ToolFormat::Hermes, "q?", &tools);
+        let h = opening(ToolFormat::Hermes, SYSTEM_PROMPT, "q?", &tools);
         let system = h[0]["content"].as_str().unwrap();
         assert!(system.starts_with(SYSTEM_PROMPT), "the task first, then the tools block");
         // One line per schema, keys in ListTools' order (what a Python client's json.loads keeps).

@@ -66,6 +66,8 @@ pub struct RunInfo {
     pub max_tokens: u32,
     /// The run's seed.
     pub seed: u64,
+    /// The system message (`default`, or the file and its hash).
+    pub system_prompt: String,
 }
 
 /// A mean with its 95% interval.

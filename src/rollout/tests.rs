@@ -271,3 +271,45 @@ fn seeds_differ_per_sample_and_stay_below_2_pow_31() {
     assert_eq!(episode_seed(0, "conv-26:q1"), episode_seed(0, "conv-26:q1"));
     assert_ne!(episode_seed(0, "conv-26:q1"), episode_seed(1, "conv-26:q1"));
 }
+
+/// One rule builds both: with `--system-prompt-file`, the policy's opening messages are the verl row's
+/// `prompt` written with the same file, and a resumed run with another prompt is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_system_prompt_file_reaches_the_policy_and_the_verl_rows_alike() {
+    use arrow_array::cast::AsArray;
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|_| Canned::answer("Nothing to change.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let prompt_path = dir.path().join("system.txt");
+    std::fs::write(&prompt_path, "Edit the memory. Search before you change anything.\n").unwrap();
+    let p = prompt_path.display().to_string();
+    let out = dir.path().join("run");
+    let a = args(&fake.url, &out, &["--questions", &qs[0].0, "--group", "1", "--system-prompt-file", &p]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    run(&plan, &questions, &Env::local(env.clone()), &out, 1).await.unwrap();
+    let sent = &fake.seen()[0]["messages"];
+    assert_eq!(sent[0]["content"], "Edit the memory. Search before you change anything.", "one trailing newline dropped");
+
+    let opts = crate::dataset::verl::VerlOptions {
+        system_prompt: crate::dataset::verl::read_system_prompt(&prompt_path).unwrap(),
+        ..crate::dataset::verl::VerlOptions::new(Some(Split::Test))
+    };
+    let q = env.dataset().questions.iter().find(|q| q.id == qs[0].0).unwrap();
+    let b = crate::dataset::verl::batch(&[q], &opts.agent_name, &opts.system_prompt, &crate::tools::TOOL_NAMES).unwrap();
+    let row = b.column(0).as_list::<i32>().value(0);
+    let row = row.as_struct();
+    for i in 0..2 {
+        assert_eq!(row.column(0).as_string::<i32>().value(i), sent[i]["role"].as_str().unwrap());
+        assert_eq!(row.column(1).as_string::<i32>().value(i), sent[i]["content"].as_str().unwrap());
+    }
+
+    std::fs::write(&prompt_path, "Another prompt.").unwrap();
+    let (p2, q2) =
+        super::plan(&args(&fake.url, &out, &["--questions", &qs[0].0, "--group", "1", "--system-prompt-file", &p]), env.dataset()).unwrap();
+    let err = run(&p2, &q2, &Env::local(env.clone()), &out, 1).await.unwrap_err().to_string();
+    assert!(err.contains("system_prompt"), "{err}");
+    std::fs::write(&prompt_path, " \n").unwrap();
+    let err = super::plan(&a, env.dataset()).err().map(|e| format!("{e:#}")).unwrap();
+    assert!(err.contains("--system-prompt-file") && err.contains("empty"), "{err}");
+}
