@@ -131,7 +131,15 @@ async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
     for k in 0..t.max_turns {
         let seed = traj.job.sampling_seed.wrapping_add(u64::from(k));
         let body = t.policy.body(&traj.messages, tools, seed);
-        let reply = t.policy.complete(&body).await.map_err(|e| format!("the policy endpoint failed on turn {}: {}", k + 1, e.message))?;
+        let reply = match t.policy.complete(&body).await {
+            Ok(r) => r,
+            Err(e) if k > 0 && context_overflow(&e) => {
+                tracing::debug!(turn = k + 1, error = %e.message, "the conversation no longer fits the policy's context");
+                traj.stop = Some(Stop::Context);
+                return Ok(());
+            }
+            Err(e) => return Err(format!("the policy endpoint failed on turn {}: {}", k + 1, e.message)),
+        };
         traj.timings.policy_ms += reply.latency.as_secs_f64() * 1e3;
         traj.tokens.prompt += reply.prompt_tokens.unwrap_or(0);
         traj.tokens.completion += reply.completion_tokens.unwrap_or(0);
@@ -235,6 +243,12 @@ fn is_from_tool_calls(messages: &[Value], i: usize) -> bool {
         .and_then(|m| m.get("tool_calls"))
         .and_then(Value::as_array)
         .is_some_and(|c| i < c.len())
+}
+
+/// A 400 that names the context: the prompt no longer fits (vLLM "maximum context length", llama.cpp
+/// "exceeds the available context size", OpenAI `context_length_exceeded`, `scripts/llm-server.py`).
+fn context_overflow(e: &crate::openai_compat::GaveUp) -> bool {
+    e.kind == crate::openai_compat::FailureKind::Status(400) && e.message.to_ascii_lowercase().contains("context")
 }
 
 fn ms(since: Instant) -> f64 {

@@ -45,6 +45,10 @@ pub enum Stop {
     NoCall,
     /// `--max-turns` replies, the last with calls.
     MaxTurns,
+    /// The endpoint refused the next turn because the conversation no longer fits the model's context
+    /// (HTTP 400 naming the context): the episode is scored as it stands, as a trainer ends a trajectory
+    /// at its length limit.
+    Context,
 }
 
 /// What became of a parsed call.

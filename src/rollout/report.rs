@@ -202,6 +202,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         let stop = match t.stop {
             Some(Stop::NoCall) => "no call",
             Some(Stop::MaxTurns) => "max turns",
+            Some(Stop::Context) => "context full",
             None => "none",
         };
         *stops.entry(stop.to_string()).or_default() += 1;

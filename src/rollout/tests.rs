@@ -313,3 +313,32 @@ async fn a_system_prompt_file_reaches_the_policy_and_the_verl_rows_alike() {
     let err = super::plan(&a, env.dataset()).err().map(|e| format!("{e:#}")).unwrap();
     assert!(err.contains("--system-prompt-file") && err.contains("empty"), "{err}");
 }
+
+/// A conversation that outgrows the model's context ends the episode, which is scored as it stands; a 400 on
+/// the first turn (the opening does not fit) is a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_context_ends_the_episode_and_it_is_scored() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|body| match turn_of(body) {
+        0 => Canned::json(&tool_calls_reply(None, &[("a", "search_memory", r#"{"query": "Caroline"}"#)])),
+        _ => Canned::error(400, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "1"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let r = run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    assert_eq!((r.scored, r.failed), (1, 0));
+    let t = &record::read(&dir.path().join("trajectories.jsonl")).unwrap()[0];
+    assert_eq!((t.stop, t.turns.len()), (Some(Stop::Context), 1));
+    assert_eq!(r.stops["context full"], 1);
+    assert_eq!(fake.seen().len(), 2, "a 400 is not retried");
+
+    fake.respond_with(|_| Canned::error(400, "the prompt is 5000 tokens; this server's context is 4096 (--ctx)"));
+    let other = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, other.path(), &["--questions", &qs[0].0, "--group", "1"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let r = run(&plan, &questions, &Env::local(env.clone()), other.path(), 1).await.unwrap();
+    assert_eq!((r.scored, r.failed), (0, 1), "the opening itself does not fit: nothing was played");
+}
