@@ -97,6 +97,10 @@ pub struct RolloutArgs {
     /// Include category 5 (adversarial).
     #[arg(long)]
     pub include_adversarial: bool,
+    /// Play nothing: write rollouts.parquet and the report from the trajectories already in --out (a run in
+    /// progress, or one stopped early).
+    #[arg(long)]
+    pub report_only: bool,
     /// The policy's system message from this file instead of the built-in one (as `memgym dataset verl
     /// --system-prompt-file` writes it into the verl rows).
     #[arg(long, value_name = "FILE")]

@@ -52,10 +52,13 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 let env = rollout::env::Env::open(a.addr.as_deref(), local).await?;
-                let r = rollout::run(&plan, &questions, &env, &a.out, a.concurrency).await?;
+                if !a.report_only {
+                    rollout::play_all(&plan, &questions, &env, &a.out, a.concurrency).await?;
+                }
+                let r = rollout::finish(&plan, &questions, &env, &a.out).await?;
                 print!("{}", rollout::report::markdown(&r));
                 println!("\nwrote {}", a.out.display());
-                if r.failed > 0 {
+                if r.failed > 0 && !a.report_only {
                     anyhow::bail!("{} of {} rollouts failed (see the report); rerun the same command to retry them", r.failed, r.rollouts);
                 }
                 Ok(())

@@ -264,6 +264,10 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
 
 /// The scripted agents, the parquet file and the report, from the whole trajectories file.
 pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<report::Report> {
+    if !out.join("trajectories.jsonl").exists() {
+        bail!("{} holds no trajectories.jsonl: nothing to report", out.display());
+    }
+    check_settings(out, &plan.settings)?;
     let keys: HashSet<String> = questions.iter().flat_map(|q| (0..plan.settings.group).map(|s| record::key(&q.id, s))).collect();
     let ts: Vec<Trajectory> = record::read(&out.join("trajectories.jsonl"))?.into_iter().filter(|t| keys.contains(&t.key)).collect();
     let baselines = scripted(plan, questions, env).await?;

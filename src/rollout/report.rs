@@ -29,6 +29,8 @@ use crate::tools::TOOL_NAMES;
 pub const SIGN_EPSILON: f64 = 1e-9;
 /// Bootstrap resamples per CI.
 pub const BOOTSTRAP_RESAMPLES: usize = 2_000;
+/// Refusal kinds listed in a report.
+pub const TOP_REFUSALS: usize = 10;
 
 /// A scripted agent's reward on one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,6 +154,9 @@ pub struct Report {
     pub tools: BTreeMap<String, CallCounts>,
     /// Per parse mode.
     pub modes: BTreeMap<String, CallCounts>,
+    /// The most frequent refusals and unread calls, as (message with values masked, count), most frequent
+    /// first (at most [`TOP_REFUSALS`]).
+    pub refusals: Vec<(String, usize)>,
     /// Rollouts with at least one call carried out.
     pub edited_share: f64,
     /// Rollouts by turns used (1..=max_turns).
@@ -186,8 +191,12 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
     let mut modes: BTreeMap<String, CallCounts> = Mode::ALL.iter().map(|m| (m.name().to_string(), CallCounts::default())).collect();
     let mut calls = 0usize;
     let mut env_ms = 0.0;
+    let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     for t in ts {
         for c in t.calls() {
+            if c.outcome != Outcome::Done {
+                *refusals.entry(refusal_kind(&c.result)).or_default() += 1;
+            }
             let name = if TOOL_NAMES.contains(&c.call.name.trim()) { c.call.name.trim().to_string() } else { "other".to_string() };
             tools.entry(name).or_default().add(c.outcome);
             modes.entry(c.call.mode.name().to_string()).or_default().add(c.outcome);
@@ -218,6 +227,12 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         categories,
         tools,
         modes,
+        refusals: {
+            let mut v: Vec<(String, usize)> = refusals.into_iter().collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            v.truncate(TOP_REFUSALS);
+            v
+        },
         edited_share: scored.iter().filter(|t| t.calls().any(|c| c.outcome == Outcome::Done && edits(&c.call.name))).count() as f64 / n,
         mean_turns: scored.iter().map(|t| t.turns.len() as f64).sum::<f64>() / n,
         turns,
@@ -230,6 +245,43 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         policy_ms_per_turn: ts.iter().flat_map(|t| t.turns.iter().map(|u| u.latency_ms)).sum::<f64>() / turn_count.max(1) as f64,
         env_ms_per_call: env_ms / calls.max(1) as f64,
     }
+}
+
+/// A refusal's message with its values masked, so that refusals of one kind count together: quoted values
+/// become `"…"`, memory ids `m#`, other numbers `#`; at most 100 characters.
+pub fn refusal_kind(result: &str) -> String {
+    let text = result.strip_prefix("Error: ").unwrap_or(result);
+    let mut out = String::with_capacity(text.len().min(120));
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                for d in chars.by_ref() {
+                    if d == '"' {
+                        break;
+                    }
+                }
+                out.push_str("\"…\"");
+            }
+            'm' if chars.peek().is_some_and(char::is_ascii_digit) && !out.ends_with(|p: char| p.is_alphanumeric()) => {
+                while chars.peek().is_some_and(char::is_ascii_digit) {
+                    chars.next();
+                }
+                out.push_str("m#");
+            }
+            d if d.is_ascii_digit() => {
+                while chars.peek().is_some_and(|x| x.is_ascii_digit() || *x == '.') {
+                    chars.next();
+                }
+                out.push('#');
+            }
+            other => out.push(other),
+        }
+        if out.chars().count() >= 100 {
+            break;
+        }
+    }
+    out
 }
 
 /// Whether a tool changes memory (search and sample only read it).
@@ -375,6 +427,12 @@ pub fn markdown(r: &Report) -> String {
     for (name, c) in &r.modes {
         s.push_str(&format!("| {name} | {} | {} | {} | {} |\n", c.calls, c.done, c.refused, c.unread));
     }
+    if !r.refusals.is_empty() {
+        s.push_str("\n| refused or unread, by message | calls |\n|---|---:|\n");
+        for (kind, n) in &r.refusals {
+            s.push_str(&format!("| {} | {n} |\n", kind.replace('|', "\\|")));
+        }
+    }
     s.push_str(&format!("\nrollouts that edited memory (a create, update, delete, merge or split carried out): {}\n", pct(r.edited_share)));
     let turns: Vec<String> = r.turns.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     let stops: Vec<String> = r.stops.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -389,4 +447,55 @@ pub fn markdown(r: &Report) -> String {
         r.tokens_per_rollout[0], r.tokens_per_rollout[1], r.policy_ms_per_turn, r.env_ms_per_call
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_of_one_kind_count_together() {
+        let a = refusal_kind("Error: memory_ids: memory m0042 not found");
+        assert_eq!(a, "memory_ids: memory m# not found");
+        assert_eq!(refusal_kind("Error: memory_ids: memory m0007 not found"), a);
+        assert_eq!(
+            refusal_kind(r#"Error: invalid argument tool_name: unknown tool "update_memory" (expected one of search_memory)"#),
+            r#"invalid argument tool_name: unknown tool "…" (expected one of search_memory)"#
+        );
+        assert_eq!(refusal_kind("Error: top_k must be 1 to 50, got 500"), "top_k must be # to #, got #");
+        assert!(refusal_kind(&"x".repeat(500)).chars().count() <= 100);
+    }
+
+    #[test]
+    fn the_grpo_signal_counts_complete_groups_only() {
+        let t = |q: &str, reward: Option<f64>| {
+            let mut t: Trajectory = serde_json::from_value(serde_json::json!({
+                "schema": "memgym.rollout/1", "key": "k", "question_id": q, "conversation_id": "c", "category": 1,
+                "gold_status": "ok", "question": "?", "sample": 0, "group": 2, "episode_id": "e", "episode_seed": 1,
+                "sampling_seed": 2, "include_adversarial": false, "tool_format": "openai", "model": "m",
+                "status": "failed", "failure": null, "stop": null, "messages": [], "turns": [], "score": null,
+                "tokens": {"prompt": 0, "completion": 0}, "timings": {"policy_ms": 0.0, "env_ms": 0.0, "total_ms": 0.0}
+            }))
+            .unwrap();
+            if let Some(r) = reward {
+                t.status = Status::Scored;
+                t.score = Some(
+                    serde_json::from_value(crate::api::gateway::breakdown_json(crate::api::pb::ScoreEpisodeResponse {
+                        reward: r,
+                        ..Default::default()
+                    }))
+                    .unwrap(),
+                );
+            }
+            t
+        };
+        let ts = [t("a", Some(0.0)), t("a", Some(0.0)), t("b", Some(0.5)), t("b", Some(-0.5)), t("c", Some(1.0)), t("c", None)];
+        let g = group_signal(&ts);
+        assert_eq!(g.groups, 2, "c lost a sample");
+        assert_eq!(g.all_equal, 0.5);
+        assert!((g.mean_std - 0.25).abs() < 1e-12, "{g:?}");
+        let m = bootstrap(&[vec![0.0, 0.0], vec![1.0, 1.0]]);
+        assert_eq!((m.n, m.mean), (4, 0.5));
+        assert!(m.lo >= 0.0 && m.hi <= 1.0 && m.lo < m.hi, "{m:?}");
+    }
 }

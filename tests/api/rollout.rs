@@ -96,10 +96,20 @@ async fn rollouts_over_grpc_replay_byte_for_byte_in_process_and_over_grpc() {
 
     // The same command again: nothing left to play, the endpoint sees no request.
     fake.clear();
-    let o = memgym(args).await;
+    let o = memgym(args.clone()).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(fake.seen().is_empty());
     assert!(String::from_utf8_lossy(&o.stderr).contains("6 of 6 rollouts already scored"), "{}", text(&o));
+    let mut report_only = args.clone();
+    report_only.push("--report-only".into());
+    let o = memgym(report_only).await;
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("rollouts 6 · scored 6"), "{}", text(&o));
+    assert!(fake.seen().is_empty(), "--report-only plays nothing");
+    let empty = dir.path().join("empty").display().to_string();
+    let mut nothing = strings(&["rollout", "--policy-base-url", &fake.url, "--policy-model", "fake", "--out", &empty, "--report-only"]);
+    nothing.extend(strings(&["--limit", "1"]));
+    let o = memgym(nothing).await;
+    assert!(!o.status.success() && text(&o).contains("nothing to report"), "{}", text(&o));
 
     // A tampered output is a divergence: non-zero exit, the call named.
     let tampered = dir.path().join("tampered.jsonl");
