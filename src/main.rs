@@ -71,6 +71,12 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                 None
             };
             let ts = rollout::record::read(&a.trajectories)?;
+            if a.concurrency == 0 {
+                anyhow::bail!("--concurrency must be at least 1");
+            }
+            if !ts.iter().any(|t| t.status == rollout::record::Status::Scored) {
+                anyhow::bail!("{} holds no scored rollout: nothing to replay", a.trajectories.display());
+            }
             let local = if a.addr.is_none() { Some(config::build_environment(&a.env)?) } else { None };
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {

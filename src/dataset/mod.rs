@@ -80,7 +80,7 @@ mod audit;
 mod evidence;
 mod locomo;
 mod parquet_io;
-pub use parquet_io::write_batch;
+pub use parquet_io::{atomic_write, write_batch};
 mod stats;
 mod validate;
 mod vectors;

@@ -196,7 +196,8 @@ pub fn write_batch(path: &Path, batch: &RecordBatch) -> Result<(), DatasetError>
     atomic_write(path, &bytes)
 }
 
-pub(super) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
+/// Writes `bytes` to `path` through a temporary file renamed over it: a reader never sees half a file.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let io = |path: &Path| {
         let path = path.to_path_buf();

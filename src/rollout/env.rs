@@ -110,6 +110,9 @@ impl Env {
         };
         match r {
             Ok(r) => Ok(ToolAnswer::Done(r.text)),
+            // The episode itself gone (not found, reaped, closed: `episode "ID" …`) is the harness's
+            // failure, never the policy's: it does not choose the episode.
+            Err(s) if s.message().starts_with("episode \"") => Err(s),
             Err(s) if POLICY_ERRORS.contains(&s.code()) => Ok(ToolAnswer::Refused(format!("Error: {}", s.message()))),
             Err(s) => Err(s),
         }

@@ -30,7 +30,6 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::pb;
 use crate::cli::RolloutArgs;
 use crate::dataset::{Dataset, Question, Split};
 use crate::fnv::fnv1a;
@@ -69,6 +68,9 @@ pub struct RunSettings {
     pub evaluator: String,
     /// The system message: `default`, or the FNV-1a hash of `--system-prompt-file`'s text.
     pub system_prompt: String,
+    /// Where episodes run and what scores them: `grpc ADDR`, or in-process with the embedder, the gold
+    /// mode, the reward formula, the context and the step budget.
+    pub environment: String,
     /// The question ids, in order.
     pub questions: Vec<String>,
 }
@@ -133,6 +135,18 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
         group: a.group,
         evaluator: evaluator.name().to_string(),
         system_prompt: system_id,
+        environment: match &a.addr {
+            Some(addr) => format!("grpc {addr}"),
+            None => format!(
+                "in-process · embedder {} · gold {} · reward {} · context {} · max steps {}{}",
+                a.env.embed.embedder,
+                a.env.gold,
+                a.env.reward_formula,
+                a.env.context,
+                a.env.default_max_steps,
+                if a.env.llm.llm_edit { " · llm-edit" } else { "" }
+            ),
+        },
         questions: questions.iter().map(|q| q.id.clone()).collect(),
     };
     Ok((Plan { policy, format, settings, evaluator, system }, questions))
@@ -178,9 +192,14 @@ pub fn episode_seed(seed: u64, question_id: &str) -> u64 {
     fnv1a(format!("episode:{seed}:{question_id}").as_bytes())
 }
 
-/// The first turn's sampling seed of a sample, below 2³¹ (what every server accepts); turn k adds k.
+/// The first turn's sampling seed of a sample, below 2³¹ (what every server accepts).
 pub fn sampling_seed(seed: u64, question_id: &str, sample: u32) -> u64 {
     fnv1a(format!("sample:{seed}:{question_id}:{sample}").as_bytes()) % (1 << 31)
+}
+
+/// The request `seed` of turn `k`: the sample's seed plus k, kept below 2³¹.
+pub fn turn_seed(sampling_seed: u64, k: u32) -> u64 {
+    (sampling_seed + u64::from(k)) % (1 << 31)
 }
 
 /// A fresh episode id: the question, the sample and a per-process nonce (ids are never reused).
@@ -270,7 +289,14 @@ pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) 
     check_settings(out, &plan.settings)?;
     let keys: HashSet<String> = questions.iter().flat_map(|q| (0..plan.settings.group).map(|s| record::key(&q.id, s))).collect();
     let ts: Vec<Trajectory> = record::read(&out.join("trajectories.jsonl"))?.into_iter().filter(|t| keys.contains(&t.key)).collect();
-    let baselines = scripted(plan, questions, env).await?;
+    // The scripted agents never block the report: without them its no-op and oracle columns are empty.
+    let baselines = match scripted(plan, questions, env, out).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("warning: the scripted no-op and oracle were not scored ({e:#}); the report has no baselines");
+            Vec::new()
+        }
+    };
     record::write_parquet(&out.join("rollouts.parquet"), &ts)?;
     let info = RunInfo {
         model: plan.settings.model.clone(),
@@ -284,32 +310,47 @@ pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) 
         max_tokens: plan.settings.max_tokens,
         seed: plan.settings.seed,
         system_prompt: plan.settings.system_prompt.clone(),
+        evaluator: plan.settings.evaluator.clone(),
+        environment: plan.settings.environment.clone(),
     };
     let r = report::build(info, &ts, &baselines);
-    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&r)?)?;
-    std::fs::write(out.join("report.md"), report::markdown(&r))?;
+    crate::dataset::atomic_write(&out.join("report.json"), serde_json::to_string_pretty(&r)?.as_bytes())?;
+    crate::dataset::atomic_write(&out.join("report.md"), report::markdown(&r).as_bytes())?;
     Ok(r)
 }
 
-/// The scripted no-op and oracle on the same questions, on episodes with the same seeds.
-async fn scripted(plan: &Plan, questions: &[Question], env: &Env) -> anyhow::Result<Vec<Baseline>> {
+/// The scripted no-op and oracle on the same questions, on episodes with the same seeds, kept in
+/// `baselines.jsonl` (a rerun and `--report-only` score only the questions not in it).
+async fn scripted(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<Vec<Baseline>> {
+    let path = out.join("baselines.jsonl");
+    let mut known: Vec<Baseline> = match std::fs::read_to_string(&path) {
+        Ok(text) => text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect(),
+        Err(_) => Vec::new(),
+    };
     let evaluator = crate::api::convert::evaluator_out(plan.evaluator);
-    let mut out = Vec::new();
+    let mut added = false;
     for q in questions {
         for agent in ["no-op", "oracle"] {
-            let id = fresh_episode_id(&format!("rollout-{agent}"), &q.id, 0);
-            let job_seed = episode_seed(plan.settings.seed, &q.id);
-            let req = pb::CreateEpisodeRequest {
-                episode_id: id.clone(),
-                conversation_id: String::new(),
+            if known.iter().any(|b| b.agent == agent && b.question_id == q.id) {
+                continue;
+            }
+            let job = Job {
                 question_id: q.id.clone(),
-                custom: None,
-                seed: Some(job_seed),
-                max_steps: None,
+                conversation_id: q.conversation_id.clone(),
+                category: q.category,
+                gold_status: q.gold.status.name().to_string(),
+                question: q.question.clone(),
+                sample: 0,
+                group: 1,
+                episode_seed: episode_seed(plan.settings.seed, &q.id),
+                sampling_seed: 0,
                 include_adversarial: q.category == crate::dataset::ADVERSARIAL_CATEGORY,
-                evaluator: evaluator as i32,
+                episode_id: fresh_episode_id(&format!("rollout-{agent}"), &q.id, 0),
             };
-            env.create(req).await.map_err(|s| anyhow::anyhow!("CreateEpisode for the {agent} on {}: {}", q.id, s.message()))?;
+            let id = job.episode_id.clone();
+            env.create(play::create_request(&job, evaluator))
+                .await
+                .map_err(|s| anyhow::anyhow!("CreateEpisode for the {agent} on {}: {}", q.id, s.message()))?;
             let scored = async {
                 if agent == "oracle" {
                     if let Some(content) = crate::eval::agents::oracle_memory(q) {
@@ -324,33 +365,50 @@ async fn scripted(plan: &Plan, questions: &[Question], env: &Env) -> anyhow::Res
             .await;
             env.close(&id).await;
             let r = scored.map_err(|s| anyhow::anyhow!("scoring the {agent} on {}: {}", q.id, s.message()))?;
-            out.push(Baseline { agent: agent.to_string(), question_id: q.id.clone(), category: q.category, reward: r.reward });
+            known.push(Baseline { agent: agent.to_string(), question_id: q.id.clone(), category: q.category, reward: r.reward });
+            added = true;
         }
     }
-    Ok(out)
+    if added {
+        let mut text = String::new();
+        for b in &known {
+            text.push_str(&serde_json::to_string(b)?);
+            text.push('\n');
+        }
+        crate::dataset::atomic_write(&path, text.as_bytes())?;
+    }
+    Ok(known)
 }
 
-/// `run.json`: written on the first run; a rerun must have the same settings.
+/// `run.json`: written on the first run; a rerun must have the same settings, unless nothing was scored yet
+/// (a first attempt with a wrong endpoint may be corrected).
 fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
     let path = out.join("run.json");
+    // Through text, as the file is written (an f32 compared as written, not widened).
+    let new: Value = serde_json::from_str(&serde_json::to_string(settings)?)?;
     if path.exists() {
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let old: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-        // Through text, as the file was written (an f32 compared as written, not widened).
-        let new: Value = serde_json::from_str(&serde_json::to_string(settings)?)?;
-        if let (Some(o), Some(n)) = (old.as_object(), new.as_object()) {
-            let differ: Vec<&str> = n.keys().filter(|k| o.get(*k) != n.get(*k)).map(String::as_str).collect();
-            if !differ.is_empty() {
-                bail!(
-                    "{} holds a run with other settings ({}); use another --out, or the same settings to resume",
-                    out.display(),
-                    differ.join(", ")
-                );
-            }
+        let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+            bail!("{} is not a JSON object", path.display());
+        };
+        let differ: Vec<&str> = n.keys().filter(|k| o.get(*k) != n.get(*k)).map(String::as_str).collect();
+        if differ.is_empty() {
+            return Ok(());
         }
-        return Ok(());
+        let traj = out.join("trajectories.jsonl");
+        let scored = traj.exists() && record::read(&traj)?.iter().any(|t| t.status == Status::Scored);
+        if scored {
+            bail!(
+                "{} holds a run with other settings ({}); use another --out, or the same settings to resume",
+                out.display(),
+                differ.join(", ")
+            );
+        }
+        eprintln!("{} held no scored rollout: its settings are replaced ({})", out.display(), differ.join(", "));
     }
-    std::fs::write(&path, serde_json::to_string_pretty(settings)?).with_context(|| format!("cannot write {}", path.display()))
+    crate::dataset::atomic_write(&path, serde_json::to_string_pretty(&new)?.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The progress of a run: a bar with ETA and the running mean reward on a terminal, a plain line every
@@ -374,6 +432,7 @@ impl Progress {
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             b.set_position(skipped);
+            b.reset_eta(); // the skipped rollouts took no time now
             b
         });
         Progress { bar, total, done: skipped, started: Instant::now(), last_line: Instant::now(), rewards: (0.0, 0), failed: 0 }

@@ -17,7 +17,8 @@
 //!   tool but is not JSON, a call with no tool name, arguments that are not a JSON object. The policy is
 //!   shown why (a tool error it sees), and no environment call is made.
 //!
-//! A bare object that names no tool is prose, not a call. A reply with no call at all ends the episode.
+//! Outside tags, an object is a call only when it names one of the six tools or carries arguments: a bare
+//! `{"name": "Caroline", "age": 30}` is prose, not a call. A reply with no call at all ends the episode.
 //! Arguments are passed on as the model wrote them (document order, repeated keys kept: [`Json`]'s
 //! writer), so the server's own argument reader judges them exactly as it judges a trainer's call. At
 //! most [`MAX_CALLS`] calls are read from one reply; the rest are dropped and counted.
@@ -207,6 +208,7 @@ fn block(body: &str, closed: bool, out: &mut Parsed) {
     }
     let mut values = serde_json::Deserializer::from_str(inner).into_iter::<Json>();
     let mut read = Vec::new();
+    let mut trailing = false;
     loop {
         match values.next() {
             None => break,
@@ -216,11 +218,12 @@ fn block(body: &str, closed: bool, out: &mut Parsed) {
                     out.push(invalid(&format!("the <tool_call> block is not JSON: {e}")));
                     return;
                 }
-                break; // trailing text after the objects: keep what was read
+                trailing = true; // text after the objects: keep what was read, not strict
+                break;
             }
         }
     }
-    let several = read.len() > 1 || matches!(read.first(), Some(Json::Array(_)));
+    let several = read.len() > 1 || trailing || matches!(read.first(), Some(Json::Array(_)));
     for v in read {
         let items = match v {
             Json::Array(items) => items,
@@ -241,40 +244,66 @@ fn block(body: &str, closed: bool, out: &mut Parsed) {
 }
 
 /// Every call-shaped JSON value in `text`, in order (objects, or arrays of them); anything else skipped.
+/// Outside `<tool_call>` tags an object is a call only when it names one of the six tools or carries
+/// arguments (`{"name": "Caroline", "age": 30}` is prose). When nothing is read but the text holds a `{`
+/// that does not parse and names a tool after it (single quotes, a trailing comma, a reply cut by
+/// `max_tokens`), one invalid call says so: the attempt counts, and the model is told.
 fn scan(text: &str, out: &mut Parsed) {
+    let before = out.calls.len() + out.dropped;
+    let mut broken = false;
     let mut i = 0;
     while i < text.len() {
         let Some(off) = text[i..].find(['{', '[']) else { break };
         let start = i + off;
         let mut de = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Json>();
-        if let Some(Ok(v)) = de.next() {
-            let end = start + de.byte_offset();
-            let items = match &v {
-                Json::Array(items) => items.clone(),
-                Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_) | Json::Object(_) => vec![v],
-            };
-            let mut any = false;
-            for item in &items {
-                match call_of(item) {
-                    Some(Ok((mut call, _))) => {
-                        call.mode = Mode::Lenient;
-                        out.push(call);
-                        any = true;
+        match de.next() {
+            Some(Ok(v)) => {
+                let end = start + de.byte_offset();
+                let items = match &v {
+                    Json::Array(items) => items.clone(),
+                    Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_) | Json::Object(_) => vec![v],
+                };
+                let mut any = false;
+                for item in items.iter().filter(|item| looks_like_a_call(item)) {
+                    match call_of(item) {
+                        Some(Ok((mut call, _))) => {
+                            call.mode = Mode::Lenient;
+                            out.push(call);
+                            any = true;
+                        }
+                        Some(Err(call)) => {
+                            out.push(call);
+                            any = true;
+                        }
+                        None => {}
                     }
-                    Some(Err(call)) => {
-                        out.push(call);
-                        any = true;
-                    }
-                    None => {}
+                }
+                if any {
+                    i = end;
+                    continue;
                 }
             }
-            if any {
-                i = end;
-                continue;
-            }
+            Some(Err(_)) if text[start..].starts_with('{') && names_a_tool(&text[start..]) => broken = true,
+            Some(Err(_)) | None => {}
         }
         i = start + 1;
     }
+    if broken && out.calls.len() + out.dropped == before {
+        out.push(invalid("the reply holds a tool call that is not valid JSON"));
+    }
+}
+
+/// Outside tags: an object naming one of the six tools, or carrying an arguments key (then an unknown name
+/// is still a call, refused by the environment so the model sees it).
+fn looks_like_a_call(v: &Json) -> bool {
+    let inner = match v.get("function") {
+        Some(f @ Json::Object(_)) => f,
+        _ => v,
+    };
+    let named_tool = ["name", "tool", "tool_name", "function"]
+        .iter()
+        .any(|k| matches!(inner.get(k), Some(Json::String(n)) if crate::tools::TOOL_NAMES.contains(&n.trim())));
+    named_tool || ["arguments", "parameters", "args", "input"].iter().any(|k| inner.get(k).is_some())
 }
 
 /// The call an object describes: `Some(Ok((call, canonical)))` when it names a tool (`canonical`: exactly
@@ -317,9 +346,10 @@ fn invalid(error: &str) -> Call {
     Call { mode: Mode::Invalid, name: String::new(), arguments: String::new(), id: None, error: Some(error.to_string()) }
 }
 
-/// Whether a text that is not JSON still looks like a tool call (`"name"` or `"arguments"` in quotes).
+/// Whether a text that is not JSON still looks like a tool call (`name` or `arguments` in double or single
+/// quotes).
 fn names_a_tool(text: &str) -> bool {
-    text.contains("\"name\"") || text.contains("\"arguments\"")
+    ["\"name\"", "\"arguments\"", "'name'", "'arguments'"].iter().any(|k| text.contains(k))
 }
 
 /// The bodies of the fenced code blocks (```` ```json … ``` ````), closed or running to the end.

@@ -129,7 +129,7 @@ pub fn create_request(job: &Job, evaluator: pb::Evaluator) -> pb::CreateEpisodeR
 async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
     let tools = (t.format == ToolFormat::OpenAi).then_some(t.tools);
     for k in 0..t.max_turns {
-        let seed = traj.job.sampling_seed.wrapping_add(u64::from(k));
+        let seed = super::turn_seed(traj.job.sampling_seed, k);
         let body = t.policy.body(&traj.messages, tools, seed);
         let reply = match t.policy.complete(&body).await {
             Ok(r) => r,
@@ -186,8 +186,11 @@ async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
     Ok(())
 }
 
-/// The assistant message sent back: its content, and under `openai` its `tool_calls` (each with an id:
-/// one the endpoint left out is made up as `call_<turn>_<i>`, and the same id answers it).
+/// The assistant message sent back: its content, and under `openai` its `tool_calls` (at most
+/// [`parse::MAX_CALLS`]), each with an id (one the endpoint left out is made up as `call_<turn>_<i>`, and
+/// the same id answers it) and `arguments` a JSON object's text: an entry the parser could not read is sent
+/// back with `"{}"` (its reply is recorded as received), since strict servers refuse the whole request
+/// otherwise.
 fn assistant_message(message: &Value, content: &str, format: ToolFormat, turn: u32) -> Value {
     let mut m = json!({"role": "assistant", "content": content});
     if format == ToolFormat::OpenAi {
@@ -197,11 +200,14 @@ fn assistant_message(message: &Value, content: &str, format: ToolFormat, turn: u
                 .take(parse::MAX_CALLS)
                 .enumerate()
                 .map(|(i, c)| {
-                    let mut c = c.clone();
-                    if c.get("id").and_then(Value::as_str).is_none() {
-                        c["id"] = json!(made_up_id(turn, i));
-                    }
-                    c
+                    let id = c.get("id").and_then(Value::as_str).map_or_else(|| made_up_id(turn, i), str::to_string);
+                    let name = c.pointer("/function/name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()).unwrap_or("unknown");
+                    let arguments = c
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .filter(|a| serde_json::from_str::<serde_json::Map<String, Value>>(a).is_ok())
+                        .unwrap_or("{}");
+                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
                 })
                 .collect();
             m["tool_calls"] = Value::Array(calls);

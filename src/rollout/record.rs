@@ -10,7 +10,7 @@
 //! of a key wins.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -49,6 +49,17 @@ pub enum Stop {
     /// (HTTP 400 naming the context): the episode is scored as it stands, as a trainer ends a trajectory
     /// at its length limit.
     Context,
+}
+
+impl Stop {
+    /// The name in files (as serialized).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::NoCall => "no_call",
+            Stop::MaxTurns => "max_turns",
+            Stop::Context => "context",
+        }
+    }
 }
 
 /// What became of a parsed call.
@@ -218,29 +229,23 @@ pub fn key(question_id: &str, sample: u32) -> String {
 }
 
 /// Reads a trajectories file: the last line of each key, in first-seen order. Every line must parse and
-/// carry [`SCHEMA`]; a line cut short by a crash (the last, without its newline) is skipped with a warning.
+/// carry [`SCHEMA`]; a line cut short by a crash (the last, without its newline, even mid-character) is
+/// skipped with a warning.
 pub fn read(path: &Path) -> anyhow::Result<Vec<Trajectory>> {
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut lines: Vec<String> = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        lines.push(line.with_context(|| format!("reading {}", path.display()))?);
-    }
-    let text_ends_with_newline = std::fs::read(path).map(|b| b.last() == Some(&b'\n')).unwrap_or(true);
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut order: Vec<String> = Vec::new();
     let mut by_key: HashMap<String, Trajectory> = HashMap::new();
-    let n = lines.len();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    if complete < bytes.len() {
+        // A line without its newline: a crash cut it while it was written (a rerun truncates it).
+        tracing::warn!(file = %path.display(), bytes = bytes.len() - complete, "skipping a trajectory line cut short");
+    }
+    for (i, line) in bytes[..complete].split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let t: Trajectory = match serde_json::from_str::<Trajectory>(line) {
-            Ok(t) => t,
-            Err(_) if i + 1 == n && !text_ends_with_newline => {
-                tracing::warn!(file = %path.display(), line = i + 1, "skipping a trajectory line cut short");
-                continue;
-            }
-            Err(e) => anyhow::bail!("{} line {}: not a trajectory: {e}", path.display(), i + 1),
-        };
+        let t: Trajectory =
+            serde_json::from_slice(line).map_err(|e| anyhow::anyhow!("{} line {}: not a trajectory: {e}", path.display(), i + 1))?;
         if t.schema != SCHEMA {
             anyhow::bail!("{} line {}: schema {:?}, expected {SCHEMA:?}", path.display(), i + 1, t.schema);
         }
@@ -257,31 +262,34 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<Trajectory>> {
 /// since, which a rerun plays again).
 pub struct Writer {
     file: std::fs::File,
+    path: std::path::PathBuf,
 }
 
 impl Writer {
-    /// Opens `path` for appending (creating it). A line left cut short by a crash gets its newline first.
+    /// Opens `path` for appending (creating it). A line left cut short by a crash is cut off first, so that
+    /// every line of the file stays whole.
     pub fn append(path: &Path) -> anyhow::Result<Writer> {
-        let mut file =
+        let file =
             std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let bytes = std::fs::read(path).unwrap_or_default();
-        if bytes.last().is_some_and(|b| *b != b'\n') {
-            file.write_all(b"\n")?;
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if complete < bytes.len() {
+            file.set_len(complete as u64).with_context(|| format!("cannot truncate the cut last line of {}", path.display()))?;
         }
-        Ok(Writer { file })
+        Ok(Writer { file, path: path.to_path_buf() })
     }
 
     /// Writes one line (one `write` call, so a crash leaves whole lines and at most one cut short).
     pub fn write(&mut self, t: &Trajectory) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(t)?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
+        self.file.write_all(&line).with_context(|| format!("cannot write to {}", self.path.display()))?;
         Ok(())
     }
 
     /// Syncs what was written to disk.
     pub fn sync(&mut self) -> anyhow::Result<()> {
-        self.file.sync_data()?;
+        self.file.sync_data().with_context(|| format!("cannot sync {}", self.path.display()))?;
         Ok(())
     }
 }
@@ -308,7 +316,7 @@ pub fn write_parquet(path: &Path, ts: &[Trajectory]) -> anyhow::Result<()> {
         ("model", s(&|t| t.model.clone())),
         ("scored", Arc::new(ts.iter().map(|t| Some(t.status == Status::Scored)).collect::<BooleanArray>()) as ArrayRef),
         ("failure", Arc::new(ts.iter().map(|t| t.failure.clone()).collect::<StringArray>()) as ArrayRef),
-        ("stop", Arc::new(ts.iter().map(|t| t.stop.map(|s| format!("{s:?}"))).collect::<StringArray>()) as ArrayRef),
+        ("stop", Arc::new(ts.iter().map(|t| t.stop.map(Stop::name)).collect::<StringArray>()) as ArrayRef),
         ("reward", f(&|t| t.reward())),
         ("p_old", f(&|t| t.score.as_ref().map(|s| s.p_old))),
         ("p_new", f(&|t| t.score.as_ref().map(|s| s.p_new))),
@@ -328,4 +336,48 @@ pub fn write_parquet(path: &Path, ts: &[Trajectory]) -> anyhow::Result<()> {
     ])?;
     crate::dataset::write_batch(path, &batch)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trajectory(key: &str, question: &str) -> Trajectory {
+        serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "key": key, "question_id": "q", "conversation_id": "c", "category": 1,
+            "gold_status": "ok", "question": question, "sample": 0, "group": 1, "episode_id": "e", "episode_seed": 1,
+            "sampling_seed": 2, "include_adversarial": false, "tool_format": "hermes", "model": "m",
+            "status": "failed", "failure": "x", "stop": null, "messages": [], "turns": [], "score": null,
+            "tokens": {"prompt": 0, "completion": 0}, "timings": {"policy_ms": 0.0, "env_ms": 0.0, "total_ms": 0.0}
+        }))
+        .unwrap()
+    }
+
+    /// A crash mid-line (here mid-character) loses that line only: reading skips it, and the next run's
+    /// writer cuts it off before appending, so every line of the file stays whole.
+    #[test]
+    fn a_line_cut_by_a_crash_is_skipped_then_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = Writer::append(&path).unwrap();
+        w.write(&trajectory("a/0", "déjà vu?")).unwrap();
+        w.write(&trajectory("b/0", "Où?")).unwrap();
+        drop(w);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let whole = bytes.len();
+        let cut = serde_json::to_vec(&trajectory("c/0", "é")).unwrap();
+        let at = cut.iter().position(|b| *b >= 0x80).unwrap() + 1; // inside the two bytes of "é"
+        bytes.extend_from_slice(&cut[..at]);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read(&path).unwrap().len(), 2);
+        let mut w = Writer::append(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, whole, "the cut line is cut off");
+        w.write(&trajectory("a/0", "again")).unwrap();
+        w.sync().unwrap();
+        let ts = read(&path).unwrap();
+        assert_eq!(ts.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), ["a/0", "b/0"]);
+        assert_eq!(ts[0].job.question, "again", "the last line of a key wins");
+        std::fs::write(&path, "{\"schema\": \"other\"}\n").unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("line 1"));
+    }
 }

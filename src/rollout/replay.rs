@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::env::{Env, ToolAnswer};
 use super::play::{create_request, Job};
 use super::record::{Outcome, Status, Trajectory};
-use super::report::SIGN_EPSILON;
+use super::report::sign;
 use crate::api::pb;
 use crate::reward::Evaluator;
 
@@ -47,16 +47,6 @@ impl Replayed {
     }
 }
 
-fn sign(x: f64) -> i8 {
-    if x > SIGN_EPSILON {
-        1
-    } else if x < -SIGN_EPSILON {
-        -1
-    } else {
-        0
-    }
-}
-
 /// Replays one scored trajectory (see the module doc).
 pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Replayed {
     let recorded_score = t.score.as_ref();
@@ -81,20 +71,35 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
         }
     };
     match episode(env, t, recorded_evaluator, true).await {
-        Ok((reward, calls, divergences)) => {
+        Ok((now, calls, divergences)) => {
             r.calls = calls;
-            r.replayed = Some(reward);
+            r.replayed = Some(now.reward);
+            // Another environment explains every other difference: say so first.
+            let setting = |name: &str, then: String, now: String| {
+                (then != now).then(|| format!("environment differs: {name} {then} recorded, {now} now"))
+            };
+            r.divergences.extend(
+                [
+                    setting("embedder", score.embedder.clone(), now.embedder.clone()),
+                    setting("reward formula", score.reward_formula.clone(), now.reward_formula.clone()),
+                    setting("context", score.context.clone(), now.context.clone()),
+                    setting("top_k", score.top_k.to_string(), now.top_k.to_string()),
+                    setting("llm model", score.llm_model.clone(), now.llm_model.clone()),
+                ]
+                .into_iter()
+                .flatten(),
+            );
             r.divergences.extend(divergences);
-            if reward.to_bits() != score.reward.to_bits() {
-                r.divergences.push(format!("reward {reward} now, {} recorded", score.reward));
+            if now.reward.to_bits() != score.reward.to_bits() {
+                r.divergences.push(format!("reward {} now, {} recorded", now.reward, score.reward));
             }
         }
         Err(e) => r.divergences.push(e),
     }
     if let Some(other) = other.filter(|o| *o != recorded_evaluator) {
         match episode(env, t, other, false).await {
-            Ok((reward, _, divergences)) => {
-                r.rescored = Some(reward);
+            Ok((now, _, divergences)) => {
+                r.rescored = Some(now.reward);
                 r.divergences.extend(divergences);
             }
             Err(e) => r.divergences.push(e),
@@ -105,8 +110,13 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
     r
 }
 
-/// Replays the calls on a fresh episode scored by `evaluator`: (reward, calls sent, divergences).
-async fn episode(env: &Env, t: &Trajectory, evaluator: Evaluator, check: bool) -> Result<(f64, usize, Vec<String>), String> {
+/// Replays the calls on a fresh episode scored by `evaluator`: (its score, calls sent, divergences).
+async fn episode(
+    env: &Env,
+    t: &Trajectory,
+    evaluator: Evaluator,
+    check: bool,
+) -> Result<(pb::ScoreEpisodeResponse, usize, Vec<String>), String> {
     let job = Job { episode_id: super::fresh_episode_id("replay", &t.job.question_id, t.job.sample), ..t.job.clone() };
     let id = job.episode_id.clone();
     let pb_evaluator: pb::Evaluator = crate::api::convert::evaluator_out(evaluator);
@@ -127,19 +137,21 @@ async fn episode(env: &Env, t: &Trajectory, evaluator: Evaluator, check: bool) -
                 ToolAnswer::Done(_) => Outcome::Done,
                 ToolAnswer::Refused(_) => Outcome::Refused,
             };
-            if check && (outcome != c.outcome || now.text() != c.result) {
+            // A refusal may name the episode (its step budget): the recorded id reads as the new one.
+            let recorded = c.result.replace(&t.job.episode_id, &id);
+            if check && (outcome != c.outcome || now.text() != recorded) {
                 divergences.push(format!(
                     "call {} ({}): output differs ({} bytes now, {} recorded; first difference at byte {})",
                     i + 1,
                     c.call.name,
                     now.text().len(),
-                    c.result.len(),
-                    first_difference(now.text(), &c.result)
+                    recorded.len(),
+                    first_difference(now.text(), &recorded)
                 ));
             }
         }
         let score = env.score(&id).await.map_err(|s| format!("ScoreEpisode: {}: {}", s.code(), s.message()))?;
-        Ok((score.reward, sent, divergences))
+        Ok((score, sent, divergences))
     }
     .await;
     env.close(&id).await;
@@ -176,9 +188,11 @@ pub fn summary(rows: &[Replayed], other: Option<Evaluator>, recorded: &str) -> S
             }
         };
         let flips: Vec<&Replayed> = rows.iter().filter(|r| r.sign_flip()).collect();
+        // Both means over the rollouts re-scored by both.
         s.push_str(&format!(
-            "\nmean reward: {recorded} {:+.4} · {} {:+.4} · sign flips {}/{}\n",
-            mean(&|r| Some(r.recorded)),
+            "\nmean reward over {} rollouts: {recorded} {:+.4} · {} {:+.4} · sign flips {}/{}\n",
+            rows.iter().filter(|r| r.rescored.is_some()).count(),
+            mean(&|r| r.rescored.map(|_| r.recorded)),
             other.name(),
             mean(&|r| r.rescored),
             flips.len(),

@@ -27,6 +27,17 @@ use crate::tools::TOOL_NAMES;
 
 /// A reward with |r| at or below this has sign 0.
 pub const SIGN_EPSILON: f64 = 1e-9;
+/// The sign of a reward: 0 within [`SIGN_EPSILON`] of zero.
+pub fn sign(x: f64) -> i8 {
+    if x > SIGN_EPSILON {
+        1
+    } else if x < -SIGN_EPSILON {
+        -1
+    } else {
+        0
+    }
+}
+
 /// Bootstrap resamples per CI.
 pub const BOOTSTRAP_RESAMPLES: usize = 2_000;
 /// Refusal kinds listed in a report.
@@ -70,6 +81,10 @@ pub struct RunInfo {
     pub seed: u64,
     /// The system message (`default`, or the file and its hash).
     pub system_prompt: String,
+    /// The evaluator of every episode.
+    pub evaluator: String,
+    /// Where episodes ran and their settings (`RunSettings::environment`).
+    pub environment: String,
 }
 
 /// A mean with its 95% interval.
@@ -167,7 +182,7 @@ pub struct Report {
     pub stops: BTreeMap<String, usize>,
     /// GRPO signal.
     pub grpo: GroupSignal,
-    /// Mean prompt and completion tokens per rollout.
+    /// Mean prompt and completion tokens per scored rollout.
     pub tokens_per_rollout: [f64; 2],
     /// Mean policy latency per turn, milliseconds.
     pub policy_ms_per_turn: f64,
@@ -208,12 +223,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
     let mut stops: BTreeMap<String, usize> = BTreeMap::new();
     for t in &scored {
         *turns.entry(t.turns.len() as u32).or_default() += 1;
-        let stop = match t.stop {
-            Some(Stop::NoCall) => "no call",
-            Some(Stop::MaxTurns) => "max turns",
-            Some(Stop::Context) => "context full",
-            None => "none",
-        };
+        let stop = t.stop.map_or("none", Stop::name);
         *stops.entry(stop.to_string()).or_default() += 1;
     }
     let n = scored.len().max(1) as f64;
@@ -299,11 +309,8 @@ fn category_row(name: String, scored: &[&Trajectory], baselines: &[Baseline], ke
     let clusters: Vec<Vec<f64>> = by_question.into_values().collect();
     let rewards: Vec<f64> = clusters.iter().flatten().copied().collect();
     let k = rewards.len().max(1) as f64;
-    let signs = [
-        rewards.iter().filter(|r| **r > SIGN_EPSILON).count() as f64 / k,
-        rewards.iter().filter(|r| r.abs() <= SIGN_EPSILON).count() as f64 / k,
-        rewards.iter().filter(|r| **r < -SIGN_EPSILON).count() as f64 / k,
-    ];
+    let share = |s: i8| rewards.iter().filter(|r| sign(**r) == s).count() as f64 / k;
+    let signs = [share(1), share(0), share(-1)];
     let questions: std::collections::HashSet<&str> = rows.iter().map(|t| t.job.question_id.as_str()).collect();
     let agent_mean = |agent: &str| {
         let v: Vec<f64> =

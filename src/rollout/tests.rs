@@ -109,7 +109,7 @@ async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_an
                 "{} turn {k}",
                 t.key
             );
-            assert_eq!(turn.seed, t.job.sampling_seed + k as u64);
+            assert_eq!(turn.seed, super::turn_seed(t.job.sampling_seed, k as u32));
             // What it sent is recorded as received.
             assert_eq!(turn.reply, openai_policy(qs.clone())(&seen[i]).body.parse::<Value>().unwrap());
             i += 1;
@@ -332,7 +332,7 @@ async fn a_full_context_ends_the_episode_and_it_is_scored() {
     assert_eq!((r.scored, r.failed), (1, 0));
     let t = &record::read(&dir.path().join("trajectories.jsonl")).unwrap()[0];
     assert_eq!((t.stop, t.turns.len()), (Some(Stop::Context), 1));
-    assert_eq!(r.stops["context full"], 1);
+    assert_eq!(r.stops["context"], 1);
     assert_eq!(fake.seen().len(), 2, "a 400 is not retried");
 
     fake.respond_with(|_| Canned::error(400, "the prompt is 5000 tokens; this server's context is 4096 (--ctx)"));
@@ -341,4 +341,77 @@ async fn a_full_context_ends_the_episode_and_it_is_scored() {
     let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
     let r = run(&plan, &questions, &Env::local(env.clone()), other.path(), 1).await.unwrap();
     assert_eq!((r.scored, r.failed), (0, 1), "the opening itself does not fit: nothing was played");
+}
+
+/// A reply whose `tool_calls` hold junk (a string entry, arguments that are not JSON) neither crashes the
+/// run nor poisons the next request: the echoed assistant message carries an id and `"{}"` for them, and
+/// every id is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_tool_calls_are_answered_and_echoed_in_a_form_strict_servers_accept() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|body| match turn_of(body) {
+        0 => {
+            Canned::json(&json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": ["oops", {"id": "x1", "type": "function", "function": {"name": "search_memory", "arguments": "{bad"}}]}}]}))
+        }
+        _ => Canned::answer("Done."),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "1"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let r = run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    assert_eq!(r.scored, 1);
+    let second = &fake.seen()[1]["messages"];
+    let echoed = second[2]["tool_calls"].as_array().unwrap();
+    assert_eq!(echoed[0]["id"], "call_0_0");
+    assert_eq!(echoed[1]["function"]["arguments"], "{}", "not the malformed text");
+    let answered: Vec<&str> = second.as_array().unwrap()[3..5].iter().map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+    assert_eq!(answered, ["call_0_0", "x1"]);
+    let t = &record::read(&dir.path().join("trajectories.jsonl")).unwrap()[0];
+    assert!(t.calls().all(|c| c.call.mode == Mode::Invalid && c.outcome == Outcome::Unread));
+    assert_eq!(t.turns[0].reply["choices"][0]["message"]["tool_calls"][0], "oops", "the reply is recorded as received");
+}
+
+/// A first attempt that scored nothing (a wrong endpoint) may be rerun with corrected settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_may_change_while_nothing_is_scored() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let dir = tempfile::tempdir().unwrap();
+    let dead = args("http://127.0.0.1:9/v1", dir.path(), &["--questions", &qs[0].0, "--group", "1", "--policy-max-retries", "0"]);
+    let (plan, questions) = super::plan(&dead, env.dataset()).unwrap();
+    let r = run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    assert_eq!(r.failed, 1);
+    let fake = FakeOpenAi::start(|_| Canned::answer("Done.")).await;
+    let (plan, questions) = super::plan(&args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "1"]), env.dataset()).unwrap();
+    let r = run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    assert_eq!((r.scored, r.failed), (1, 0));
+    assert!(std::fs::read_to_string(dir.path().join("run.json")).unwrap().contains(&fake.url));
+    assert!(dir.path().join("baselines.jsonl").exists(), "the scripted agents' rewards are kept");
+}
+
+/// A refusal that names the episode (its spent step budget) replays without a false divergence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_replays_byte_for_byte() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|_| {
+        let calls: Vec<(String, &str, String)> =
+            (0..16).map(|i| (format!("c{i}"), "search_memory", json!({"query": format!("q{i}")}).to_string())).collect();
+        let refs: Vec<(&str, &str, &str)> = calls.iter().map(|(a, b, c)| (a.as_str(), *b, c.as_str())).collect();
+        Canned::json(&tool_calls_reply(None, &refs))
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "1", "--max-turns", "2"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    let t = &record::read(&dir.path().join("trajectories.jsonl")).unwrap()[0];
+    let spent: Vec<&str> = t.calls().filter(|c| c.outcome == Outcome::Refused).map(|c| c.result.as_str()).collect();
+    assert_eq!(spent.len(), 2, "30 steps of 32 calls");
+    assert!(spent[0].contains(&t.job.episode_id) && spent[0].contains("budget"), "{}", spent[0]);
+    let rp = replay::replay(&Env::local(env.clone()), t, None).await;
+    assert!(rp.divergences.is_empty(), "{rp:?}");
 }

@@ -76,7 +76,15 @@ fn unreadable_attempts_are_invalid_and_say_why() {
 
 #[test]
 fn prose_and_json_that_names_no_tool_are_no_call() {
-    for text in ["The memory is ready.", r#"Memory {"id": "m0001"} looks right."#, "```\nm0001: Paris\n```", "", "{"] {
+    for text in [
+        "The memory is ready.",
+        r#"Memory {"id": "m0001"} looks right."#,
+        "```\nm0001: Paris\n```",
+        "",
+        "{",
+        r#"She is {"name": "Caroline", "age": 30}."#,
+        "```json\n{\"name\": \"Caroline\"}\n```",
+    ] {
         assert!(from_text(text).calls.is_empty(), "{text}");
     }
 }
@@ -158,4 +166,22 @@ proptest! {
             prop_assert_eq!(&p.calls[0].arguments, &expected_args);
         }
     }
+}
+
+#[test]
+fn a_bare_call_that_is_not_json_is_one_invalid_attempt() {
+    for text in [
+        "{'name': 'search_memory', 'arguments': {'query': 'x'}}",
+        r#"{"name": "search_memory", "arguments": {"query": "x",}}"#,
+        r#"Sure: {"name": "manage_memory", "arguments": {"operation": "create", "content": "Caroline went to"#,
+    ] {
+        let p = from_text(text);
+        assert_eq!(p.calls.len(), 1, "{text}");
+        assert_eq!(p.calls[0].mode, Mode::Invalid, "{text}");
+    }
+    // An unknown tool with arguments is a call (the environment refuses it, and the model sees why).
+    let c = one(&from_text(r#"{"name": "update_memory", "arguments": {"memory_id": "m0042"}}"#)).clone();
+    assert_eq!((c.mode, c.name.as_str()), (Mode::Lenient, "update_memory"));
+    // Trailing text after the object inside the tags: read, but not strict.
+    assert_eq!(one(&from_text(r#"<tool_call>{"name": "a", "arguments": {}} and more</tool_call>"#)).mode, Mode::Lenient);
 }
