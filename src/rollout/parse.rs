@@ -185,11 +185,7 @@ pub fn from_text(text: &str) -> Parsed {
     let fenced = fences(text);
     if !fenced.is_empty() {
         for body in fenced {
-            let before = out.calls.len() + out.dropped;
             scan(body, &mut out);
-            if out.calls.len() + out.dropped == before && names_a_tool(body) && serde_json::from_str::<Json>(body.trim()).is_err() {
-                out.push(invalid("a fenced block names a tool but is not JSON"));
-            }
         }
         if !out.calls.is_empty() {
             return out;

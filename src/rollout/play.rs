@@ -144,10 +144,7 @@ async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
         traj.tokens.prompt += reply.prompt_tokens.unwrap_or(0);
         traj.tokens.completion += reply.completion_tokens.unwrap_or(0);
         let content = reply.message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
-        let parsed = match t.format {
-            ToolFormat::OpenAi => parse::from_message(&reply.message),
-            ToolFormat::Hermes => parse::from_text(&content),
-        };
+        let parsed = read_calls(t.format, &reply.message);
         let mut turn = Turn {
             sent: traj.messages.len(),
             seed,
@@ -184,6 +181,14 @@ async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
     }
     traj.stop = Some(Stop::MaxTurns);
     Ok(())
+}
+
+/// The calls of a reply's message as the format reads them (`replay` reads recorded replies again with it).
+pub fn read_calls(format: ToolFormat, message: &Value) -> parse::Parsed {
+    match format {
+        ToolFormat::OpenAi => parse::from_message(message),
+        ToolFormat::Hermes => parse::from_text(message.get("content").and_then(Value::as_str).unwrap_or("")),
+    }
 }
 
 /// The assistant message sent back: its content, and under `openai` its `tool_calls` (at most

@@ -1,6 +1,8 @@
 //! `memgym replay TRAJ.jsonl`: the recorded tool calls of every scored rollout, re-run on a fresh episode
 //! with the same question and seed, without the policy.
 //!
+//! - Every recorded reply is read again by today's parser: the calls must be the ones recorded (a parser
+//!   change since the recording shows here, naming the turn).
 //! - Every call that reached the environment is sent again as recorded (name and argument text); its
 //!   output must be byte-identical to what the policy was shown. Calls the parser could not read were
 //!   never sent and are not sent now.
@@ -15,7 +17,7 @@
 use serde::Serialize;
 
 use super::env::{Env, ToolAnswer};
-use super::play::{create_request, Job};
+use super::play::{create_request, read_calls, Job};
 use super::record::{Outcome, Status, Trajectory};
 use super::report::sign;
 use crate::api::pb;
@@ -70,6 +72,7 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
             return r;
         }
     };
+    r.divergences.extend(reread(t));
     match episode(env, t, recorded_evaluator, true).await {
         Ok((now, calls, divergences)) => {
             r.calls = calls;
@@ -108,6 +111,29 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
         r.rescored = r.replayed;
     }
     r
+}
+
+/// Each recorded reply read again by today's parser: a turn whose calls now read differently (a parser
+/// change since the recording) is a divergence naming the turn.
+fn reread(t: &Trajectory) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, turn) in t.turns.iter().enumerate() {
+        let message = turn.reply.pointer("/choices/0/message").cloned().unwrap_or(serde_json::Value::Null);
+        let now = read_calls(t.tool_format, &message);
+        let recorded: Vec<&super::parse::Call> = turn.calls.iter().map(|c| &c.call).collect();
+        if now.calls.iter().collect::<Vec<_>>() != recorded || now.dropped != turn.dropped {
+            let modes = |calls: &mut dyn Iterator<Item = &super::parse::Call>| {
+                calls.map(|c| format!("{} {}", c.mode.name(), c.name)).collect::<Vec<_>>().join(", ")
+            };
+            out.push(format!(
+                "turn {}: the reply reads as [{}] now, [{}] recorded",
+                k + 1,
+                modes(&mut now.calls.iter()),
+                modes(&mut recorded.iter().copied())
+            ));
+        }
+    }
+    out
 }
 
 /// Replays the calls on a fresh episode scored by `evaluator`: (its score, calls sent, divergences).

@@ -177,6 +177,11 @@ async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_an
     bad.turns[0].calls[0].result.push('!');
     let rp = replay::replay(&e, &bad, None).await;
     assert!(rp.divergences.iter().any(|d| d.contains("call 1 (search_memory): output differs")), "{rp:?}");
+    // A recorded call the parser would now read otherwise (here: recorded as lenient) is named by turn.
+    let mut drifted = ts[0].clone();
+    drifted.turns[0].calls[0].call.mode = Mode::Lenient;
+    let rp = replay::replay(&e, &drifted, None).await;
+    assert!(rp.divergences.iter().any(|d| d.starts_with("turn 1: the reply reads as [strict search_memory")), "{rp:?}");
 
     // Resume: the same command sends nothing; other settings are refused by name.
     fake.clear();
