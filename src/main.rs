@@ -107,6 +107,8 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             let env = config::build_environment(&a.env)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
+                // Installed before the address is logged: a SIGTERM from then on is a graceful shutdown.
+                let shutdown = server::shutdown_signal();
                 let banks = config::build_banks(&a.banks, &env).await?;
                 let listener =
                     tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
@@ -121,7 +123,7 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                 if let Some(addr) = mcp_addr {
                     tracing::info!(%addr, max_sessions = a.mcp_max_sessions, "mcp listening (path /mcp)");
                 }
-                server::serve_all(listener, env, banks, faces, server::shutdown_signal(), Duration::from_secs(a.drain_secs)).await
+                server::serve_all(listener, env, banks, faces, shutdown, Duration::from_secs(a.drain_secs)).await
             })
         }
         Command::Dataset(DatasetCommand::Convert { locomo, out }) => {

@@ -289,26 +289,33 @@ fn spawn_reaper(env: Arc<Environment>) -> JoinHandle<()> {
     })
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGTERM or Ctrl-C (SIGINT). The handlers are installed when this is called, not when the
+/// future is first polled: a signal that arrives after the server logged its address, but before the
+/// serving task polled this, still shuts down gracefully instead of killing the process (seen under load).
+/// Call it inside the runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+                }
+                (term, int) => {
+                    let e = term.err().or(int.err()).map(|e| e.to_string()).unwrap_or_default();
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT");
+                    std::future::pending::<()>().await
+                }
             }
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// A server running in the background (tests and the in-process benchmark).
