@@ -48,7 +48,7 @@ pub struct RunSettings {
     pub schema: String,
     /// The policy's model.
     pub model: String,
-    /// The policy's base URL.
+    /// The policy's base URL (recorded; a resumed run may reach the same model at another address).
     pub base_url: String,
     /// Tool format.
     pub tool_format: ToolFormat,
@@ -392,20 +392,22 @@ fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
         let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
             bail!("{} is not a JSON object", path.display());
         };
-        let differ: Vec<&str> = n.keys().filter(|k| o.get(*k) != n.get(*k)).map(String::as_str).collect();
-        if differ.is_empty() {
+        // The endpoint's address may move (another port, another machine); the model and the rest may not.
+        let differ: Vec<&str> = n.keys().filter(|k| *k != "base_url" && o.get(*k) != n.get(*k)).map(String::as_str).collect();
+        if !differ.is_empty() {
+            let traj = out.join("trajectories.jsonl");
+            let scored = traj.exists() && record::read(&traj)?.iter().any(|t| t.status == Status::Scored);
+            if scored {
+                bail!(
+                    "{} holds a run with other settings ({}); use another --out, or the same settings to resume",
+                    out.display(),
+                    differ.join(", ")
+                );
+            }
+            eprintln!("{} held no scored rollout: its settings are replaced ({})", out.display(), differ.join(", "));
+        } else if o == n {
             return Ok(());
         }
-        let traj = out.join("trajectories.jsonl");
-        let scored = traj.exists() && record::read(&traj)?.iter().any(|t| t.status == Status::Scored);
-        if scored {
-            bail!(
-                "{} holds a run with other settings ({}); use another --out, or the same settings to resume",
-                out.display(),
-                differ.join(", ")
-            );
-        }
-        eprintln!("{} held no scored rollout: its settings are replaced ({})", out.display(), differ.join(", "));
     }
     crate::dataset::atomic_write(&path, serde_json::to_string_pretty(&new)?.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))

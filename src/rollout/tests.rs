@@ -395,6 +395,12 @@ async fn settings_may_change_while_nothing_is_scored() {
     assert_eq!((r.scored, r.failed), (1, 0));
     assert!(std::fs::read_to_string(dir.path().join("run.json")).unwrap().contains(&fake.url));
     assert!(dir.path().join("baselines.jsonl").exists(), "the scripted agents' rewards are kept");
+    // The same model at another address resumes the run (nothing is left to play here).
+    let moved = FakeOpenAi::start(|_| Canned::answer("Done.")).await;
+    let (plan, questions) = super::plan(&args(&moved.url, dir.path(), &["--questions", &qs[0].0, "--group", "1"]), env.dataset()).unwrap();
+    let r = run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    assert_eq!(r.scored, 1);
+    assert!(moved.seen().is_empty());
 }
 
 /// A refusal that names the episode (its spent step budget) replays without a false divergence.
