@@ -187,16 +187,15 @@ pub(super) fn encode(file: &str, batch: &RecordBatch) -> Result<Bytes, DatasetEr
     Ok(Bytes::from(writer.into_inner().map_err(err)?))
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory is written and
-/// synced, then renamed over `path`, then the directory is synced. Readers see the old file or
-/// the new one, never a partial one.
 /// Writes `batch` as a Snappy Parquet file at `path`, atomically (the harness's `rollouts.parquet`).
 pub fn write_batch(path: &Path, batch: &RecordBatch) -> Result<(), DatasetError> {
     let bytes = encode(&path.display().to_string(), batch)?;
     atomic_write(path, &bytes)
 }
 
-/// Writes `bytes` to `path` through a temporary file renamed over it: a reader never sees half a file.
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory is written and
+/// synced, then renamed over `path`, then the directory is synced. Readers see the old file or
+/// the new one, never a partial one.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let io = |path: &Path| {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, ListArray, RecordBatch, StructArray, UInt8Array};
 use arrow_schema::{DataType, Field, Fields};
 
-use super::parquet_io::{atomic_write, encode, strings};
+use super::parquet_io::{strings, write_batch};
 use super::{Dataset, DatasetError, Question, Split};
 
 /// `data_source` of every row (the memgym reward function checks it).
@@ -205,9 +205,7 @@ pub fn batch(questions: &[&Question], agent_name: &str, system: &str, tools: &[&
 /// number of rows.
 pub fn write(ds: &Dataset, opts: &VerlOptions, tools: &[&str], out: &Path) -> Result<usize, DatasetError> {
     let questions = select(ds, opts);
-    let batch = batch(&questions, &opts.agent_name, &opts.system_prompt, tools)?;
-    let bytes = encode(&out.display().to_string(), &batch)?;
-    atomic_write(out, &bytes)?;
+    write_batch(out, &batch(&questions, &opts.agent_name, &opts.system_prompt, tools)?)?;
     Ok(questions.len())
 }
 

@@ -79,9 +79,7 @@ pub struct RunSettings {
 pub struct Plan {
     /// The policy client.
     pub policy: Policy,
-    /// Tool format.
-    pub format: ToolFormat,
-    /// The settings (`run.json`).
+    /// The settings (`run.json`; the tool format among them).
     pub settings: RunSettings,
     /// Evaluator.
     pub evaluator: Evaluator,
@@ -149,7 +147,7 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
         },
         questions: questions.iter().map(|q| q.id.clone()).collect(),
     };
-    Ok((Plan { policy, format, settings, evaluator, system }, questions))
+    Ok((Plan { policy, settings, evaluator, system }, questions))
 }
 
 /// `--questions`, or `--split`/`--limit` as `memgym eval` picks them.
@@ -259,7 +257,7 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
     let table = Table {
         env,
         policy: &plan.policy,
-        format: plan.format,
+        format: plan.settings.tool_format,
         tools: &tools,
         system: &plan.system,
         max_turns: plan.settings.max_turns,
@@ -300,7 +298,7 @@ pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) 
     record::write_parquet(&out.join("rollouts.parquet"), &ts)?;
     let info = RunInfo {
         model: plan.settings.model.clone(),
-        tool_format: plan.format.name().to_string(),
+        tool_format: plan.settings.tool_format.name().to_string(),
         env: env.describe().to_string(),
         questions: questions.len(),
         group: plan.settings.group,

@@ -176,7 +176,7 @@ async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
             traj.timings.env_ms += env_ms;
             turn.calls.push(CallRecord { call, outcome, result, env_ms });
         }
-        answer(&mut traj.messages, &turn.calls, t.format, k);
+        answer(&mut traj.messages, &turn.calls);
         traj.turns.push(turn);
     }
     traj.stop = Some(Stop::MaxTurns);
@@ -205,7 +205,7 @@ fn assistant_message(message: &Value, content: &str, format: ToolFormat, turn: u
                 .take(parse::MAX_CALLS)
                 .enumerate()
                 .map(|(i, c)| {
-                    let id = c.get("id").and_then(Value::as_str).map_or_else(|| made_up_id(turn, i), str::to_string);
+                    let id = c.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{turn}_{i}"), str::to_string);
                     let name = c.pointer("/function/name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()).unwrap_or("unknown");
                     let arguments = c
                         .pointer("/function/arguments")
@@ -221,39 +221,24 @@ fn assistant_message(message: &Value, content: &str, format: ToolFormat, turn: u
     m
 }
 
-fn made_up_id(turn: u32, i: usize) -> String {
-    format!("call_{turn}_{i}")
-}
-
-/// The results, appended as the format says: `tool` messages for calls with an id (`openai`), one `user`
-/// message of `<tool_response>`s for the others.
-fn answer(messages: &mut Vec<Value>, calls: &[CallRecord], format: ToolFormat, turn: u32) {
-    let mut without_id: Vec<&str> = Vec::new();
-    let mut tool_calls_seen = 0;
-    for c in calls {
-        let from_tool_calls = format == ToolFormat::OpenAi && (c.call.id.is_some() || is_from_tool_calls(messages, tool_calls_seen));
-        if from_tool_calls {
-            let id = c.call.id.clone().unwrap_or_else(|| made_up_id(turn, tool_calls_seen));
-            messages.push(prompt::tool_message(&id, &c.result));
-            tool_calls_seen += 1;
-        } else {
-            without_id.push(&c.result);
-        }
-    }
-    if !without_id.is_empty() {
-        messages.push(prompt::tool_responses(&without_id));
-    }
-}
-
-/// Whether the last assistant message has a `tool_calls` entry at index `i`.
-fn is_from_tool_calls(messages: &[Value], i: usize) -> bool {
-    messages
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "assistant")
+/// The results, appended as the format says. When the assistant message just sent back carries
+/// `tool_calls` (`openai`; every call then came from them, in order), a `tool` message answers each of its
+/// ids; otherwise one `user` message holds every result in `<tool_response>` tags.
+fn answer(messages: &mut Vec<Value>, calls: &[CallRecord]) {
+    let ids: Vec<String> = messages
+        .last()
         .and_then(|m| m.get("tool_calls"))
         .and_then(Value::as_array)
-        .is_some_and(|c| i < c.len())
+        .map(|c| c.iter().map(|c| c["id"].as_str().unwrap_or_default().to_string()).collect())
+        .unwrap_or_default();
+    if ids.is_empty() {
+        let results: Vec<&str> = calls.iter().map(|c| c.result.as_str()).collect();
+        messages.push(prompt::tool_responses(&results));
+    } else {
+        for (id, c) in ids.iter().zip(calls) {
+            messages.push(prompt::tool_message(id, &c.result));
+        }
+    }
 }
 
 /// A 400 that names the context: the prompt no longer fits (vLLM "maximum context length", llama.cpp
