@@ -40,12 +40,13 @@ pub const DEFAULT_AGENT_NAME: &str = "memgym_agent";
 
 /// The system message: the task, the tools and the rules the server enforces.
 pub const SYSTEM_PROMPT: &str = "You are a memory editing agent. A memory database holds facts from a long conversation \
-between two people; every memory has an id like m0042, a text, a speaker, a session date and evidence ids. Edit the \
+between two people; every memory has an id, a text, a speaker, a session date and evidence ids. Edit the \
 database so that a reader who retrieves the top 5 memories for the target question can answer it correctly, and keep \
 it compact.\n\nTools: search_memory (find memories; results lead with ids), sample_memory (look around), \
 manage_memory (create a memory, or update one by id), delete_memory (remove wrong, duplicate or useless memories), \
 merge_memory (combine 2 to 5 related memories into one), split_memory (cut a memory that mixes facts into parts). \
-Every tool call uses one step of a limited budget; a refused call changes nothing. Dates matter: put the date into a \
+Name only ids that a tool result showed you: any other id belongs to some unrelated memory, which an edit would \
+destroy. Every tool call uses one step of a limited budget; a refused call changes nothing. Dates matter: put the date into a \
 memory's text when the question asks when. Stop calling tools when the memory is ready.";
 
 /// The user message for one question.

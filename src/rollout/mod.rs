@@ -12,6 +12,7 @@
 //! scored rollout and retries failed ones (`run.json` holds the settings; a rerun with others is refused).
 //! Then `rollouts.parquet`, `report.json` and `report.md` ([`report`]) are written from the whole file.
 
+pub mod blind;
 pub mod env;
 pub mod parse;
 pub mod play;
@@ -66,7 +67,8 @@ pub struct RunSettings {
     pub group: u32,
     /// Evaluator asked of every episode.
     pub evaluator: String,
-    /// The system message: `default`, or the FNV-1a hash of `--system-prompt-file`'s text.
+    /// The system message: `default` or `--system-prompt-file`'s path, with the FNV-1a hash of its text (a
+    /// run resumed after the default prompt changed is refused).
     pub system_prompt: String,
     /// Where episodes run and what scores them: `grpc ADDR`, or in-process with the embedder, the gold
     /// mode, the reward formula, the context and the step budget.
@@ -118,7 +120,10 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
             let id = format!("file {} (fnv1a {:016x})", p.display(), fnv1a(text.as_bytes()));
             (text, id)
         }
-        None => (crate::dataset::verl::SYSTEM_PROMPT.to_string(), "default".to_string()),
+        None => {
+            let text = crate::dataset::verl::SYSTEM_PROMPT;
+            (text.to_string(), format!("default (fnv1a {:016x})", fnv1a(text.as_bytes())))
+        }
     };
     let settings = RunSettings {
         schema: record::SCHEMA.to_string(),

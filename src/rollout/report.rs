@@ -20,6 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::blind::{blind_calls, most_guessed, BlindCalls};
 use super::parse::Mode;
 use super::record::{Outcome, Status, Stop, Trajectory};
 use crate::dataset::category_name;
@@ -42,6 +43,8 @@ pub fn sign(x: f64) -> i8 {
 pub const BOOTSTRAP_RESAMPLES: usize = 2_000;
 /// Refusal kinds listed in a report.
 pub const TOP_REFUSALS: usize = 10;
+/// Guessed ids listed in a report.
+pub const TOP_GUESSED: usize = 5;
 
 /// A scripted agent's reward on one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,6 +153,25 @@ pub struct GroupSignal {
     pub mean_std: f64,
 }
 
+/// Calls that name memory ids no earlier result showed ([`super::blind`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlindSummary {
+    /// Calls naming at least one memory id.
+    pub naming_calls: usize,
+    /// Of those, calls naming an id not shown before.
+    pub blind_calls: usize,
+    /// Of those, edits carried out.
+    pub blind_edits_done: usize,
+    /// Share of scored rollouts with at least one blind edit carried out.
+    pub rollouts_with_blind_edit: f64,
+    /// Mean reward of those rollouts, and of the other scored ones.
+    pub reward_with: Option<f64>,
+    /// See `reward_with`.
+    pub reward_without: Option<f64>,
+    /// The ids guessed most often, as (id, calls).
+    pub most_guessed: Vec<(String, usize)>,
+}
+
 /// The report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -180,6 +202,8 @@ pub struct Report {
     pub mean_turns: f64,
     /// Why the policy stopped: no call / max turns.
     pub stops: BTreeMap<String, usize>,
+    /// Calls on ids the policy was never shown.
+    pub blind: BlindSummary,
     /// GRPO signal.
     pub grpo: GroupSignal,
     /// Mean prompt and completion tokens per scored rollout.
@@ -247,6 +271,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         mean_turns: scored.iter().map(|t| t.turns.len() as f64).sum::<f64>() / n,
         turns,
         stops,
+        blind: blind_summary(ts, &scored),
         grpo: group_signal(ts),
         tokens_per_rollout: [
             scored.iter().map(|t| t.tokens.prompt as f64).sum::<f64>() / n,
@@ -292,6 +317,29 @@ pub fn refusal_kind(result: &str) -> String {
         }
     }
     out
+}
+
+fn blind_summary(ts: &[Trajectory], scored: &[&Trajectory]) -> BlindSummary {
+    let all: Vec<BlindCalls> = ts.iter().map(blind_calls).collect();
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for t in scored {
+        let r = t.reward().unwrap_or(0.0);
+        if blind_calls(t).blind_edits_done > 0 {
+            with.push(r)
+        } else {
+            without.push(r)
+        }
+    }
+    BlindSummary {
+        naming_calls: all.iter().map(|b| b.naming).sum(),
+        blind_calls: all.iter().map(|b| b.blind).sum(),
+        blind_edits_done: all.iter().map(|b| b.blind_edits_done).sum(),
+        rollouts_with_blind_edit: with.len() as f64 / scored.len().max(1) as f64,
+        reward_with: mean(&with),
+        reward_without: mean(&without),
+        most_guessed: most_guessed(&all, TOP_GUESSED),
+    }
 }
 
 /// Whether a tool changes memory (search and sample only read it).
@@ -440,6 +488,19 @@ pub fn markdown(r: &Report) -> String {
             s.push_str(&format!("| {} | {n} |\n", kind.replace('|', "\\|")));
         }
     }
+    let b = &r.blind;
+    let guessed: Vec<String> = b.most_guessed.iter().map(|(id, n)| format!("{id}: {n}")).collect();
+    s.push_str(&format!(
+        "\ncalls naming a memory id: {} · naming an id no earlier result showed (guessed): {} · guessed edits carried out: {} \
+         · most guessed {{{}}}\n\nrollouts with a guessed edit carried out: {} · their mean reward {} · the others' {}\n",
+        b.naming_calls,
+        b.blind_calls,
+        b.blind_edits_done,
+        guessed.join(", "),
+        pct(b.rollouts_with_blind_edit),
+        opt(b.reward_with),
+        opt(b.reward_without)
+    ));
     s.push_str(&format!("\nrollouts that edited memory (a create, update, delete, merge or split carried out): {}\n", pct(r.edited_share)));
     let turns: Vec<String> = r.turns.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     let stops: Vec<String> = r.stops.iter().map(|(k, v)| format!("{k}: {v}")).collect();

@@ -317,6 +317,18 @@ async fn a_system_prompt_file_reaches_the_policy_and_the_verl_rows_alike() {
     std::fs::write(&prompt_path, " \n").unwrap();
     let err = super::plan(&a, env.dataset()).err().map(|e| format!("{e:#}")).unwrap();
     assert!(err.contains("--system-prompt-file") && err.contains("empty"), "{err}");
+
+    // The default prompt is recorded with its hash: a run begun under another default is not resumed.
+    let out = dir.path().join("default");
+    let (plan, questions) = super::plan(&args(&fake.url, &out, &["--questions", &qs[0].0, "--group", "1"]), env.dataset()).unwrap();
+    let text = crate::dataset::verl::SYSTEM_PROMPT;
+    assert_eq!(plan.settings.system_prompt, format!("default (fnv1a {:016x})", fnv1a(text.as_bytes())));
+    run(&plan, &questions, &Env::local(env.clone()), &out, 1).await.unwrap();
+    let run_json = out.join("run.json");
+    let older = std::fs::read_to_string(&run_json).unwrap().replace(&plan.settings.system_prompt, "default (fnv1a 0000000000000000)");
+    std::fs::write(&run_json, older).unwrap();
+    let err = run(&plan, &questions, &Env::local(env.clone()), &out, 1).await.unwrap_err().to_string();
+    assert!(err.contains("system_prompt"), "{err}");
 }
 
 /// A conversation that outgrows the model's context ends the episode, which is scored as it stands; a 400 on

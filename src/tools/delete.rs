@@ -50,7 +50,7 @@ pub(super) fn schema() -> Value {
         "delete_memory",
         "Delete memory_id or memory_ids; nothing is deleted if any id is unknown.",
         json!({
-            "memory_id": prop("string", "Id, e.g. m0042."),
+            "memory_id": prop("string", "Id, as a search or sample result showed it."),
             "memory_ids": prop("array", "List of ids."),
             "reason": prop("string", "Why."),
         }),

@@ -91,7 +91,7 @@ pub(super) fn schema() -> Value {
         json!({
             "operation": prop_enum("create or update.", &["create", "update"]),
             "content": prop("string", "The memory text."),
-            "memory_id": prop("string", "The memory to update, e.g. m0042."),
+            "memory_id": prop("string", "The memory to update, as a search or sample result showed it."),
             "memory_type": prop_enum("Type (create: default semantic).", &TYPES),
             "speaker": prop("string", "Who it is about."),
             "source": prop("string", "Where it comes from."),

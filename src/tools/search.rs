@@ -68,7 +68,7 @@ pub const DEFAULT_TOP_K: i64 = 5;
 pub(super) fn schema() -> Value {
     function(
         "search_memory",
-        "Search memories by meaning. Returns lines [id score] text (evidence), best first.",
+        "Search memories by meaning. Returns lines [id score] text (evidence), best first. Filters are optional.",
         json!({
             "query": prop("string", "What to look for."),
             "top_k": prop("integer", "Results, 1-50 (default 5)."),

@@ -80,7 +80,7 @@ pub(super) fn schema() -> Value {
         "split_memory",
         "Split one memory into 2..max_parts focused memories that keep its evidence.",
         json!({
-            "memory_id": prop("string", "Id, e.g. m0042."),
+            "memory_id": prop("string", "Id, as a search or sample result showed it."),
             "split_criteria": prop_enum("At time expressions, by topic, or by person.", &SplitCriteria::ALL.map(SplitCriteria::as_str)),
             "max_parts": prop("integer", "2-5 (default 3)."),
             "parts": prop("array", "Part texts to use instead (list)."),

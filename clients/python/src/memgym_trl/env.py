@@ -194,7 +194,7 @@ class MemgymTRLEnv:
         session: Optional[int] = None,
         threshold: Optional[float] = None,
     ) -> str:
-        """Search memories by meaning. Returns lines [id score] text (evidence), best first.
+        """Search memories by meaning. Returns lines [id score] text (evidence), best first. Filters are optional.
 
         Args:
             query: What to look for.
@@ -228,7 +228,7 @@ class MemgymTRLEnv:
         Args:
             operation: create or update.
             content: The memory text.
-            memory_id: The memory to update, e.g. m0042.
+            memory_id: The memory to update, as a search or sample result showed it.
             memory_type: Type (create: default semantic).
             speaker: Who it is about.
             source: Where it comes from.
@@ -249,7 +249,7 @@ class MemgymTRLEnv:
         """Delete memory_id or memory_ids; nothing is deleted if any id is unknown.
 
         Args:
-            memory_id: Id, e.g. m0042.
+            memory_id: Id, as a search or sample result showed it.
             memory_ids: List of ids.
             reason: Why.
         """
@@ -296,7 +296,7 @@ class MemgymTRLEnv:
         """Split one memory into 2..max_parts focused memories that keep its evidence.
 
         Args:
-            memory_id: Id, e.g. m0042.
+            memory_id: Id, as a search or sample result showed it.
             split_criteria: At time expressions, by topic, or by person.
             max_parts: 2-5 (default 3).
             parts: Part texts to use instead (list).
