@@ -98,7 +98,7 @@ pub struct RolloutArgs {
     #[arg(long)]
     pub include_adversarial: bool,
     /// Play nothing: write rollouts.parquet and the report from the trajectories already in --out (a run in
-    /// progress, or one stopped early).
+    /// progress, or one stopped early), under the settings and questions its run.json recorded.
     #[arg(long)]
     pub report_only: bool,
     /// The policy's system message from this file instead of the built-in one (as `memgym dataset verl

@@ -89,6 +89,24 @@ pub struct Plan {
     pub system: String,
 }
 
+/// `--report-only`: the run as `run.json` recorded it (its settings, evaluator and questions) in place of
+/// what the command's flags say now, since a report describes the rollouts that were played. A run begun
+/// under an older built-in prompt is reported as it was, not refused.
+pub fn recorded(plan: Plan, out: &Path, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question>)> {
+    let path = out.join("run.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("--report-only: cannot read {}", path.display()))?;
+    let settings: RunSettings = serde_json::from_str(&text).with_context(|| format!("{} is not a run's settings", path.display()))?;
+    let evaluator =
+        Evaluator::parse(&settings.evaluator).map_err(anyhow::Error::msg).with_context(|| format!("{}: evaluator", path.display()))?;
+    let mut questions = Vec::with_capacity(settings.questions.len());
+    for id in &settings.questions {
+        let q = ds.questions.iter().find(|q| &q.id == id);
+        questions
+            .push(q.cloned().with_context(|| format!("{}: question {} is not in the dataset", path.display(), crate::quote::quoted(id)))?);
+    }
+    Ok((Plan { settings, evaluator, ..plan }, questions))
+}
+
 /// Checks every flag before any work (the policy's settings, the format, the group, the questions).
 pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question>)> {
     let format: ToolFormat = a.tool_format.parse().map_err(anyhow::Error::msg).context("--tool-format")?;

@@ -329,6 +329,10 @@ async fn a_system_prompt_file_reaches_the_policy_and_the_verl_rows_alike() {
     std::fs::write(&run_json, older).unwrap();
     let err = run(&plan, &questions, &Env::local(env.clone()), &out, 1).await.unwrap_err().to_string();
     assert!(err.contains("system_prompt"), "{err}");
+    // --report-only reports that run as recorded, whatever the flags say now.
+    let (recorded, rq) = super::recorded(plan, &out, env.dataset()).unwrap();
+    let r = finish(&recorded, &rq, &Env::local(env.clone()), &out).await.unwrap();
+    assert_eq!((r.scored, r.run.system_prompt.as_str()), (1, "default (fnv1a 0000000000000000)"));
 }
 
 /// A conversation that outgrows the model's context ends the episode, which is scored as it stands; a 400 on
