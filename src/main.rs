@@ -49,7 +49,7 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             let ds = config::load_dataset_with_gold(a.env.data_dir.as_deref(), gold)?;
             let (mut plan, mut questions) = rollout::plan(&a, &ds)?;
             if a.report_only {
-                (plan, questions) = rollout::recorded(plan, &a.out, &ds)?;
+                (plan, questions) = rollout::recorded(plan, questions, &a.out, &ds)?;
             }
             let local = if a.addr.is_none() { Some(config::build_environment(&a.env)?) } else { None };
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

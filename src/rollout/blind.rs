@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::record::{Outcome, Trajectory};
+use super::report::edits;
 use crate::memory::MemoryId;
 
 /// How one rollout's calls named ids.
@@ -38,7 +39,7 @@ pub fn blind_calls(t: &Trajectory) -> BlindCalls {
             let unseen: Vec<MemoryId> = named.into_iter().filter(|id| !shown.contains(id)).collect();
             if !unseen.is_empty() {
                 out.blind += 1;
-                if c.outcome == Outcome::Done && !matches!(c.call.name.trim(), "search_memory" | "sample_memory") {
+                if c.outcome == Outcome::Done && edits(&c.call.name) {
                     out.blind_edits_done += 1;
                 }
                 out.guessed.extend(unseen.iter().map(ToString::to_string));

@@ -91,9 +91,13 @@ pub struct Plan {
 
 /// `--report-only`: the run as `run.json` recorded it (its settings, evaluator and questions) in place of
 /// what the command's flags say now, since a report describes the rollouts that were played. A run begun
-/// under an older built-in prompt is reported as it was, not refused.
-pub fn recorded(plan: Plan, out: &Path, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question>)> {
+/// under an older built-in prompt is reported as it was, not refused. Without a `run.json` the flags' plan
+/// stands (and [`finish`] says there is nothing to report).
+pub fn recorded(plan: Plan, questions: Vec<Question>, out: &Path, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question>)> {
     let path = out.join("run.json");
+    if !path.exists() {
+        return Ok((plan, questions));
+    }
     let text = std::fs::read_to_string(&path).with_context(|| format!("--report-only: cannot read {}", path.display()))?;
     let settings: RunSettings = serde_json::from_str(&text).with_context(|| format!("{} is not a run's settings", path.display()))?;
     let evaluator =
@@ -132,17 +136,11 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
     })
     .map_err(anyhow::Error::msg)?;
     let questions = pick_questions(a, ds)?;
-    let (system, system_id) = match &a.system_prompt_file {
-        Some(p) => {
-            let text = crate::dataset::verl::read_system_prompt(p).map_err(anyhow::Error::msg)?;
-            let id = format!("file {} (fnv1a {:016x})", p.display(), fnv1a(text.as_bytes()));
-            (text, id)
-        }
-        None => {
-            let text = crate::dataset::verl::SYSTEM_PROMPT;
-            (text.to_string(), format!("default (fnv1a {:016x})", fnv1a(text.as_bytes())))
-        }
+    let (system, source) = match &a.system_prompt_file {
+        Some(p) => (crate::dataset::verl::read_system_prompt(p).map_err(anyhow::Error::msg)?, format!("file {}", p.display())),
+        None => (crate::dataset::verl::SYSTEM_PROMPT.to_string(), "default".to_string()),
     };
+    let system_id = format!("{source} (fnv1a {:016x})", fnv1a(system.as_bytes()));
     let settings = RunSettings {
         schema: record::SCHEMA.to_string(),
         model: a.policy_model.clone(),

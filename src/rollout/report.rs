@@ -271,7 +271,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         mean_turns: scored.iter().map(|t| t.turns.len() as f64).sum::<f64>() / n,
         turns,
         stops,
-        blind: blind_summary(ts, &scored),
+        blind: blind_summary(ts, scored.len()),
         grpo: group_signal(ts),
         tokens_per_rollout: [
             scored.iter().map(|t| t.tokens.prompt as f64).sum::<f64>() / n,
@@ -319,23 +319,24 @@ pub fn refusal_kind(result: &str) -> String {
     out
 }
 
-fn blind_summary(ts: &[Trajectory], scored: &[&Trajectory]) -> BlindSummary {
+fn blind_summary(ts: &[Trajectory], scored: usize) -> BlindSummary {
     let all: Vec<BlindCalls> = ts.iter().map(blind_calls).collect();
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let (mut with, mut without) = (Vec::new(), Vec::new());
-    for t in scored {
-        let r = t.reward().unwrap_or(0.0);
-        if blind_calls(t).blind_edits_done > 0 {
-            with.push(r)
-        } else {
-            without.push(r)
+    for (t, b) in ts.iter().zip(&all) {
+        if let Some(r) = t.reward() {
+            if b.blind_edits_done > 0 {
+                with.push(r)
+            } else {
+                without.push(r)
+            }
         }
     }
     BlindSummary {
         naming_calls: all.iter().map(|b| b.naming).sum(),
         blind_calls: all.iter().map(|b| b.blind).sum(),
         blind_edits_done: all.iter().map(|b| b.blind_edits_done).sum(),
-        rollouts_with_blind_edit: with.len() as f64 / scored.len().max(1) as f64,
+        rollouts_with_blind_edit: with.len() as f64 / scored.max(1) as f64,
         reward_with: mean(&with),
         reward_without: mean(&without),
         most_guessed: most_guessed(&all, TOP_GUESSED),
@@ -343,7 +344,7 @@ fn blind_summary(ts: &[Trajectory], scored: &[&Trajectory]) -> BlindSummary {
 }
 
 /// Whether a tool changes memory (search and sample only read it).
-fn edits(tool: &str) -> bool {
+pub(super) fn edits(tool: &str) -> bool {
     !matches!(tool.trim(), "search_memory" | "sample_memory")
 }
 

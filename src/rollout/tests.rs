@@ -330,7 +330,7 @@ async fn a_system_prompt_file_reaches_the_policy_and_the_verl_rows_alike() {
     let err = run(&plan, &questions, &Env::local(env.clone()), &out, 1).await.unwrap_err().to_string();
     assert!(err.contains("system_prompt"), "{err}");
     // --report-only reports that run as recorded, whatever the flags say now.
-    let (recorded, rq) = super::recorded(plan, &out, env.dataset()).unwrap();
+    let (recorded, rq) = super::recorded(plan, Vec::new(), &out, env.dataset()).unwrap();
     let r = finish(&recorded, &rq, &Env::local(env.clone()), &out).await.unwrap();
     assert_eq!((r.scored, r.run.system_prompt.as_str()), (1, "default (fnv1a 0000000000000000)"));
 }
