@@ -181,6 +181,45 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 }
 
+/// Why [`strict_value`] refused a document.
+#[derive(Debug)]
+pub enum StrictError {
+    /// Not JSON (serde_json's message: line and column; a `\ud800` lone surrogate escape is refused here).
+    Syntax(serde_json::Error),
+    /// A key repeated inside one object (the first found, depth-first in document order).
+    Duplicate(String),
+}
+
+impl fmt::Display for StrictError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StrictError::Syntax(e) => write!(f, "not valid JSON: {}", crate::quote::cut(&e.to_string())),
+            StrictError::Duplicate(k) => {
+                write!(f, "key {} appears twice in one object (duplicate JSON keys are refused)", crate::quote::quoted(k))
+            }
+        }
+    }
+}
+
+/// The one strict reading of a JSON document a client sends: a repeated key inside one object is
+/// refused rather than silently keeping one of the two values (what `serde_json::Value` does).
+pub fn strict_value(text: &str) -> Result<serde_json::Value, StrictError> {
+    let parsed: Json = serde_json::from_str(text).map_err(StrictError::Syntax)?;
+    if let Some(k) = parsed.first_duplicate() {
+        return Err(StrictError::Duplicate(k.to_string()));
+    }
+    Ok(parsed.into())
+}
+
+/// [`strict_value`] on bytes (an HTTP body); invalid UTF-8 is a syntax error.
+pub fn strict_value_bytes(bytes: &[u8]) -> Result<serde_json::Value, StrictError> {
+    let parsed: Json = serde_json::from_slice(bytes).map_err(StrictError::Syntax)?;
+    if let Some(k) = parsed.first_duplicate() {
+        return Err(StrictError::Duplicate(k.to_string()));
+    }
+    Ok(parsed.into())
+}
+
 /// "a string", "an array", … : what a `serde_json::Value` is, for error messages.
 pub fn kind_of(value: &serde_json::Value) -> &'static str {
     use serde_json::Value;
@@ -212,5 +251,40 @@ mod tests {
         assert_eq!(serde_json::to_string(&dup).unwrap(), r#"{"a":1,"a":2}"#, "written back with the repetition");
         assert_eq!(serde_json::to_string(&v).unwrap(), r#"{"b":1,"a":[true,null,"x",2.5]}"#, "in document order");
         assert_eq!(serde_json::Value::from(dup), serde_json::json!({"a": 2}), "serde_json keeps the last");
+    }
+
+    #[test]
+    fn strict_refuses_duplicates_lone_surrogates_and_bad_json() {
+        assert_eq!(strict_value(r#"{"b":[1,{"c":null}]}"#).unwrap(), serde_json::json!({"b": [1, {"c": null}]}));
+        let e = strict_value(r#"{"text":"a","text":"b"}"#).unwrap_err();
+        assert_eq!(e.to_string(), r#"key "text" appears twice in one object (duplicate JSON keys are refused)"#);
+        for bad in [r#"{"t":"\ud800"}"#, r#"{"t":"\udc00x"}"#, "{", "[1,]"] {
+            assert!(matches!(strict_value(bad), Err(StrictError::Syntax(_))), "{bad}");
+        }
+        assert!(strict_value(r#"{"t":"\ud83d\udc1d"}"#).is_ok(), "a surrogate pair is one character");
+        assert!(matches!(strict_value_bytes(b"{\"a\":\"\xff\"}"), Err(StrictError::Syntax(_))));
+    }
+
+    proptest::proptest! {
+        /// Never panics; refuses exactly the documents serde_json refuses or that repeat a key, and
+        /// otherwise reads what serde_json reads.
+        #[test]
+        fn strict_agrees_with_serde_json_but_refuses_repeats(keys in proptest::collection::vec("[a-c]", 0..5), tail in "[\\]\\[{}\",:0-9a-c ]{0,12}") {
+            let body: Vec<String> = keys.iter().enumerate().map(|(i, k)| format!("\"{k}\":{i}")).collect();
+            let doc = format!("{{{}}}", body.join(","));
+            let distinct = keys.iter().collect::<std::collections::HashSet<_>>().len() == keys.len();
+            match strict_value(&doc) {
+                Ok(v) => { proptest::prop_assert!(distinct); proptest::prop_assert_eq!(v, serde_json::from_str::<serde_json::Value>(&doc).unwrap()); }
+                Err(StrictError::Duplicate(k)) => { proptest::prop_assert!(!distinct); proptest::prop_assert!(keys.contains(&k)); }
+                Err(StrictError::Syntax(e)) => proptest::prop_assert!(false, "{e}"),
+            }
+            let junk = format!("{doc}{tail}");
+            let loose = serde_json::from_str::<serde_json::Value>(&junk);
+            match strict_value(&junk) {
+                Ok(v) => proptest::prop_assert_eq!(Some(v), loose.ok()),
+                Err(StrictError::Syntax(_)) => proptest::prop_assert!(loose.is_err()),
+                Err(StrictError::Duplicate(_)) => proptest::prop_assert!(!distinct),
+            }
+        }
     }
 }

@@ -30,12 +30,8 @@ use crate::api::{AgentService, BanksService, DatasetService, LearnService, Memor
 use crate::banks::Banks;
 use crate::episode::Environment;
 
-/// Largest request the server decodes (custom episodes can carry thousands of memories).
-pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
-
-/// Largest Banks request: an ImportBank of a whole library (100,000 experiences of ~100 characters is
-/// ~10 MB of JSON).
-pub const MAX_BANK_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+/// Largest request the server decodes: the one cap of every face ([`crate::api::MAX_MESSAGE_BYTES`]).
+pub const MAX_MESSAGE_BYTES: usize = crate::api::MAX_MESSAGE_BYTES;
 
 /// HTTP/2 connection window. RL trainers multiplex hundreds to thousands of episodes on one connection,
 /// each sending small messages. h2 (0.4.20+) bounds the memory of buffered *small* DATA frames with a
@@ -179,9 +175,9 @@ async fn serve_grpc(
     let reaper = spawn_reaper(env.clone());
     let env_svc = MemoryEnvServer::new(MemoryEnvService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let data_svc = DatasetServer::new(DatasetService::new(env.clone())).max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let banks_svc = banks.clone().map(|b| BanksServer::new(BanksService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
-    let agent_svc = banks.clone().map(|b| AgentMemoryServer::new(AgentService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
-    let learn_svc = banks.clone().map(|b| LearnServer::new(LearnService::new(b)).max_decoding_message_size(MAX_BANK_MESSAGE_BYTES));
+    let banks_svc = banks.clone().map(|b| BanksServer::new(BanksService::new(b)).max_decoding_message_size(MAX_MESSAGE_BYTES));
+    let agent_svc = banks.clone().map(|b| AgentMemoryServer::new(AgentService::new(b)).max_decoding_message_size(MAX_MESSAGE_BYTES));
+    let learn_svc = banks.clone().map(|b| LearnServer::new(LearnService::new(b)).max_decoding_message_size(MAX_MESSAGE_BYTES));
     let mut flusher = banks.as_ref().map(|b| b.spawn_usage_flusher());
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();

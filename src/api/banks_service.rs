@@ -277,6 +277,9 @@ impl BanksRpc for BanksService {
         let span = tracing::info_span!("format_for_prompt", bank = %name(&bank));
         logged(
             async {
+                if let Some(s) = &system {
+                    crate::banks::experience::check_system("system", s)?;
+                }
                 let (text, ids) = if query.trim().is_empty() {
                     self.banks.format_all(&bank).await?
                 } else {

@@ -245,8 +245,8 @@ impl std::fmt::Debug for Service {
     }
 }
 
-/// rmcp's own cap on a request body.
-const MAX_BODY: usize = 4 * 1024 * 1024;
+/// The cap on a request body: the one cap of every face.
+const MAX_BODY: usize = crate::api::MAX_MESSAGE_BYTES;
 
 /// Hands one HTTP request to rmcp. An `initialize` at `--mcp-max-sessions` is answered 503 with a JSON-RPC
 /// error. A successful session DELETE is answered 204 No Content rather than rmcp's 202: the official
@@ -257,12 +257,22 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
     // method is not read here (the stateless wire sends it with every call; rmcp refuses a header that
     // contradicts the body).
     let other_method = request.headers().get("mcp-method").is_some_and(|m| m.as_bytes() != b"initialize");
-    if request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id") && !other_method {
+    if request.method() == http::Method::POST {
         let (parts, body) = request.into_parts();
         let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
             return (http::StatusCode::PAYLOAD_TOO_LARGE, "Payload too large").into_response();
         };
-        let opening = serde_json::from_slice::<Value>(&bytes).ok().filter(|v| v["method"] == "initialize");
+        // Strict JSON: rmcp would keep one of a repeated key's values without a word.
+        let parsed = match crate::json::strict_value_bytes(&bytes) {
+            Ok(v) => Some(v),
+            Err(e @ crate::json::StrictError::Duplicate(_)) => {
+                let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {e}")}});
+                return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+            }
+            Err(crate::json::StrictError::Syntax(_)) => None, // rmcp answers its own parse error
+        };
+        let session_less = !parts.headers.contains_key("mcp-session-id") && !other_method;
+        let opening = parsed.filter(|v| session_less && v["method"] == "initialize");
         if let Some(init) = opening {
             if let Some((active, max)) = service.sessions.full().await {
                 let error = json!({"jsonrpc": "2.0", "id": init["id"],

@@ -23,6 +23,12 @@ pub use dataset_service::DatasetService;
 pub use env_service::MemoryEnvService;
 pub use learn_service::LearnService;
 
+/// The one cap on a request, in bytes, on every face: a gRPC message (every service: a custom episode of
+/// thousands of memories, an `ImportBank` of a 100,000-experience library, ~10 MB of JSON), an OpenEnv
+/// HTTP body or WebSocket message, an MCP request body. Over it: gRPC `OUT_OF_RANGE` (tonic's decoder),
+/// HTTP 413, or the WebSocket closed with 1009 (message too big).
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
 /// Generated protobuf and tonic code for `memgym.v1`.
 #[allow(missing_docs, clippy::all)]
 pub mod pb {

@@ -87,6 +87,18 @@ impl BankError {
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         BankError::InvalidArgument { field: field.to_string(), message: message.into() }
     }
+
+    /// The text rule's refusal of `field`: over its cap is RESOURCE_EXHAUSTED (the banks' code for every
+    /// cap), any other refusal INVALID_ARGUMENT.
+    pub fn refused_text(field: &str, why: crate::text::charset::Refusal) -> Self {
+        use crate::text::charset::Refusal;
+        match why {
+            Refusal::TooLong { chars, max } => {
+                BankError::ResourceExhausted { message: format!("{field} is {chars} characters, over the limit of {max}") }
+            }
+            other @ (Refusal::Char { .. } | Refusal::Empty) => BankError::invalid(field, other.to_string()),
+        }
+    }
 }
 
 impl From<super::agent::AgentError> for BankError {

@@ -9,13 +9,14 @@
 //! - `format_for_prompt` renders `[G0]. text` lines in id order, `""` for an empty library.
 //!
 //! Defaults where the seeds are silent: confidence 0.5, domain "general", the bank's epoch; a modify
-//! keeps confidence and domain unless given; a merge takes the highest confidence of its sources and
+//! keeps confidence and domain unless given; a merge takes the highest confidence of its sources, the sum of their usage (the latest last use) and
 //! their domain if they agree (else the first source's), and is stamped with the current epoch.
 
 use super::library::{show_id, Draft, Experience, Library};
 use super::ops::{self, Op, OpLimits};
 use super::store::BankMeta;
 use super::{BankError, Banks};
+use crate::text::charset::{self, Shape};
 
 /// Confidence of an experience added without one.
 pub const DEFAULT_CONFIDENCE: f64 = 0.5;
@@ -53,21 +54,10 @@ pub struct NewFields {
     pub epoch: Option<u64>,
 }
 
-fn check_text(field: &str, text: &str, limits: &OpLimits) -> Result<String, BankError> {
-    let t = text.trim();
-    if t.is_empty() {
-        return Err(BankError::invalid(field, "is empty"));
-    }
-    let n = t.chars().count();
-    if n > limits.max_text_chars {
-        return Err(BankError::ResourceExhausted {
-            message: format!("{field} is {n} characters, over the limit of {}", limits.max_text_chars),
-        });
-    }
-    if t.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Err(BankError::invalid(field, "holds control characters"));
-    }
-    Ok(t.to_string())
+/// The text rule ([`crate::text::charset`]) for an experience's text; over the cap is RESOURCE_EXHAUSTED
+/// (the banks' code for every cap), any other refusal INVALID_ARGUMENT.
+pub(crate) fn check_text(field: &str, text: &str, limits: &OpLimits) -> Result<String, BankError> {
+    charset::admit_required(text, Shape::Text, limits.max_text_chars).map_err(|why| BankError::refused_text(field, why))
 }
 
 fn check_confidence(field: &str, c: Option<f64>) -> Result<Option<f64>, BankError> {
@@ -79,13 +69,10 @@ fn check_confidence(field: &str, c: Option<f64>) -> Result<Option<f64>, BankErro
     }
 }
 
-fn check_domain(field: &str, d: Option<&str>) -> Result<Option<String>, BankError> {
+/// The text rule for a domain: one line of 1 to 64 characters.
+pub(crate) fn check_domain(field: &str, d: Option<&str>) -> Result<Option<String>, BankError> {
     let Some(d) = d else { return Ok(None) };
-    let t = d.trim();
-    if t.is_empty() || t.chars().count() > 64 || t.chars().any(char::is_control) {
-        return Err(BankError::invalid(field, "must be 1..64 characters without control characters"));
-    }
-    Ok(Some(t.to_string()))
+    charset::admit_required(d, Shape::Label, ops::MAX_DOMAIN_CHARS).map(Some).map_err(|why| BankError::invalid(field, why.to_string()))
 }
 
 /// Parses "G12" (also "g12", "12") into 12.
@@ -147,10 +134,16 @@ fn plan_merge(
         domain: Some(domain.unwrap_or_else(|| sources[0].domain.clone())),
         epoch: None,
     };
+    // Usage is the sources' (seed 000 sums it): what they were retrieved for is now retrieved as this.
+    let usage: Vec<(u64, Option<u64>)> = sources.iter().map(|s| lib.usage(s)).collect();
     for id in ids {
         draft.delete(*id);
     }
-    Ok(plan_add(draft, text, &fields))
+    let mut exp = plan_add(draft, text, &fields);
+    exp.usage_count = usage.iter().map(|u| u.0).fold(0, u64::saturating_add);
+    exp.last_used_epoch = usage.iter().filter_map(|u| u.1).max();
+    draft.put(exp.clone());
+    Ok(exp)
 }
 
 /// The result of one operation of a batch.
@@ -282,9 +275,10 @@ impl Banks {
         let limits = self.op_limits();
         let parsed = ops::parse_batch(operations_json, &limits).map_err(|e| match e {
             ops::BatchError::TooMany { .. } => BankError::ResourceExhausted { message: e.to_string() },
-            other @ (ops::BatchError::NotJson { .. } | ops::BatchError::NotABatch { .. } | ops::BatchError::Truncated { .. }) => {
-                BankError::invalid("operations_json", other.to_string())
-            }
+            other @ (ops::BatchError::NotJson { .. }
+            | ops::BatchError::NotABatch { .. }
+            | ops::BatchError::Truncated { .. }
+            | ops::BatchError::DuplicateKey { .. }) => BankError::invalid("operations_json", other.to_string()),
         })?;
         if !partial {
             if let Some(Err(e)) = parsed.iter().find(|p| p.is_err()) {
@@ -372,9 +366,26 @@ impl Banks {
     }
 }
 
-/// `[G0]. text` lines joined by `\n` (seed 001's `format_for_prompt`).
+/// `[G0]. text` lines joined by `\n` (seed 001's `format_for_prompt`); each text through
+/// [`charset::inline`], so a stored line break cannot forge another entry.
 pub fn render<'a>(exps: impl IntoIterator<Item = &'a Experience>) -> String {
-    exps.into_iter().map(|e| format!("[{}]. {}", show_id(e.id), e.text)).collect::<Vec<_>>().join("\n")
+    exps.into_iter().map(|e| format!("[{}]. {}", show_id(e.id), charset::inline(&e.text))).collect::<Vec<_>>().join("\n")
+}
+
+/// Most characters of the system prompt `FormatForPrompt` injects the experiences into.
+pub const MAX_SYSTEM_CHARS: usize = 100_000;
+
+/// The cap and the refused characters of a caller's system prompt (it is returned, not stored, so it is
+/// not trimmed or normalised).
+pub fn check_system(field: &str, s: &str) -> Result<(), BankError> {
+    if let Some(why) = charset::check(s, charset::refused_in_text) {
+        return Err(BankError::invalid(field, why));
+    }
+    let n = s.chars().take(MAX_SYSTEM_CHARS + 1).count();
+    if n > MAX_SYSTEM_CHARS {
+        return Err(BankError::ResourceExhausted { message: format!("{field} is over the limit of {MAX_SYSTEM_CHARS} characters") });
+    }
+    Ok(())
 }
 
 /// Seed 000's injection into a system prompt: `"{system}\n\n# Learned Experiences\n{experiences}"`, or

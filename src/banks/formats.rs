@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use super::experience::{DEFAULT_CONFIDENCE, DEFAULT_DOMAIN};
+use super::experience::{check_domain, check_text, DEFAULT_CONFIDENCE, DEFAULT_DOMAIN};
 use super::library::{show_id, Experience};
 use super::ops::parse_id;
 use super::store::BankMeta;
@@ -42,6 +42,11 @@ pub struct File {
     pub epoch: Option<u64>,
 }
 
+/// A refusal of the field at `path` (`data.experiences[3].text`; `data` is the request's field).
+fn bad_at(path: &str, message: impl Into<String>) -> BankError {
+    BankError::invalid(path, message)
+}
+
 fn bad(message: impl Into<String>) -> BankError {
     BankError::invalid("data", message)
 }
@@ -62,8 +67,10 @@ fn defaults(id: u64, text: String, epoch: u64) -> Experience {
 fn id_texts(members: &[(String, Json)], path: &str, epoch: u64) -> Result<Vec<Experience>, BankError> {
     let mut out = Vec::with_capacity(members.len());
     for (k, v) in members {
-        let id = parse_id(&Value::String(k.clone())).map_err(|m| bad(format!("{path}: key {}: {m}", quoted(k))))?;
-        let Json::String(text) = v else { return Err(bad(format!("{path}.{k}: must be a string, got {}", v.describe()))) };
+        let id = parse_id(&Value::String(k.clone())).map_err(|m| bad_at(path, format!("key {}: {m}", quoted(k))))?;
+        let Json::String(text) = v else {
+            return Err(bad_at(&format!("{path}.{}", show_id(id)), format!("must be a string, got {}", v.describe())));
+        };
         out.push(defaults(id, text.clone(), epoch));
     }
     Ok(out)
@@ -71,9 +78,9 @@ fn id_texts(members: &[(String, Json)], path: &str, epoch: u64) -> Result<Vec<Ex
 
 fn u64_of(v: &Json, path: &str) -> Result<u64, BankError> {
     match v {
-        Json::Number(n) => n.as_u64().ok_or_else(|| bad(format!("{path}: must be a whole number >= 0, got {n}"))),
+        Json::Number(n) => n.as_u64().ok_or_else(|| bad_at(path, format!("must be a whole number >= 0, got {n}"))),
         other @ (Json::Null | Json::Bool(_) | Json::String(_) | Json::Array(_) | Json::Object(_)) => {
-            Err(bad(format!("{path}: must be a number, got {}", other.describe())))
+            Err(bad_at(path, format!("must be a number, got {}", other.describe())))
         }
     }
 }
@@ -82,33 +89,35 @@ fn u64_of(v: &Json, path: &str) -> Result<u64, BankError> {
 pub fn parse(format: Format, data: &str, epoch: u64) -> Result<File, BankError> {
     let root: Json = serde_json::from_str(data).map_err(|e| bad(format!("not valid JSON: {}", crate::quote::cut(&e.to_string()))))?;
     if let Some(k) = root.first_duplicate() {
-        return Err(bad(format!("key {} appears twice", quoted(k))));
+        return Err(bad(format!("key {} appears twice in one object (duplicate JSON keys are refused)", quoted(k))));
     }
     let Json::Object(members) = &root else { return Err(bad(format!("must be a JSON object, got {}", root.describe()))) };
     match format {
-        Format::Upstream => Ok(File { experiences: id_texts(members, "$", epoch)?, next_id: 0, epoch: None }),
+        Format::Upstream => Ok(File { experiences: id_texts(members, "data", epoch)?, next_id: 0, epoch: None }),
         Format::Seed => {
-            let Some(Json::Object(exps)) = root.get("experiences") else { return Err(bad("$.experiences: missing, or not an object")) };
-            let next_id = root.get("next_id").map(|v| u64_of(v, "$.next_id")).transpose()?.unwrap_or(0);
-            Ok(File { experiences: id_texts(exps, "$.experiences", epoch)?, next_id, epoch: None })
+            let Some(Json::Object(exps)) = root.get("experiences") else {
+                return Err(bad_at("data.experiences", "missing, or not an object"));
+            };
+            let next_id = root.get("next_id").map(|v| u64_of(v, "data.next_id")).transpose()?.unwrap_or(0);
+            Ok(File { experiences: id_texts(exps, "data.experiences", epoch)?, next_id, epoch: None })
         }
         Format::Memgym => {
             if root.get("format") != Some(&Json::String(MEMGYM_FORMAT.into())) {
-                return Err(bad(format!("$.format: must be {}", quoted(MEMGYM_FORMAT))));
+                return Err(bad_at("data.format", format!("must be {}", quoted(MEMGYM_FORMAT))));
             }
             let value: Value = root.clone().into();
-            let exps = value["experiences"].as_array().ok_or_else(|| bad("$.experiences: missing, or not an array"))?;
+            let exps = value["experiences"].as_array().ok_or_else(|| bad_at("data.experiences", "missing, or not an array"))?;
             let mut out = Vec::with_capacity(exps.len());
             for (i, e) in exps.iter().enumerate() {
-                let p = |f: &str| format!("$.experiences[{i}].{f}");
-                let id = parse_id(&e["id"]).map_err(|m| bad(format!("{}: {m}", p("id"))))?;
-                let text = e["text"].as_str().ok_or_else(|| bad(format!("{}: must be a string", p("text"))))?.to_string();
+                let p = |f: &str| format!("data.experiences[{i}].{f}");
+                let id = parse_id(&e["id"]).map_err(|m| bad_at(&p("id"), m))?;
+                let text = e["text"].as_str().ok_or_else(|| bad_at(&p("text"), "must be a string"))?.to_string();
                 let confidence = e["confidence"]
                     .as_f64()
                     .filter(|c| (0.0..=1.0).contains(c))
-                    .ok_or_else(|| bad(format!("{}: must be a number in [0, 1]", p("confidence"))))?;
-                let domain = e["domain"].as_str().ok_or_else(|| bad(format!("{}: must be a string", p("domain"))))?.to_string();
-                let num = |f: &str| e[f].as_u64().ok_or_else(|| bad(format!("{}: must be a whole number >= 0", p(f))));
+                    .ok_or_else(|| bad_at(&p("confidence"), "must be a number in [0, 1]"))?;
+                let domain = e["domain"].as_str().ok_or_else(|| bad_at(&p("domain"), "must be a string"))?.to_string();
+                let num = |f: &str| e[f].as_u64().ok_or_else(|| bad_at(&p(f), "must be a whole number >= 0"));
                 let last_used_epoch = match &e["last_used_epoch"] {
                     Value::Null => None,
                     Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) | Value::Object(_) => {
@@ -157,8 +166,35 @@ pub fn render(format: Format, meta: &BankMeta, exps: &[Experience]) -> String {
     }
 }
 
+/// Reads a file and checks every experience as an import stores it: the text rule on texts and domains
+/// (stored in the form the rule leaves), the text cap (RESOURCE_EXHAUSTED), ids given once.
+pub fn admit(format: Format, data: &str, limits: &super::BankLimits) -> Result<File, BankError> {
+    let mut file = parse(format, data, 0)?;
+    let mut seen = std::collections::HashSet::with_capacity(file.experiences.len());
+    let path = |i: usize, e: &Experience, f: &str| match format {
+        Format::Memgym => format!("data.experiences[{i}].{f}"),
+        Format::Seed => format!("data.experiences.{}", show_id(e.id)),
+        Format::Upstream => format!("data.{}", show_id(e.id)),
+    };
+    for (i, e) in file.experiences.iter_mut().enumerate() {
+        if !seen.insert(e.id) {
+            return Err(bad_at(&path(i, e, "id"), format!("{} appears twice", show_id(e.id))));
+        }
+        let ops = super::ops::OpLimits { max_text_chars: limits.max_text_chars, ..super::ops::OpLimits::default() };
+        e.text = check_text(&path(i, e, "text"), &e.text, &ops)?;
+        if format == Format::Memgym {
+            e.domain = check_domain(&path(i, e, "domain"), Some(&e.domain))?.unwrap_or_default();
+        }
+    }
+    Ok(file)
+}
+
 impl Banks {
     /// Imports a file into `bank` (created if missing): the number imported and the counters after.
+    ///
+    /// The file is read and every experience checked (the text rule, the caps, repeated ids) before
+    /// anything is written, and a bank this call created is removed again if the write is refused, so a
+    /// refused import leaves no bank, row or version behind.
     pub async fn import(
         &self,
         bank: &str,
@@ -168,45 +204,49 @@ impl Banks {
         expected: Option<u64>,
     ) -> Result<(usize, BankMeta), BankError> {
         super::check_name("bank", bank)?;
-        let limits = self.config().limits;
-        if self.store_meta(bank).await?.is_none() {
-            self.create(bank, super::Kind::Experience, None, true).await?;
-        }
-        self.write(bank, expected, |lib, draft| {
-            let file = parse(format, data, lib.meta().epoch)?;
-            if !replace && !lib.is_empty() {
-                return Err(BankError::FailedPrecondition {
-                    message: format!("bank {} holds {} experiences; import into an empty bank, or pass replace", quoted(bank), lib.len()),
-                });
+        let file = admit(format, data, &self.config().limits)?;
+        let created = match self.store_meta(bank).await? {
+            Some(_) => false,
+            None => {
+                if expected.is_some_and(|v| v != 0) {
+                    return Err(BankError::BankNotFound { name: bank.to_string() });
+                }
+                self.create(bank, super::Kind::Experience, None, true).await?;
+                true
             }
-            let mut seen = std::collections::HashSet::new();
-            for e in &file.experiences {
-                if !seen.insert(e.id) {
-                    return Err(bad(format!("{} appears twice", show_id(e.id))));
-                }
-                let n = e.text.chars().count();
-                if e.text.trim().is_empty() {
-                    return Err(bad(format!("{}: the text is empty", show_id(e.id))));
-                }
-                if n > limits.max_text_chars {
-                    return Err(BankError::ResourceExhausted {
-                        message: format!("{}: {n} characters, over the limit of {}", show_id(e.id), limits.max_text_chars),
+        };
+        let result = self
+            .write(bank, expected, |lib, draft| {
+                if !replace && !lib.is_empty() {
+                    return Err(BankError::FailedPrecondition {
+                        message: format!(
+                            "bank {} holds {} experiences; import into an empty bank, or pass replace",
+                            quoted(bank),
+                            lib.len()
+                        ),
                     });
                 }
-            }
-            draft.clear = replace;
-            let max_id = file.experiences.iter().map(|e| e.id + 1).max().unwrap_or(0);
-            draft.next_id = draft.next_id.max(file.next_id).max(max_id);
-            if let Some(epoch) = file.epoch {
-                draft.epoch = epoch;
-            }
-            let n = file.experiences.len();
-            for e in file.experiences {
-                draft.put(e);
-            }
-            Ok(n)
-        })
-        .await
+                draft.clear = replace;
+                let max_id = file.experiences.iter().map(|e| e.id + 1).max().unwrap_or(0);
+                draft.next_id = draft.next_id.max(file.next_id).max(max_id);
+                if let Some(epoch) = file.epoch {
+                    draft.epoch = epoch;
+                }
+                let stamp = draft.epoch;
+                for e in &file.experiences {
+                    // The seeds' files carry no epoch: their experiences are stamped with the bank's.
+                    let created_epoch = if format == Format::Memgym { e.created_epoch } else { stamp };
+                    draft.put(Experience { created_epoch, ..e.clone() });
+                }
+                Ok(file.experiences.len())
+            })
+            .await;
+        if result.is_err() && created {
+            // Only an empty bank at version 0 (the one created above) is removed: a bank another
+            // client wrote into meanwhile stays.
+            let _ = self.delete(bank, Some(0)).await;
+        }
+        result
     }
 
     /// Exports `bank` in `format`.

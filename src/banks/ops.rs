@@ -33,19 +33,21 @@
 //!   bracket-balanced `[…]` that parses, else the first balanced `{…}` that parses (an object that
 //!   encloses the array wins, so a single operation in prose is not mistaken for its `merged_from`).
 //!
-//! Texts are trimmed, must be non-empty, at most [`OpLimits::max_text_chars`] characters and free of
-//! control characters other than newline and tab; a merge names 2 to [`OpLimits::max_merge_ids`]
+//! Texts and domains pass the text rule ([`crate::text::charset`]: refused characters, NFC, trimming;
+//! non-empty; texts at most [`OpLimits::max_text_chars`] characters, domains one line of at most 64); a
+//! repeated key inside one object refuses the batch (strict JSON); a merge names 2 to [`OpLimits::max_merge_ids`]
 //! distinct ids; a batch holds at most [`OpLimits::max_ops`] operations. Every error names the
 //! operation's index and the field, and quotes at most a short prefix of a bad value. Parsing never
 //! panics and its work and memory stay within a small multiple of the reply's size.
 
-use crate::json::kind_of;
+use crate::json::{kind_of, strict_value, StrictError};
 use std::collections::HashSet;
 use std::fmt;
 
 use serde_json::{Map, Value};
 
 use crate::quote::{cut, quoted};
+use crate::text::charset::{self, Shape};
 
 /// The normalised operations.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +161,13 @@ pub enum BatchError {
         /// Complete operation objects before the cut.
         complete: usize,
     },
+    /// The JSON found repeats a key inside one object: which of the two values was meant is unknown, so
+    /// the batch is refused (strict JSON, [`crate::json::strict_value`]).
+    #[error("operations: key {} appears twice in one object (duplicate JSON keys are refused)", quoted(key))]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
     /// More operations than [`OpLimits::max_ops`].
     #[error("operations: {count} operations in one batch, at most {max} allowed")]
     TooMany {
@@ -190,7 +199,8 @@ impl Default for OpLimits {
 /// a small multiple of the input size).
 const MAX_TRIES: usize = 16;
 /// Characters of a domain at most.
-const MAX_DOMAIN_CHARS: usize = 64;
+/// Most characters of a domain.
+pub const MAX_DOMAIN_CHARS: usize = 64;
 /// The accepted operation names, for error messages.
 const KINDS: &str = "add, modify (update), delete (remove), merge, keep (none)";
 
@@ -223,7 +233,7 @@ fn unterminated_array(text: &str) -> Option<Vec<Value>> {
     let mut items = Vec::new();
     let mut i = next;
     while let Some(end) = matching(bytes, i, b'{', b'}') {
-        match text.get(i..end).map(serde_json::from_str::<Value>) {
+        match text.get(i..end).and_then(candidate) {
             Some(Ok(value)) => items.push(value),
             Some(Err(_)) | None => break,
         }
@@ -237,12 +247,13 @@ fn unterminated_array(text: &str) -> Option<Vec<Value>> {
 
 /// The JSON value of an LLM reply: the whole reply, else the first fenced block, `[…]` or `{…}` that parses.
 fn find_json(text: &str) -> Result<Value, BatchError> {
-    let whole = match serde_json::from_str::<Value>(text) {
+    let whole = match strict_value(text) {
         Ok(value) => return Ok(value),
-        Err(e) => e,
+        Err(StrictError::Duplicate(key)) => return Err(BatchError::DuplicateKey { key }),
+        Err(StrictError::Syntax(e)) => e,
     };
     if let Some(value) = fenced(text) {
-        return Ok(value);
+        return value;
     }
     if let Some(items) = unterminated_array(text) {
         return Err(BatchError::Truncated { complete: items.len() });
@@ -250,10 +261,14 @@ fn find_json(text: &str) -> Result<Value, BatchError> {
     match (balanced(text, b'[', b']'), balanced(text, b'{', b'}')) {
         // An object around the array (one operation with a `merged_from`, a wrapper) is the batch.
         (Some((a_start, a_end, array)), Some((o_start, o_end, object))) => {
-            Ok(if o_start < a_start && a_end <= o_end { object } else { array })
+            if o_start < a_start && a_end <= o_end {
+                object
+            } else {
+                array
+            }
         }
-        (Some((_, _, array)), None) => Ok(array),
-        (None, Some((_, _, object))) => Ok(object),
+        (Some((_, _, array)), None) => array,
+        (None, Some((_, _, object))) => object,
         (None, None) if text.trim().is_empty() => Err(BatchError::NotJson { message: "the reply is empty".to_string() }),
         (None, None) => {
             Err(BatchError::NotJson { message: format!("no JSON array or object found in {}: {}", quoted(text), cut(&whole.to_string())) })
@@ -261,17 +276,27 @@ fn find_json(text: &str) -> Result<Value, BatchError> {
     }
 }
 
+/// A candidate span read strictly: `None` when it is not JSON, an error when it repeats a key.
+fn candidate(text: &str) -> Option<Result<Value, BatchError>> {
+    match strict_value(text) {
+        Ok(value) => Some(Ok(value)),
+        Err(StrictError::Duplicate(key)) => Some(Err(BatchError::DuplicateKey { key })),
+        Err(StrictError::Syntax(_)) => None,
+    }
+}
+
 /// The first ```` ``` ```` fenced block (after an optional language tag) whose content parses as an array or object.
-fn fenced(text: &str) -> Option<Value> {
+fn fenced(text: &str) -> Option<Result<Value, BatchError>> {
     let mut rest = text;
     for _ in 0..MAX_TRIES {
         let after = rest.get(rest.find("```")? + 3..)?;
         let tag = after.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'))).unwrap_or(after.len());
         let body = after.get(tag..)?;
         let close = body.find("```")?;
-        match serde_json::from_str::<Value>(body.get(..close)?) {
-            Ok(value @ (Value::Array(_) | Value::Object(_))) => return Some(value),
-            Ok(Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) | Err(_) => {}
+        match candidate(body.get(..close)?) {
+            Some(Ok(value @ (Value::Array(_) | Value::Object(_)))) => return Some(Ok(value)),
+            Some(Err(e)) => return Some(Err(e)),
+            Some(Ok(Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_))) | None => {}
         }
         rest = body.get(close + 3..)?;
     }
@@ -279,14 +304,14 @@ fn fenced(text: &str) -> Option<Value> {
 }
 
 /// The first `open`…`close` span (balanced, skipping JSON strings) that parses: its byte range and value.
-fn balanced(text: &str, open: u8, close: u8) -> Option<(usize, usize, Value)> {
+fn balanced(text: &str, open: u8, close: u8) -> Option<(usize, usize, Result<Value, BatchError>)> {
     let bytes = text.as_bytes();
     let mut from = 0;
     for _ in 0..MAX_TRIES {
         let start = from + bytes.get(from..)?.iter().position(|&b| b == open)?;
         from = start + 1;
         let Some(end) = matching(bytes, start, open, close) else { continue };
-        if let Some(Ok(value)) = text.get(start..end).map(serde_json::from_str::<Value>) {
+        if let Some(value) = text.get(start..end).and_then(candidate) {
             return Some((start, end, value));
         }
     }
@@ -428,20 +453,7 @@ impl<'a> Fields<'a> {
         let Value::String(text) = value else {
             return Err(self.err(key, format!("must be a string, got {}", kind_of(value))));
         };
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(self.err(key, "must not be empty"));
-        }
-        let chars = text.chars().count();
-        if chars > limits.max_text_chars {
-            return Err(self.err(key, format!("has {chars} characters, at most {} allowed", limits.max_text_chars)));
-        }
-        if let Some((at, c)) = text.chars().enumerate().find(|&(_, c)| c.is_control() && c != '\n' && c != '\t') {
-            return Err(
-                self.err(key, format!("contains control character U+{:04X} at character {at} (only \\n and \\t allowed)", c as u32))
-            );
-        }
-        Ok(Some(text.to_string()))
+        charset::admit_required(text, Shape::Text, limits.max_text_chars).map(Some).map_err(|why| self.err(key, why.to_string()))
     }
 
     /// The required text and the optional confidence and domain of an add, modify or merge.
@@ -469,14 +481,7 @@ impl<'a> Fields<'a> {
         let Value::String(domain) = value else {
             return Err(self.err("domain", format!("must be a string, got {}", kind_of(value))));
         };
-        let trimmed = domain.trim();
-        let chars = trimmed.chars().count();
-        if !(1..=MAX_DOMAIN_CHARS).contains(&chars) || trimmed.chars().any(char::is_control) {
-            return Err(
-                self.err("domain", format!("must be 1 to {MAX_DOMAIN_CHARS} characters, no control characters, got {}", quoted(domain)))
-            );
-        }
-        Ok(Some(trimmed.to_string()))
+        charset::admit_required(domain, Shape::Label, MAX_DOMAIN_CHARS).map(Some).map_err(|why| self.err("domain", why.to_string()))
     }
 }
 

@@ -14,6 +14,7 @@ use super::library::{Draft, Experience, Hit, Library};
 use super::store::BankMeta;
 use super::{BankError, Banks};
 use crate::memory::SearchPath;
+use crate::text::charset::{self, Shape};
 use crate::tools::llm_edit::prompts;
 use crate::tools::{merge_texts, MergeStrategy};
 
@@ -109,10 +110,11 @@ impl Banks {
     pub async fn retrieve(&self, bank: &str, q: Query<'_>) -> Result<(Vec<Hit>, SearchPath), BankError> {
         check_top_k(q.top_k)?;
         check_similarity("min_similarity", q.min_similarity)?;
+        let text = check_query("query", q.text, self.config().limits.max_text_chars)?;
         if q.top_k == 0 {
             return Ok((Vec::new(), SearchPath::Exact));
         }
-        let v = self.embedder().embed(vec![q.text.to_string()]).await?;
+        let v = self.embedder().embed(vec![text]).await?;
         let query = v.into_iter().next().unwrap_or_default();
         self.read(bank, |lib| lib.retrieve(&query, q.top_k, q.min_similarity, q.domain, q.count)).await
     }
@@ -175,6 +177,12 @@ impl Banks {
         dry_run: bool,
         expected: Option<u64>,
     ) -> Result<(Vec<u64>, usize, BankMeta), BankError> {
+        if max_size == Some(0) {
+            return Err(BankError::invalid(
+                "max_size",
+                "must be at least 1: 0 would remove every experience (to empty a bank, delete it, or import an empty library with replace)",
+            ));
+        }
         let ((removed, left), meta) = self
             .write(bank, expected, |lib, draft| {
                 let keep = max_size.unwrap_or(lib.meta().max_size) as usize;
@@ -322,6 +330,11 @@ fn plan_merges(
         out.push(MergedGroup { sources: ids, new_id, text, note });
     }
     out
+}
+
+/// The text rule on a retrieval query (it may be empty), capped like an experience's text.
+pub fn check_query(field: &str, q: &str, max: usize) -> Result<String, BankError> {
+    charset::admit(q, Shape::Text, max).map_err(|why| BankError::refused_text(field, why))
 }
 
 /// Parses a strategy name ("" is seed 000's recommended `hybrid`).

@@ -420,3 +420,5 @@ async fn the_index_is_rebuilt_in_the_background_without_losing_writes() {
     let overlap = exact.iter().filter(|id| found.contains(id)).count();
     assert!(overlap >= 9, "recall@10 {overlap}/10: {found:?} vs {exact:?}");
 }
+
+mod hardening;

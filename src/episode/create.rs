@@ -30,13 +30,16 @@ impl Environment {
     }
 
     /// Opens an episode, or returns the live one with the same id.
-    pub async fn create_episode(&self, req: CreateRequest) -> Result<Created, EpisodeError> {
+    pub async fn create_episode(&self, mut req: CreateRequest) -> Result<Created, EpisodeError> {
         if let Some(id) = &req.episode_id {
             valid_episode_id(id)?;
         }
         let max_steps = req.max_steps.unwrap_or(self.config.limits.default_max_steps);
         if max_steps == 0 || max_steps > self.config.limits.max_steps_cap {
             return Err(EpisodeError::invalid("max_steps", format!("must be 1 to {}, got {max_steps}", self.config.limits.max_steps_cap)));
+        }
+        if let EpisodeSource::Custom { memories, question, answer, evidence } = &mut req.source {
+            custom::admit(&self.config.limits, memories, question, answer, evidence)?;
         }
         let seed = req.seed.unwrap_or(0);
         let evaluator = req.evaluator.unwrap_or(self.config.evaluator);
@@ -79,16 +82,15 @@ impl Environment {
                 (Some(base), Target::from(q), Some(q.conversation_id.clone()), Some(q.id.clone()), q.id.clone())
             }
             EpisodeSource::Custom { memories, question, answer, evidence } => {
-                custom::check(&self.config.limits, memories, question, answer, evidence)?;
                 let target = Target {
-                    question: question.trim().to_string(),
-                    answer: Some(answer.trim().to_string()),
+                    question: question.clone(),
+                    answer: Some(answer.clone()),
                     adversarial_answer: None,
                     category: None,
                     evidence: evidence.clone(),
                 };
-                let h = memories.iter().fold(FNV1A_OFFSET, |h, m| fnv1a_extend(fnv1a_extend(h, m.text.trim().as_bytes()), &[0]));
-                (None, target, None, None, format!("custom:{}:{}:{h:016x}", question.trim(), memories.len()))
+                let h = memories.iter().fold(FNV1A_OFFSET, |h, m| fnv1a_extend(fnv1a_extend(h, m.text.as_bytes()), &[0]));
+                (None, target, None, None, format!("custom:{question}:{}:{h:016x}", memories.len()))
             }
         };
         let definition = format!("{what} seed={seed} max_steps={max_steps} evaluator={}", evaluator.name());

@@ -1,8 +1,9 @@
 //! Validation of a custom episode (its memories, question, answer and evidence) before anything is
-//! embedded: every field is capped and checked for refused characters, and a refusal names the field.
-//! Kept apart from the lifecycle code in `mod.rs`.
+//! embedded: every field passes the text rule ([`crate::text::charset`]: refused characters, NFC,
+//! trimming, its cap) and is stored as the rule leaves it; a refusal names the field. Kept apart from the
+//! lifecycle code in `mod.rs`.
 
-use crate::text::charset;
+use crate::text::charset::{self, Shape};
 
 use super::{EpisodeError, Limits, NewMemory};
 
@@ -15,9 +16,17 @@ pub const MAX_EVIDENCE_IDS: usize = 100;
 /// Most characters of one evidence id ("D12:34").
 pub const MAX_EVIDENCE_ID_CHARS: usize = 32;
 
-/// Checks a custom episode: 1 to `max_custom_memories` memories (more is RESOURCE_EXHAUSTED, the code
-/// of every memory cap), each field within its cap and free of refused characters (INVALID_ARGUMENT).
-pub fn check(limits: &Limits, memories: &[NewMemory], question: &str, answer: &str, evidence: &[String]) -> Result<(), EpisodeError> {
+/// Checks a custom episode and puts each text in its stored form: 1 to `max_custom_memories` memories
+/// (more is RESOURCE_EXHAUSTED, the code of every memory cap), each field within its cap and free of
+/// refused characters (INVALID_ARGUMENT). On an error nothing is changed that matters: the caller drops
+/// the request.
+pub fn admit(
+    limits: &Limits,
+    memories: &mut [NewMemory],
+    question: &mut String,
+    answer: &mut String,
+    evidence: &[String],
+) -> Result<(), EpisodeError> {
     let max = limits.max_custom_memories;
     if memories.is_empty() {
         return Err(EpisodeError::invalid("custom.memories", "must hold at least one memory"));
@@ -28,45 +37,33 @@ pub fn check(limits: &Limits, memories: &[NewMemory], question: &str, answer: &s
         });
     }
     let max_chars = limits.tools.max_text_chars;
-    for (i, m) in memories.iter().enumerate() {
+    for (i, m) in memories.iter_mut().enumerate() {
         let at = |f: &str| format!("custom.memories[{i}].{f}");
-        text(&at("text"), &m.text, max_chars)?;
+        m.text = text(&at("text"), &m.text, max_chars)?;
         for (f, v, cap) in [
-            ("speaker", &m.speaker, MAX_LABEL_CHARS),
-            ("session_date", &m.session_date, MAX_DATE_CHARS),
-            ("source", &m.source, MAX_LABEL_CHARS),
+            ("speaker", &mut m.speaker, MAX_LABEL_CHARS),
+            ("session_date", &mut m.session_date, MAX_DATE_CHARS),
+            ("source", &mut m.source, MAX_LABEL_CHARS),
         ] {
-            if let Some(v) = v {
-                label(&at(f), v, cap)?;
+            if let Some(s) = v.as_deref() {
+                *v = label(&at(f), s, cap)?;
             }
         }
         evidence_ids(&at("evidence"), &m.evidence)?;
     }
-    text("custom.question", question, max_chars)?;
-    text("custom.answer", answer, max_chars)?;
+    *question = text("custom.question", question, max_chars)?;
+    *answer = text("custom.answer", answer, max_chars)?;
     evidence_ids("custom.evidence", evidence)
 }
 
-fn text(field: &str, v: &str, max: usize) -> Result<(), EpisodeError> {
-    let n = v.trim().chars().count();
-    if n == 0 || n > max {
-        return Err(EpisodeError::invalid(field, format!("must be 1 to {max} characters (not only whitespace), got {n}")));
-    }
-    match charset::check(v.trim(), charset::refused_in_text) {
-        Some(why) => Err(EpisodeError::invalid(field, why)),
-        None => Ok(()),
-    }
+fn text(field: &str, v: &str, max: usize) -> Result<String, EpisodeError> {
+    charset::admit_required(v, Shape::Text, max).map_err(|why| EpisodeError::invalid(field, why.to_string()))
 }
 
-fn label(field: &str, v: &str, max: usize) -> Result<(), EpisodeError> {
-    let n = v.chars().count();
-    if n > max {
-        return Err(EpisodeError::invalid(field, format!("is {n} characters long, over the limit of {max}")));
-    }
-    match charset::check(v, charset::refused_in_label) {
-        Some(why) => Err(EpisodeError::invalid(field, why)),
-        None => Ok(()),
-    }
+/// A one-line label; one that is empty after trimming counts as absent.
+fn label(field: &str, v: &str, max: usize) -> Result<Option<String>, EpisodeError> {
+    let t = charset::admit(v, Shape::Label, max).map_err(|why| EpisodeError::invalid(field, why.to_string()))?;
+    Ok((!t.is_empty()).then_some(t))
 }
 
 fn evidence_ids(field: &str, ids: &[String]) -> Result<(), EpisodeError> {

@@ -7,7 +7,7 @@
 //! name (`top_k`, `memory_ids`, ...).
 
 use crate::memory::MemoryId;
-use crate::text::charset;
+use crate::text::charset::{self, Shape};
 
 use super::ToolError;
 
@@ -46,29 +46,17 @@ pub(super) fn text_arg(field: &str, v: Option<String>, limits: &ToolLimits) -> R
     checked_text(field, &v, limits.max_text_chars)
 }
 
+/// A required text in its stored form: the text rule ([`charset::admit_required`]: refused characters,
+/// NFC, trimming, the cap).
 pub(super) fn checked_text(field: &str, v: &str, max: usize) -> Result<String, ToolError> {
-    let t = v.trim();
-    if t.is_empty() {
-        return Err(ToolError::invalid(field, "must not be empty or only whitespace"));
-    }
-    let n = t.chars().count();
-    if n > max {
-        return Err(ToolError::invalid(field, format!("is {n} characters long, over the limit of {max}")));
-    }
-    if let Some(why) = charset::check(t, charset::refused_in_text) {
-        return Err(ToolError::invalid(field, why));
-    }
-    Ok(t.to_string())
+    charset::admit_required(v, Shape::Text, max).map_err(|why| ToolError::invalid(field, why.to_string()))
 }
 
+/// An optional one-line label in its stored form; one that is empty after trimming counts as absent.
 pub(super) fn label(field: &str, v: Option<String>) -> Result<Option<String>, ToolError> {
-    match v.as_deref().map(str::trim) {
-        None | Some("") => Ok(None),
-        Some(t) => match charset::check(t, charset::refused_in_label) {
-            Some(why) => Err(ToolError::invalid(field, why)),
-            None => checked_text(field, t, MAX_LABEL_CHARS).map(Some),
-        },
-    }
+    let Some(v) = v else { return Ok(None) };
+    let t = charset::admit(&v, Shape::Label, MAX_LABEL_CHARS).map_err(|why| ToolError::invalid(field, why.to_string()))?;
+    Ok((!t.is_empty()).then_some(t))
 }
 
 pub(super) fn int_in(field: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<usize, ToolError> {

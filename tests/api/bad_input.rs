@@ -45,7 +45,7 @@ macro_rules! rpc {
 async fn bad_input_table() {
     let mut app = spawn_app(&[]).await;
     app.open("bad", "conv-26:q0").await;
-    let huge = "x".repeat(9 * 1024 * 1024);
+    let huge = "x".repeat(memgym::api::MAX_MESSAGE_BYTES + 1024);
     let long = "y".repeat(2001);
     let rows: Vec<(&str, Call, Code)> = vec![
         ("unknown tool", tool("wipe_memory", json!({})), Code::InvalidArgument),
@@ -84,7 +84,7 @@ async fn bad_input_table() {
         ),
         ("unknown argument", tool("search_memory", json!({"query": "x", "colour": "red"})), Code::InvalidArgument),
         (
-            "message over 8 MiB",
+            "message over the 32 MiB cap",
             rpc!(search, pb::SearchRequest { episode_id: "bad".into(), query: huge.clone(), ..Default::default() }),
             Code::OutOfRange,
         ),

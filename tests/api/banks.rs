@@ -260,3 +260,62 @@ async fn a_batch_interrupted_by_sigkill_is_all_or_nothing() {
     let w = b.add_experience(add("lib", "after the crash")).await.unwrap().into_inner();
     assert_eq!(w.id, format!("G{}", stats.total_experiences));
 }
+
+/// Refusals leave nothing behind over the wire: a refused ImportBank or ImportAgentMemory creates no bank,
+/// and a refused write does not move the version. Errors name the field under `data`.
+#[tokio::test]
+async fn refused_imports_and_writes_leave_no_trace() {
+    let mut app = spawn_banks(&[]).await;
+    let b = &mut app.banks;
+    let bad = [
+        (pb::BankFormat::UpstreamJson, r#"{"G0": "a", "G0": "b"}"#, "appears twice"),
+        (pb::BankFormat::UpstreamJson, r#"{"G0": "ok", "G1": "\u001b[2J"}"#, "data.G1: holds U+001B"),
+        (pb::BankFormat::SeedJson, r#"{"experiences": {"G0": "x\u202ey"}}"#, "data.experiences.G0: holds U+202E"),
+    ];
+    for (format, data, want) in bad {
+        let e = b
+            .import_bank(pb::ImportBankRequest { bank: "new".into(), format: format as i32, data: data.into(), ..Default::default() })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(want), "{want}: {}", e.message());
+    }
+    let mut agent = memgym::api::pb::agent_memory_client::AgentMemoryClient::new(app._app.channel.clone());
+    let e = agent
+        .import_agent_memory(pb::ImportAgentMemoryRequest {
+            bank: "mem".into(),
+            data: r#"{"episode_log": [{"score": "x"}]}"#.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("data.episode_log[0].score"), "{}", e.message());
+    let e = agent
+        .import_agent_memory(pb::ImportAgentMemoryRequest {
+            bank: "mem".into(),
+            data: "{}".into(),
+            expected_version: Some(7),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Aborted, "{e:?}");
+    let listed = b.list_banks(pb::ListBanksRequest {}).await.unwrap().into_inner();
+    assert!(listed.banks.is_empty(), "no bank left behind: {listed:?}");
+    // RecordEpisode refuses control and bidi characters, naming the field, and records nothing.
+    b.create_bank(pb::CreateBankRequest { name: "agent".into(), kind: pb::BankKind::Agent as i32, ..Default::default() }).await.unwrap();
+    let e = agent
+        .record_episode(pb::RecordEpisodeRequest {
+            bank: "agent".into(),
+            task_id: Some("qa".into()),
+            mistakes: vec!["ok".into(), "\u{1b}]0;pwned\u{7}".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("mistakes[1]: holds U+001B"), "{}", e.message());
+    let bank = b.get_bank(pb::GetBankRequest { name: "agent".into() }).await.unwrap().into_inner();
+    assert_eq!(bank.version, 0, "nothing recorded");
+}

@@ -146,3 +146,29 @@ async fn sessions_are_capped_and_the_stateless_wire_is_not() {
     assert!(again.is_some(), "a place came back after a DELETE");
     let _ = b.cancel().await;
 }
+
+/// Strict JSON on the MCP face: a request body that repeats a key inside one object is refused with a
+/// JSON-RPC error naming the key (rmcp alone would keep one of the two values), and nothing runs.
+#[tokio::test]
+async fn a_repeated_json_key_is_refused_before_rmcp_reads_it() {
+    let face = spawn_face(&["127.0.0.1"]).await;
+    let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_episode","arguments":{"question_id":"conv-26:q3","episode_id":"dup-a","episode_id":"dup-b"}}}"#;
+    let raw = reqwest::Client::new()
+        .post(face.url.as_str())
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status().as_u16(), 400);
+    let reply: Value = serde_json::from_slice(&raw.bytes().await.unwrap()).unwrap();
+    assert_eq!(reply["error"]["code"], json!(-32600), "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains(r#"key "episode_id" appears twice"#), "{reply}");
+    let mut grpc = face.grpc.clone();
+    for id in ["dup-a", "dup-b"] {
+        let e = grpc.get_episode(pb::GetEpisodeRequest { episode_id: id.into(), include_trace: false }).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "no episode was created: {e:?}");
+    }
+}

@@ -437,3 +437,27 @@ async fn a_silent_connection_is_closed_and_its_place_freed() {
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "and its episode was closed");
     drop(silent);
 }
+
+/// Strict JSON on every OpenEnv door: a WebSocket message, an HTTP body and a `/mcp` dialect request
+/// that repeat a key are refused naming it, and nothing runs.
+#[tokio::test]
+async fn a_repeated_json_key_is_refused_on_every_door() {
+    let mut face = spawn_face(&[], 4).await;
+    let mut ws = connect(&face).await;
+    ws.send(Message::Text(r#"{"type":"reset","data":{"question_id":"conv-26:q3","episode_id":"dup-a","episode_id":"dup-b"}}"#.into()))
+        .await
+        .unwrap();
+    let r = recv(&mut ws).await;
+    assert_eq!((r["type"].as_str(), r["data"]["code"].as_str()), (Some("error"), Some("VALIDATION_ERROR")), "{r}");
+    assert!(r["data"]["message"].as_str().unwrap().contains(r#"key "episode_id" appears twice"#), "{r}");
+    let (s, r) = post(&format!("{}/reset", face.http), r#"{"seed": 1, "seed": 2}"#, "*/*").await;
+    assert_eq!(s, 422, "{r}");
+    assert!(r["detail"][0]["msg"].as_str().unwrap().contains(r#"key "seed" appears twice"#), "{r}");
+    let (s, r) = post(&format!("{}/mcp", face.http), r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}"#, "application/json").await;
+    assert_eq!(s, 200, "the dialect answers errors in JSON-RPC: {r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains(r#"key "id" appears twice"#), "{r}");
+    for id in ["dup-a", "dup-b"] {
+        let e = face.grpc.get_episode(pb::GetEpisodeRequest { episode_id: id.into(), include_trace: false }).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "no episode was opened: {e:?}");
+    }
+}

@@ -783,3 +783,39 @@ def test_drop_in_helpers_and_construction(address):
         assert repr(m) == f"ExperienceManager(bank='s-ctx', address='{address}')"
     with pytest.raises(MemgymUnavailable):
         ExperienceManager(bank="x", address=f"127.0.0.1:{free_port()}")
+
+
+def test_refusals_leave_nothing_and_merges_keep_usage(bc, address, tmp_path):
+    """Issue 26 through the drop-ins and the client: strict JSON, the text rule, refusals without a trace,
+    merges that keep their sources' usage."""
+    # A seed file with a repeated key: the drop-in refuses it and leaves no bank behind.
+    path = tmp_path / "dup_lib.json"
+    path.write_text('{"experiences": {"G0": "a", "G0": "b"}, "next_id": 1}', encoding="utf-8")
+    with pytest.raises(MemgymError) as err:
+        ExperienceManager(str(path), address=address)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and 'key "G0" appears twice' in err.value.details
+    assert "dup_lib" not in [b.name for b in bc.list_banks()]
+    # Operations: strict JSON, the text rule; a refused batch changes nothing.
+    bc.create_bank("rule")
+    for ops, want in [
+        ('[{"option":"add","experience":"a","experience":"b"}]', 'key "experience" appears twice'),
+        ('[{"option":"add","experience":"x\\u202ey"}]', "operations[0].experience: holds U+202E"),
+    ]:
+        with pytest.raises(MemgymError) as err:
+            bc.apply_operations("rule", ops)
+        assert want in err.value.details
+    with pytest.raises(MemgymError) as err:
+        bc.add_experience("rule", "x\ud800")
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "text: holds a lone surrogate" in err.value.details
+    assert bc.get_bank("rule").version == 0
+    # Compress with max_size 0 is refused, not "empty the bank".
+    bc.add_experience("rule", "verify by substitution")
+    with pytest.raises(MemgymError) as err:
+        bc.compress("rule", max_size=0)
+    assert "max_size: must be at least 1" in err.value.details and bc.get_bank("rule").size == 1
+    # A merge keeps its sources' usage (seed 000 sums it).
+    bc.add_experience("rule", "check the units")
+    for q in ["verify by substitution", "verify by substitution", "check the units"]:
+        bc.retrieve("rule", q, top_k=1)
+    merged = bc.merge_experiences("rule", ["G0", "G1"], "verify and check units")
+    assert bc.get_experience("rule", merged.id).usage_count == 3

@@ -29,9 +29,12 @@ pub fn is_standard_mcp(headers: &HeaderMap) -> bool {
 
 /// Answers the body of a `POST /mcp` in the dialect.
 pub async fn answer_bytes(openenv: &OpenEnv, body: &[u8]) -> Value {
-    match serde_json::from_slice::<Value>(body) {
+    match crate::json::strict_value_bytes(body) {
         Ok(v) => answer(openenv, &v).await,
-        Err(e) => error(Value::Null, PARSE_ERROR, &format!("Parse error: {}", crate::quote::cut(&e.to_string())), None),
+        Err(crate::json::StrictError::Syntax(e)) => {
+            error(Value::Null, PARSE_ERROR, &format!("Parse error: {}", crate::quote::cut(&e.to_string())), None)
+        }
+        Err(e @ crate::json::StrictError::Duplicate(_)) => error(Value::Null, INVALID_REQUEST, &format!("Invalid request: {e}"), None),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::api::gateway::kind;
 /// Largest body or WebSocket message read. OpenEnv requests are small (a tool's text arguments hold at most
 /// `--max-text-chars` characters each); with the WebSocket queue ([`super::ws`]) this bounds what one
 /// connection can make the server hold.
-pub(super) const MAX_BODY: usize = 1024 * 1024;
+pub(super) const MAX_BODY: usize = crate::api::MAX_MESSAGE_BYTES;
 
 /// The WebSocket read buffer. tungstenite zero-fills up to this much before every socket read (128 KiB by
 /// default: 11 % of the CPU of `memgym bench protocols`' OpenEnv run went to that memset); requests are
@@ -193,10 +193,13 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    match serde_json::from_slice::<Value>(body) {
+    match crate::json::strict_value_bytes(body) {
         Ok(Value::Object(o)) => Ok(o),
         Ok(v) => Err(Failure::new(ErrorCode::Validation, format!("body: must be a JSON object, got {}", kind(&v)))),
-        Err(e) => Err(Failure::new(ErrorCode::InvalidJson, format!("body: not valid JSON: {}", crate::quote::cut(&e.to_string())))),
+        Err(crate::json::StrictError::Syntax(e)) => {
+            Err(Failure::new(ErrorCode::InvalidJson, format!("body: not valid JSON: {}", crate::quote::cut(&e.to_string()))))
+        }
+        Err(e @ crate::json::StrictError::Duplicate(_)) => Err(Failure::new(ErrorCode::Validation, format!("body: {e}"))),
     }
 }
 

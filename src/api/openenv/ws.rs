@@ -119,8 +119,12 @@ pub fn error_frame(f: &Failure) -> Value {
 }
 
 pub(super) fn parse(frame: &str) -> Result<Request, Failure> {
-    let v: Value = serde_json::from_str(frame)
-        .map_err(|e| Failure::new(ErrorCode::InvalidJson, format!("Invalid JSON: {}", crate::quote::cut(&e.to_string()))))?;
+    let v: Value = crate::json::strict_value(frame).map_err(|e| match e {
+        crate::json::StrictError::Syntax(e) => {
+            Failure::new(ErrorCode::InvalidJson, format!("Invalid JSON: {}", crate::quote::cut(&e.to_string())))
+        }
+        e @ crate::json::StrictError::Duplicate(_) => Failure::new(ErrorCode::Validation, format!("Invalid message: {e}")),
+    })?;
     let Value::Object(mut o) = v else {
         return Err(Failure::new(ErrorCode::Validation, format!("a message must be a JSON object, got {}", kind(&v))));
     };

@@ -215,8 +215,10 @@ impl Banks {
         let json = json.to_string();
         let imported = off_workers(bank, "reading", move || AgentMemory::import(&json)).await??;
         let total = imported.total_episodes;
+        // A bank this call creates is removed again if the write is refused: a refusal leaves no trace.
+        let created = self.store.meta(bank).await?.is_none();
         self.create(bank, Kind::Agent, None, true).await?;
-        let ((), meta) = self
+        let written = self
             .agent_write(bank, expected, |mem| {
                 if !replace && *mem != AgentMemory::new() {
                     return Err(BankError::FailedPrecondition {
@@ -226,8 +228,16 @@ impl Banks {
                 *mem = imported.clone();
                 Ok(())
             })
-            .await?;
-        Ok((meta, total))
+            .await;
+        match written {
+            Ok(((), meta)) => Ok((meta, total)),
+            Err(e) => {
+                if created {
+                    let _ = self.delete(bank, Some(0)).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Seed 003's document of an agent bank.

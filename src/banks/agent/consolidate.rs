@@ -29,6 +29,8 @@
 
 use serde_json::Value;
 
+use crate::text::charset::inline;
+
 use super::{cut_chars, fmt2, python_tail, AgentMemory, CONSOLIDATION_EVERY, HIGH_SCORE, MAX_GLOBAL_RULES};
 
 /// Episodes shown to the LLM.
@@ -61,7 +63,7 @@ pub fn heuristic(mem: &AgentMemory) -> Vec<String> {
 pub fn llm_prompt(mem: &AgentMemory) -> String {
     let episodes: Vec<String> = python_tail(&mem.episode_log, PROMPT_EPISODES)
         .iter()
-        .map(|e| format!("task={} score={}: {}", e.task_id, fmt2(e.score), e.summary))
+        .map(|e| format!("task={} score={}: {}", inline(&e.task_id), fmt2(e.score), inline(&e.summary)))
         .collect();
     format!(
         "You are reviewing how an AI agent performed over several training episodes.\n\n\

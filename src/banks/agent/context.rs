@@ -16,6 +16,10 @@
 //! ```
 //! A section with no items is omitted; when only the header would remain the result is `""`.
 //!
+//! Every stored field is shown through [`inline`]: a line break inside it is written as the two
+//! characters `\n`, so nothing recorded can start a line of this block (a heading, a rule, a card).
+//! For fields without line breaks the output is the seed's, byte for byte.
+//!
 //! Kept from the seed on purpose: `max_rules == 0` and `max_recent == 0` mean "all" (Python's `[-0:]`);
 //! mistakes and cards are not filtered by task; an empty task id counts as no task; the mean is the
 //! in-order sum divided by the count. (CPython 3.12+ `sum()` compensates rounding, so on rare inputs
@@ -27,6 +31,7 @@ use serde::Serialize;
 
 use super::doc::MistakeCard;
 use super::{cut_chars, fmt2, python_tail, AgentMemory};
+use crate::text::charset::inline;
 
 /// The seed's default `max_rules`.
 pub const DEFAULT_MAX_RULES: usize = 5;
@@ -44,8 +49,8 @@ pub fn build_memory_context(mem: &AgentMemory, task_id: Option<&str>, max_rules:
         if let Some(rules) = mem.task_rules.get(t) {
             let rules = python_tail(rules, max_rules);
             if !rules.is_empty() {
-                lines.push(format!("\nRules for {t}:"));
-                lines.extend(rules.iter().map(|r| format!("  - {r}")));
+                lines.push(format!("\nRules for {}:", inline(t)));
+                lines.extend(rules.iter().map(|r| format!("  - {}", inline(r))));
             }
         }
     }
@@ -53,33 +58,34 @@ pub fn build_memory_context(mem: &AgentMemory, task_id: Option<&str>, max_rules:
     let global = python_tail(&mem.global_rules, max_rules);
     if !global.is_empty() {
         lines.push("\nGeneral rules (all tasks):".to_string());
-        lines.extend(global.iter().map(|r| format!("  - {r}")));
+        lines.extend(global.iter().map(|r| format!("  - {}", inline(r))));
     }
 
     let mistakes = python_tail(&mem.mistakes, 3);
     if !mistakes.is_empty() {
         lines.push("\nMistakes to avoid:".to_string());
-        lines.extend(mistakes.iter().map(|m| format!("  - AVOID: {m}")));
+        lines.extend(mistakes.iter().map(|m| format!("  - AVOID: {}", inline(m))));
     }
 
     let cards = top_cards(&mem.mistake_cards, 3);
     if !cards.is_empty() {
         lines.push("\nStructured mistake cards:".to_string());
-        lines.extend(
-            cards.iter().map(|c| format!("  - [{}, seen {}x] {} Evidence: {}", c.mistake_type, c.seen_count, c.lesson, c.evidence)),
-        );
+        lines.extend(cards.iter().map(|c| {
+            format!("  - [{}, seen {}x] {} Evidence: {}", inline(&c.mistake_type), c.seen_count, inline(&c.lesson), inline(&c.evidence))
+        }));
     }
 
     if let Some(t) = task {
         let matching: Vec<_> = mem.episode_log.iter().filter(|e| e.task_id == t).collect();
         let recent = python_tail(&matching, max_recent);
         if !recent.is_empty() {
-            lines.push(format!("\nRecent {t} episodes:"));
-            lines
-                .extend(recent.iter().map(|e| format!("  - Score {} in {} steps: {}", fmt2(e.score), e.steps, cut_chars(&e.summary, 100))));
+            lines.push(format!("\nRecent {} episodes:", inline(t)));
+            lines.extend(
+                recent.iter().map(|e| format!("  - Score {} in {} steps: {}", fmt2(e.score), e.steps, inline(cut_chars(&e.summary, 100)))),
+            );
         }
         if let Some(scores) = mem.score_history.get(t).filter(|s| !s.is_empty()) {
-            lines.push(format!("\nYour mean score on {t}: {} (over {} episodes)", fmt2(mean(scores)), scores.len()));
+            lines.push(format!("\nYour mean score on {}: {} (over {} episodes)", inline(t), fmt2(mean(scores)), scores.len()));
         }
     }
 

@@ -18,6 +18,9 @@
 //! - The string `"0"` is a real worker id (it is truthy in Python); only the number 0 means none.
 //! - Older documents without `mistake_cards` (still `version: 1`) are accepted.
 //! - The episode log is not trimmed at import; `record_episode` trims it.
+//! - Every string passes the text rule ([`crate::text::charset`]): control and bidi characters are
+//!   refused, text is stored NFC and trimmed, task ids are at most 256 characters and other texts 4,000;
+//!   a repeated JSON key is refused. Errors name the field under the request's `data`.
 //! - JSON cannot hold NaN or infinities; `record_episode` never stores them. If a caller writes one into
 //!   a public field, `export` writes `null` there and `import` then rejects it.
 
@@ -26,7 +29,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::record::{MAX_ID_CHARS, MAX_TEXT_CHARS};
 use super::AgentError;
+use crate::text::charset::{self, Shape};
 
 /// One finished episode as the seed logs it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -128,10 +133,20 @@ impl AgentMemory {
         }
     }
 
-    /// Reads a document in the seed's format. See the module doc for defaults and leniencies.
+    /// Reads a document in the seed's format. See the module doc for defaults and leniencies. Errors
+    /// name the field under the request's `data` (`data.episode_log[3].score`); strict JSON (a repeated
+    /// key is refused); every string passes the text rule ([`crate::text::charset`]) and is stored in the
+    /// form it leaves (NFC, trimmed).
     pub fn import(json: &str) -> Result<AgentMemory, AgentError> {
-        let value: Value = serde_json::from_str(json).map_err(|e| AgentError::invalid("$", format!("invalid JSON: {e}")))?;
-        let obj = as_object(&value, "$")?;
+        Self::import_fields(json).map_err(|e| match e {
+            AgentError::Invalid { field, message } if field.is_empty() => AgentError::invalid("data", message),
+            AgentError::Invalid { field, message } => AgentError::invalid(format!("data.{field}"), message),
+        })
+    }
+
+    fn import_fields(json: &str) -> Result<AgentMemory, AgentError> {
+        let value: Value = crate::json::strict_value(json).map_err(|e| AgentError::invalid("", e.to_string()))?;
+        let obj = as_object(&value, "")?;
         let mut mem = AgentMemory::new();
         if let Some(v) = field(obj, "version") {
             mem.version = to_u64(v, "version")?;
@@ -148,7 +163,7 @@ impl AgentMemory {
         if let Some(v) = field(obj, "task_rules") {
             for (task, rules) in as_object(v, "task_rules")? {
                 let path = key_path("task_rules", task);
-                mem.task_rules.insert(task.clone(), to_strings(rules, &path)?);
+                mem.task_rules.insert(admitted(task, &path, MAX_ID_CHARS)?, to_strings(rules, &path)?);
             }
         }
         if let Some(v) = field(obj, "episode_log") {
@@ -161,7 +176,7 @@ impl AgentMemory {
                 let path = key_path("score_history", task);
                 let items = as_array(scores, &path)?;
                 let parsed = items.iter().enumerate().map(|(i, s)| to_f64(s, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?;
-                mem.score_history.insert(task.clone(), parsed);
+                mem.score_history.insert(admitted(task, &path, MAX_ID_CHARS)?, parsed);
             }
         }
         if let Some(v) = field(obj, "mistakes") {
@@ -254,8 +269,14 @@ fn as_array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>, AgentError> 
     v.as_array().ok_or_else(|| bad(path, "an array", v))
 }
 
+/// The text rule on an imported string (refused characters, NFC, trimming, the cap).
+fn admitted(s: &str, path: &str, max: usize) -> Result<String, AgentError> {
+    charset::admit(s, Shape::Text, max).map_err(|why| AgentError::invalid(path, why.to_string()))
+}
+
 fn to_string(v: &Value, path: &str) -> Result<String, AgentError> {
-    v.as_str().map(str::to_string).ok_or_else(|| bad(path, "a string", v))
+    let s = v.as_str().ok_or_else(|| bad(path, "a string", v))?;
+    admitted(s, path, MAX_TEXT_CHARS)
 }
 
 fn to_strings(v: &Value, path: &str) -> Result<Vec<String>, AgentError> {
@@ -274,8 +295,10 @@ fn to_f64(v: &Value, path: &str) -> Result<f64, AgentError> {
 fn to_opt_id(v: &Value, path: &str) -> Result<Option<String>, AgentError> {
     match v {
         Value::Null | Value::Bool(false) => Ok(None),
-        Value::String(s) if s.is_empty() => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
+        Value::String(s) => {
+            let t = admitted(s, path, MAX_TEXT_CHARS)?;
+            Ok((!t.is_empty()).then_some(t))
+        }
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {
                 return Ok((i != 0).then(|| i.to_string()));

@@ -13,6 +13,10 @@
 //!
 //! Deliberate fixes:
 //! - everything is validated before anything changes, so an error leaves the memory untouched;
+//! - every text passes the text rule ([`crate::text::charset`]): control characters other than `\n` and
+//!   `\t`, bidi overrides/isolates and U+2028/U+2029 are refused naming the field; texts are stored
+//!   NFC and trimmed (so a whitespace-only item is blank). Line breaks are kept and escaped where the
+//!   context shows the field ([`super::context`]);
 //! - a non-finite score is an error on `score`;
 //! - blank (empty or whitespace-only) mistakes and successes are skipped for lists AND rules;
 //! - the log is trimmed to the last 100 entries at every record, not only at save;
@@ -27,6 +31,7 @@ use super::{
     cut_chars, AgentError, AgentMemory, CARD_TEXT_CHARS, HIGH_SCORE, LOW_SCORE, MAX_EPISODES_STORED, MAX_LESSONS_STORED, MAX_MISTAKE_CARDS,
     MAX_RULES_PER_TASK,
 };
+use crate::text::charset::{self, Shape};
 
 /// Longest accepted task id (and `now` timestamp), in characters.
 pub const MAX_ID_CHARS: usize = 256;
@@ -116,10 +121,57 @@ struct NormalizedCard {
     lesson: String,
 }
 
+/// The text rule ([`crate::text::charset`]) on one field: refused characters (control characters but
+/// `\n` and `\t`, bidi overrides/isolates, U+2028/U+2029), then NFC and trimming, then the cap.
+fn admitted(field: &str, s: &str, max: usize) -> Result<String, AgentError> {
+    charset::admit(s, Shape::Text, max).map_err(|why| AgentError::invalid(field, why.to_string()))
+}
+
+/// `ep` with every text in its stored form (the text rule), or the first field refused.
+fn admit(ep: &Episode) -> Result<Episode, AgentError> {
+    let opt = |field: &str, v: &Option<String>, max: usize| v.as_deref().map(|s| admitted(field, s, max)).transpose();
+    let list = |field: &str, items: &[String]| -> Result<Vec<String>, AgentError> {
+        if items.len() > MAX_ITEMS_PER_CALL {
+            return Err(too_many(field, items.len()));
+        }
+        items.iter().enumerate().map(|(i, s)| admitted(&format!("{field}[{i}]"), s, MAX_TEXT_CHARS)).collect()
+    };
+    if ep.mistake_cards.len() > MAX_ITEMS_PER_CALL {
+        return Err(too_many("mistake_cards", ep.mistake_cards.len()));
+    }
+    let cards = ep
+        .mistake_cards
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let at = |f: &str| format!("mistake_cards[{i}].{f}");
+            Ok(CardInput {
+                mistake_type: opt(&at("mistake_type"), &c.mistake_type, MAX_TEXT_CHARS)?,
+                task_id: opt(&at("task_id"), &c.task_id, MAX_ID_CHARS)?,
+                worker_id: opt(&at("worker_id"), &c.worker_id, MAX_TEXT_CHARS)?,
+                bad_decision: opt(&at("bad_decision"), &c.bad_decision, MAX_TEXT_CHARS)?,
+                correct_decision: opt(&at("correct_decision"), &c.correct_decision, MAX_TEXT_CHARS)?,
+                evidence: opt(&at("evidence"), &c.evidence, MAX_TEXT_CHARS)?,
+                lesson: opt(&at("lesson"), &c.lesson, MAX_TEXT_CHARS)?,
+            })
+        })
+        .collect::<Result<Vec<_>, AgentError>>()?;
+    Ok(Episode {
+        task_id: opt("task_id", &ep.task_id, MAX_ID_CHARS)?,
+        score: ep.score,
+        steps: ep.steps,
+        trajectory_summary: opt("trajectory_summary", &ep.trajectory_summary, MAX_TEXT_CHARS)?,
+        mistakes: list("mistakes", &ep.mistakes)?,
+        successes: list("successes", &ep.successes)?,
+        mistake_cards: cards,
+    })
+}
+
 /// Records `ep` at time `now`. Validates everything first: on `Err` the memory is unchanged.
 pub fn record_episode(mem: &mut AgentMemory, ep: &Episode, now: &str) -> Result<RecordOutcome, AgentError> {
     // ---- validate ----
     check_len("now", now, MAX_ID_CHARS)?;
+    let ep = &admit(ep)?;
     let task_id = non_empty(&ep.task_id).unwrap_or("unknown").to_string();
     check_len("task_id", &task_id, MAX_ID_CHARS)?;
     let score = ep.score.unwrap_or(0.0);

@@ -30,6 +30,7 @@ use super::experience::{group_confidence, render, OpOutcome};
 use super::ops::{parse_batch, parse_leading, to_seed_json, BatchError, Op, OpLimits};
 use super::{BankError, Banks};
 use crate::llm::Llm;
+use crate::text::charset::{self, Shape};
 
 /// Seed 001's `max_operations` default.
 pub const DEFAULT_MAX_OPERATIONS: usize = 3;
@@ -145,11 +146,11 @@ pub struct LearnReport {
     pub version: u64,
 }
 
+/// The text rule ([`crate::text::charset`]) on a trajectory's field: refused characters are
+/// INVALID_ARGUMENT, over the cap RESOURCE_EXHAUSTED. Trajectories are read, not stored, and the prompts
+/// show every field through [`crate::text::charset::inline`], so a field cannot forge a prompt's lines.
 fn check_text(field: &str, s: &str) -> Result<(), BankError> {
-    if s.chars().count() > MAX_TEXT_CHARS {
-        return Err(BankError::ResourceExhausted { message: format!("{field} is over {MAX_TEXT_CHARS} characters") });
-    }
-    Ok(())
+    charset::admit(s, Shape::Text, MAX_TEXT_CHARS).map(drop).map_err(|why| BankError::refused_text(field, why))
 }
 
 /// Checks the groups and the settings (every field named).
@@ -221,7 +222,9 @@ pub fn read_operations(reply: &str, max: usize, limits: &OpLimits) -> Result<(Ve
             Some(leading) if !leading.is_empty() => (leading, vec![e.to_string()]),
             Some(_) | None => return Err(e.to_string()),
         },
-        Err(e @ (BatchError::NotJson { .. } | BatchError::NotABatch { .. } | BatchError::TooMany { .. })) => return Err(e.to_string()),
+        Err(
+            e @ (BatchError::NotJson { .. } | BatchError::NotABatch { .. } | BatchError::TooMany { .. } | BatchError::DuplicateKey { .. }),
+        ) => return Err(e.to_string()),
     };
     let mut ops = Vec::new();
     for p in parsed {

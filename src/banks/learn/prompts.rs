@@ -21,6 +21,7 @@
 use super::Trajectory;
 use crate::banks::ops::{to_seed_json, Op};
 use crate::llm::{ChatMessage, ChatRequest};
+use crate::text::charset::inline;
 
 /// Reply caps in tokens.
 const SUMMARY_TOKENS: u32 = 400;
@@ -55,10 +56,13 @@ fn library_block(library: &str) -> &str {
     }
 }
 
+/// One attempt's lines. Every field is shown on its own line through [`inline`] (a line break as the two
+/// characters `\n`), so an attempt's text cannot forge a `Reward:` line or another attempt.
 fn attempt(t: &Trajectory, use_groundtruth: bool) -> String {
-    let mut s = format!("Task: {}\nAttempt: {}\nReward: {:.2}", t.query, cut_chars(&t.output, SHOWN_OUTPUT_CHARS), t.reward);
+    let output = cut_chars(&t.output, SHOWN_OUTPUT_CHARS);
+    let mut s = format!("Task: {}\nAttempt: {}\nReward: {:.2}", inline(&t.query), inline(&output), t.reward);
     if let (true, Some(gt)) = (use_groundtruth, t.groundtruth.as_deref()) {
-        s.push_str(&format!("\nCorrect answer: {gt}"));
+        s.push_str(&format!("\nCorrect answer: {}", inline(gt)));
     }
     s
 }
@@ -95,7 +99,7 @@ fn group_block(group: &[Trajectory], use_groundtruth: bool) -> String {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let steps = t.summary.as_deref().unwrap_or("(no summary)");
+            let steps = inline(t.summary.as_deref().unwrap_or("(no summary)"));
             format!("## Attempt {} (reward {:.2})\n{}\nSteps:\n{}", i + 1, t.reward, attempt(t, use_groundtruth), steps)
         })
         .collect::<Vec<_>>()

@@ -68,9 +68,29 @@ pub struct SqliteStore {
 pub const CRASH_AFTER_ROWS_ENV: &str = "MEMGYM_CRASH_AFTER_ROWS";
 
 impl SqliteStore {
-    /// Opens (creating if needed) `dir/banks.db`, takes it exclusively and checks it.
+    /// Opens (creating if needed) `dir/banks.db`, takes it exclusively and checks it. A first open that
+    /// fails leaves nothing behind: the files (and the directory) this call created are removed again.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
         let path = dir.join("banks.db");
+        let sidecars = ["banks.db", "banks.db-wal", "banks.db-shm", "banks.db-journal"].map(|f| dir.join(f));
+        let existed = sidecars.clone().map(|p| p.exists());
+        let dir_existed = dir.exists();
+        let opened = Self::open_inner(dir, path);
+        if opened.is_err() {
+            for (p, had) in sidecars.iter().zip(existed) {
+                if !had && p.is_file() {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            if !dir_existed {
+                // Only an empty directory is removed; anything else in it is not ours.
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+        opened
+    }
+
+    fn open_inner(dir: &Path, path: PathBuf) -> Result<SqliteStore, StoreError> {
         let unavailable = |message: String| StoreError::Unavailable { location: path.display().to_string(), message };
         std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("creating {}: {e}", dir.display())))?;
         let conn = Connection::open(&path).map_err(|e| classify(&path, e))?;

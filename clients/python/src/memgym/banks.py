@@ -165,11 +165,21 @@ class ExperienceManager:
         #: What the last ``apply_operations`` call did not apply (status NOT_FOUND or INVALID, with the reason).
         self.skipped_operations: List[bpb.OperationResult] = []
         try:
-            info = self._open_bank()
-            if checkpoint_path and os.path.isfile(checkpoint_path) and info.size == 0:
+            if checkpoint_path and os.path.isfile(checkpoint_path) and self._size() in (None, 0):
+                # ImportBank creates a missing bank; a file it refuses leaves no bank behind.
                 self._import_file(checkpoint_path, replace=False)
+            self._open_bank()
         except BaseException:
             self.close()
+            raise
+
+    def _size(self) -> Optional[int]:
+        """The bank's number of experiences, ``None`` when it does not exist."""
+        try:
+            return self.client.get_bank(self.bank).size
+        except MemgymError as err:
+            if _is(err, grpc.StatusCode.NOT_FOUND):
+                return None
             raise
 
     def _open_bank(self) -> bpb.Bank:
@@ -316,8 +326,8 @@ class SemanticMemoryManager(ExperienceManager):
         decay: Optional[float] = None,
         kmeans_seed: Optional[int] = None,
     ):
-        if max_size < 0:
-            raise ValueError(f"max_size must be >= 0, got {max_size}")
+        if max_size < 1:
+            raise ValueError(f"max_size must be >= 1 (a bank keeps at least one experience), got {max_size}")
         self.max_size = int(max_size)
         self.decay = decay
         self.kmeans_seed = kmeans_seed

@@ -174,7 +174,7 @@ async fn import_and_export_seed_documents() {
     // A bank with a memory is replaced only on request; a bad document names the field and changes nothing.
     assert!(matches!(b.import_agent("imported", "{}", false, None).await, Err(BankError::FailedPrecondition { .. })));
     let e = b.import_agent("imported", r#"{"score_history": {"t": ["high"]}}"#, true, None).await.unwrap_err();
-    assert!(matches!(&e, BankError::InvalidArgument { field, .. } if field == "score_history.t[0]"), "{e}");
+    assert!(matches!(&e, BankError::InvalidArgument { field, .. } if field == "data.score_history.t[0]"), "{e}");
     assert_eq!(b.agent_summary("imported").await.unwrap().0.total_episodes, 2);
     b.import_agent("imported", "{}", true, None).await.unwrap();
     assert_eq!(b.agent_summary("imported").await.unwrap().0.total_episodes, 0);

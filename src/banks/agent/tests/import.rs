@@ -89,34 +89,34 @@ fn worker_ids_zero_null_empty_mean_none() {
         let doc = format!(r#"{{"mistake_cards": [{{"worker_id": {w}}}]}}"#);
         assert_eq!(AgentMemory::import(&doc).unwrap().mistake_cards[0].worker_id.as_deref(), Some(expected), "{w}");
     }
-    assert_eq!(err(r#"{"mistake_cards": [{"worker_id": [1]}]}"#).0, "mistake_cards[0].worker_id");
-    assert_eq!(err(r#"{"mistake_cards": [{"worker_id": true}]}"#).0, "mistake_cards[0].worker_id");
+    assert_eq!(err(r#"{"mistake_cards": [{"worker_id": [1]}]}"#).0, "data.mistake_cards[0].worker_id");
+    assert_eq!(err(r#"{"mistake_cards": [{"worker_id": true}]}"#).0, "data.mistake_cards[0].worker_id");
 }
 
 #[test]
 fn wrong_types_name_the_path() {
     let cases = [
-        ("[1, 2]", "$"),
-        ("\"text\"", "$"),
-        ("{not json", "$"),
-        ("", "$"),
-        (r#"{"version": "1"}"#, "version"),
-        (r#"{"total_episodes": -1}"#, "total_episodes"),
-        (r#"{"total_episodes": 1.5}"#, "total_episodes"),
-        (r#"{"last_consolidated_at": [1]}"#, "last_consolidated_at"),
-        (r#"{"global_rules": "g"}"#, "global_rules"),
-        (r#"{"global_rules": ["a", 2]}"#, "global_rules[1]"),
-        (r#"{"task_rules": []}"#, "task_rules"),
-        (r#"{"task_rules": {"t": [1]}}"#, "task_rules.t[0]"),
-        (r#"{"episode_log": [{}, {}, {}, {"score": "high"}]}"#, "episode_log[3].score"),
-        (r#"{"episode_log": [{"steps": -2}]}"#, "episode_log[0].steps"),
-        (r#"{"episode_log": [3]}"#, "episode_log[0]"),
-        (r#"{"score_history": {"t": [0.5, "x"]}}"#, "score_history.t[1]"),
-        (r#"{"score_history": {"t": 0.5}}"#, "score_history.t"),
-        (r#"{"mistakes": [null]}"#, "mistakes[0]"),
-        (r#"{"mistake_cards": [{"seen_count": "2"}]}"#, "mistake_cards[0].seen_count"),
-        (r#"{"mistake_cards": [{}, {"lesson": 5}]}"#, "mistake_cards[1].lesson"),
-        (r#"{"successes": {}}"#, "successes"),
+        ("[1, 2]", "data"),
+        ("\"text\"", "data"),
+        ("{not json", "data"),
+        ("", "data"),
+        (r#"{"version": "1"}"#, "data.version"),
+        (r#"{"total_episodes": -1}"#, "data.total_episodes"),
+        (r#"{"total_episodes": 1.5}"#, "data.total_episodes"),
+        (r#"{"last_consolidated_at": [1]}"#, "data.last_consolidated_at"),
+        (r#"{"global_rules": "g"}"#, "data.global_rules"),
+        (r#"{"global_rules": ["a", 2]}"#, "data.global_rules[1]"),
+        (r#"{"task_rules": []}"#, "data.task_rules"),
+        (r#"{"task_rules": {"t": [1]}}"#, "data.task_rules.t[0]"),
+        (r#"{"episode_log": [{}, {}, {}, {"score": "high"}]}"#, "data.episode_log[3].score"),
+        (r#"{"episode_log": [{"steps": -2}]}"#, "data.episode_log[0].steps"),
+        (r#"{"episode_log": [3]}"#, "data.episode_log[0]"),
+        (r#"{"score_history": {"t": [0.5, "x"]}}"#, "data.score_history.t[1]"),
+        (r#"{"score_history": {"t": 0.5}}"#, "data.score_history.t"),
+        (r#"{"mistakes": [null]}"#, "data.mistakes[0]"),
+        (r#"{"mistake_cards": [{"seen_count": "2"}]}"#, "data.mistake_cards[0].seen_count"),
+        (r#"{"mistake_cards": [{}, {"lesson": 5}]}"#, "data.mistake_cards[1].lesson"),
+        (r#"{"successes": {}}"#, "data.successes"),
     ];
     for (doc, path) in cases {
         assert_eq!(err(doc).0, path, "{doc}");
@@ -124,16 +124,34 @@ fn wrong_types_name_the_path() {
 }
 
 #[test]
+fn strict_json_and_the_text_rule_on_import() {
+    // A repeated key is refused, naming it (serde_json would keep the last "rules" silently).
+    let (field, message) = err(r#"{"global_rules": ["a"], "global_rules": ["b"]}"#);
+    assert_eq!(field, "data");
+    assert!(message.contains(r#"key "global_rules" appears twice"#), "{message}");
+    // Control and bidi characters are refused, naming the field and the code point, never the value.
+    let (field, message) = err(r#"{"mistakes": ["ok", "a\u001b[31mred"]}"#);
+    assert_eq!(field, "data.mistakes[1]");
+    assert!(message.contains("U+001B") && !message.contains("red"), "{message}");
+    let (field, _) = err(r#"{"task_rules": {"t\u202e": []}}"#);
+    assert!(field.starts_with("data.task_rules.") && field.contains("\\u{202e}"), "{field}");
+    assert_eq!(err(r#"{"episode_log": [{"summary": "x\u2028y"}]}"#).0, "data.episode_log[0].summary");
+    // Accepted text is stored NFC and trimmed; line breaks are kept.
+    let mem = AgentMemory::import(r#"{"global_rules": ["  Zoe\u0301 first\nthen check  "]}"#).unwrap();
+    assert_eq!(mem.global_rules, vec!["Zoé first\nthen check".to_string()]);
+}
+
+#[test]
 fn bad_values_quoted_briefly() {
     let (field, message) = err(r#"{"episode_log": [{}, {}, {}, {"score": "high"}]}"#);
-    assert_eq!(field, "episode_log[3].score");
+    assert_eq!(field, "data.episode_log[3].score");
     assert!(message.contains("\"high\""), "{message}");
     let long = "y".repeat(500);
     let (_, message) = err(&format!(r#"{{"mistakes": [{{"a": "{long}"}}]}}"#));
     assert!(message.chars().count() < 120, "{message}");
     assert!(message.ends_with("characters)"), "cut, with the full length: {message}");
     let e = AgentMemory::import("[]").unwrap_err();
-    assert!(e.to_string().starts_with("$: expected an object"), "{e}");
+    assert!(e.to_string().starts_with("data: expected an object"), "{e}");
 }
 
 #[test]

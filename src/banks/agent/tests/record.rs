@@ -51,7 +51,8 @@ fn mistakes_and_successes_dedup_exact_and_skip_blank() {
     record_episode(&mut mem, &e, NOW).unwrap();
     record_episode(&mut mem, &e, NOW).unwrap();
     assert_eq!(mem.mistakes, s(&["a", "A"]));
-    assert_eq!(mem.successes, s(&["w", " w"]));
+    // The text rule trims: " w" is stored as "w", the same success.
+    assert_eq!(mem.successes, s(&["w"]));
     assert_eq!(mem.task_rules.get("t"), Some(&vec![]), "0.7 makes no rules");
 }
 
@@ -274,6 +275,35 @@ fn counter_overflow_is_an_error() {
     let before = mem.clone();
     assert_eq!(field_of(record_episode(&mut mem, &ep("t", 0.5), NOW).unwrap_err()), "total_episodes");
     assert_eq!(mem, before);
+}
+
+#[test]
+fn text_rule_refuses_controls_and_bidi_naming_the_field() {
+    let mut mem = AgentMemory::new();
+    let cases: Vec<(Episode, &str)> = vec![
+        (Episode { task_id: Some("qa\u{1b}[2J".into()), ..Episode::default() }, "task_id"),
+        (Episode { trajectory_summary: Some("ok\0".into()), ..Episode::default() }, "trajectory_summary"),
+        (Episode { mistakes: s(&["fine", "x\u{202e}y"]), ..Episode::default() }, "mistakes[1]"),
+        (Episode { successes: s(&["a\u{2029}b"]), ..Episode::default() }, "successes[0]"),
+        (
+            Episode { mistake_cards: vec![CardInput { lesson: Some("\u{2066}l".into()), ..CardInput::default() }], ..Episode::default() },
+            "mistake_cards[0].lesson",
+        ),
+    ];
+    for (e, field) in cases {
+        let err = record_episode(&mut mem, &e, NOW).unwrap_err();
+        assert!(err.to_string().starts_with(&format!("{field}: holds U+")), "{err}");
+    }
+    assert_eq!(mem, AgentMemory::new(), "a refused episode changes nothing");
+    // Line breaks and tabs are kept (escaped only where the context shows them); NFC and trimming apply.
+    record_episode(
+        &mut mem,
+        &Episode { trajectory_summary: Some(" line 1\n\tline 2 ".into()), task_id: Some(" Zoe\u{301} ".into()), ..Episode::default() },
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(mem.episode_log[0].summary, "line 1\n\tline 2");
+    assert_eq!(mem.episode_log[0].task_id, "Zoé");
 }
 
 #[test]

@@ -11,12 +11,24 @@ pub fn opt_id() -> impl Strategy<Value = Option<String>> {
     proptest::option::of("\\PC{1,8}")
 }
 
+/// A text as the text rule stores it (what an export holds and an import gives back).
+pub fn stored() -> impl Strategy<Value = String> {
+    text().prop_map(|s| crate::text::charset::admit(&s, crate::text::charset::Shape::Text, 4_000).unwrap_or_default())
+}
+
+/// An optional id as stored: `None` for one the rule leaves empty or refuses.
+pub fn stored_id() -> impl Strategy<Value = Option<String>> {
+    opt_id().prop_map(|o| {
+        o.and_then(|s| crate::text::charset::admit(&s, crate::text::charset::Shape::Text, 4_000).ok()).filter(|s| !s.is_empty())
+    })
+}
+
 pub fn score() -> impl Strategy<Value = f64> {
     prop_oneof![-2.0..2.0f64, proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO]
 }
 
 pub fn log_entry() -> impl Strategy<Value = EpisodeLogEntry> {
-    (text(), text(), score(), any::<u64>(), text()).prop_map(|(timestamp, task_id, score, steps, summary)| EpisodeLogEntry {
+    (stored(), stored(), score(), any::<u64>(), stored()).prop_map(|(timestamp, task_id, score, steps, summary)| EpisodeLogEntry {
         timestamp,
         task_id,
         score,
@@ -26,7 +38,7 @@ pub fn log_entry() -> impl Strategy<Value = EpisodeLogEntry> {
 }
 
 pub fn mistake_card() -> impl Strategy<Value = MistakeCard> {
-    ((text(), text(), opt_id(), opt_id(), opt_id()), (text(), text(), any::<u64>(), any::<u64>(), any::<u64>())).prop_map(
+    ((stored(), stored(), stored_id(), stored_id(), stored_id()), (stored(), stored(), any::<u64>(), any::<u64>(), any::<u64>())).prop_map(
         |((mistake_type, task_id, worker_id, bad_decision, correct_decision), (evidence, lesson, seen_count, first, last))| MistakeCard {
             mistake_type,
             task_id,
@@ -43,12 +55,12 @@ pub fn mistake_card() -> impl Strategy<Value = MistakeCard> {
 }
 
 pub fn memory() -> impl Strategy<Value = AgentMemory> {
-    let strings = || proptest::collection::vec(text(), 0..4);
+    let strings = || proptest::collection::vec(stored(), 0..4);
     (
         (any::<u64>(), any::<u64>(), proptest::option::of(any::<u64>()), strings()),
-        proptest::collection::btree_map(text(), strings(), 0..3),
+        proptest::collection::btree_map(stored(), strings(), 0..3),
         proptest::collection::vec(log_entry(), 0..4),
-        proptest::collection::btree_map(text(), proptest::collection::vec(score(), 0..4), 0..3),
+        proptest::collection::btree_map(stored(), proptest::collection::vec(score(), 0..4), 0..3),
         (strings(), proptest::collection::vec(mistake_card(), 0..3), strings()),
     )
         .prop_map(
