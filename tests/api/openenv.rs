@@ -450,6 +450,11 @@ async fn a_repeated_json_key_is_refused_on_every_door() {
     let r = recv(&mut ws).await;
     assert_eq!((r["type"].as_str(), r["data"]["code"].as_str()), (Some("error"), Some("VALIDATION_ERROR")), "{r}");
     assert!(r["data"]["message"].as_str().unwrap().contains(r#"key "episode_id" appears twice"#), "{r}");
+    // A lone surrogate escape is not text: refused as invalid JSON.
+    ws.send(Message::Text(r#"{"type":"reset","data":{"question_id":"conv-26:q3\ud800"}}"#.into())).await.unwrap();
+    let r = recv(&mut ws).await;
+    assert_eq!(r["data"]["code"].as_str(), Some("INVALID_JSON"), "{r}");
+    assert!(r["data"]["message"].as_str().unwrap().contains("escape"), "{r}");
     let (s, r) = post(&format!("{}/reset", face.http), r#"{"seed": 1, "seed": 2}"#, "*/*").await;
     assert_eq!(s, 422, "{r}");
     assert!(r["detail"][0]["msg"].as_str().unwrap().contains(r#"key "seed" appears twice"#), "{r}");

@@ -307,7 +307,7 @@ def test_import_and_export_in_three_formats(bc):
     assert bc.get_bank("copy").epoch == 5
 
     err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.import_bank, "bad", "seed", '{"experiences": 3}')
-    assert err.details.startswith("invalid argument data:")
+    assert err.details.startswith("invalid argument data.experiences:")
     err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.export_bank, "copy", 0)
     assert err.details.startswith("invalid argument format:")
     raises_code(grpc.StatusCode.NOT_FOUND, bc.export_bank, "no-such-bank", "seed")
@@ -794,7 +794,7 @@ def test_refusals_leave_nothing_and_merges_keep_usage(bc, address, tmp_path):
     with pytest.raises(MemgymError) as err:
         ExperienceManager(str(path), address=address)
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and 'key "G0" appears twice' in err.value.details
-    assert "dup_lib" not in [b.name for b in bc.list_banks()]
+    assert "dup_lib" not in [b.name for b in bc.list_banks().banks]
     # Operations: strict JSON, the text rule; a refused batch changes nothing.
     bc.create_bank("rule")
     for ops, want in [

@@ -29,7 +29,7 @@
 
 use serde_json::Value;
 
-use crate::text::charset::inline;
+use crate::text::charset::{self, inline};
 
 use super::{cut_chars, fmt2, python_tail, AgentMemory, CONSOLIDATION_EVERY, HIGH_SCORE, MAX_GLOBAL_RULES};
 
@@ -87,7 +87,9 @@ pub fn parse_llm_rules(reply: &str) -> Result<Vec<String>, String> {
     let slice = reply.get(start..=end).ok_or("bad array bounds")?;
     let value: Value = serde_json::from_str(slice).map_err(|e| format!("not a JSON array: {e}"))?;
     let items = value.as_array().ok_or("not a JSON array")?;
-    let rules: Vec<String> = items.iter().filter_map(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+    // The LLM's text is the server's own, not a client's: characters the text rule refuses are stripped.
+    let rules: Vec<String> =
+        items.iter().filter_map(Value::as_str).map(|s| charset::strip(s).trim().to_string()).filter(|s| !s.is_empty()).collect();
     if rules.is_empty() {
         return Err(format!("no non-empty string among {} array items", items.len()));
     }

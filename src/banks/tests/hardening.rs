@@ -27,6 +27,9 @@ async fn a_refused_import_leaves_no_bank_behind() {
     let own = r#"{"format": "memgym-bank", "experiences": [{"id": "G0", "text": "a", "confidence": 0.5, "domain": "x\ny", "created_epoch": 0, "usage_count": 0, "last_used_epoch": null}]}"#;
     let e = b.import("fresh", Format::Memgym, own, false, None).await.unwrap_err();
     assert!(e.to_string().starts_with("invalid argument data.experiences[0].domain: holds U+000A"), "{e}");
+    for (name, max_size) in [("bad name", None), ("ok", Some(0))] {
+        assert!(matches!(b.create(name, Kind::Experience, max_size, false).await, Err(BankError::InvalidArgument { .. })));
+    }
     assert!(b.list().await.unwrap().is_empty(), "no bank at all");
     // An import that is refused by the bank's state (not empty) leaves the bank as it was.
     b.import("lib", Format::Upstream, r#"{"G0": "first"}"#, false, None).await.unwrap();

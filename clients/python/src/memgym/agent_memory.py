@@ -60,6 +60,16 @@ Where the seed's behaviour is not reproduced exactly, and why:
   appear); a ``None`` summary counts as ""; the episode log is kept at 100 entries at every record.
   Here, ``mistakes=None`` counts as no mistakes; an explicit ``score=None`` still raises ``TypeError``
   before anything is sent, as in the seed.
+- **The text rule** (README "Errors and limits"): control characters other than ``\\n`` and ``\\t`` (ESC,
+  NUL, …), bidi overrides/isolates and U+2028/U+2029 are INVALID_ARGUMENT naming the field
+  (``mistakes[1]``), and nothing is recorded; a lone surrogate is refused before sending; texts are stored
+  NFC and trimmed (``" w"`` and ``"w"`` are one success). A line break is kept in the memory and written
+  as ``\\n`` in ``build_memory_context``, so no recorded field can forge the block's headings or rules.
+- **Missing and blank values**: ``steps=None`` is logged as 0 (the seed logs ``null``); a ``task_id`` of
+  ``None`` or ``""`` is ``"unknown"`` (the seed keeps them as their own keys); card ``worker_id``,
+  ``bad_decision`` and ``correct_decision`` of ``""``, ``0`` or ``False`` are ``None`` and numbers become
+  strings; ``memory_summary`` lists tasks sorted by id (the seed: first appearance). A negative ``steps``
+  raises ``ValueError`` before sending. README "Agent memory" lists each difference with its reason.
 """
 
 from __future__ import annotations

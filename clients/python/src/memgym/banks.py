@@ -25,9 +25,17 @@ Where the seeds' behaviour is not reproduced exactly, and why (also in clients/p
   again (the seed sets ``_next_id`` to the file's value, which can reissue ids).
 - **Confidence is clipped to [0, 1]** by ``add_experience`` (seed 000 stores ``max − min`` of the
   advantages as it is, which can exceed 1; the server's own ``group_advantages`` rule clips the same way).
-- **Texts are checked.** An empty text or one over 4,000 characters is refused (``MemgymError``
-  INVALID_ARGUMENT / RESOURCE_EXHAUSTED) where the seed would store it; in ``apply_operations`` such an
-  operation is skipped, as every unusable operation is.
+- **Texts are checked** by the server's one text rule (README "Errors and limits"). An empty text, one over
+  4,000 characters, or one holding a control character other than ``\\n``/``\\t``, a bidi override or
+  isolate, U+2028/U+2029 or a lone surrogate is refused (``MemgymError`` INVALID_ARGUMENT /
+  RESOURCE_EXHAUSTED, naming the field) where the seed would store it; in ``apply_operations`` such an
+  operation is skipped, as every unusable operation is. Texts are stored NFC and trimmed, and
+  ``format_for_prompt`` writes a line break inside a text as ``\\n``, so one experience is one line.
+- **Files and operations are strict JSON**: a key repeated inside one object is refused, naming it. A
+  checkpoint the server refuses leaves no bank behind (the file is imported with ``ImportBank``, which
+  creates the bank only when it accepts the file).
+- **Merges keep usage**: the merged experience's ``usage_count`` is the sum of its sources' (seed 000).
+- **``max_size`` is at least 1** (``ValueError``): the server refuses to compress a bank to nothing.
 - **Ids are the seed's exact keys.** ``delete`` / ``modify`` return False for anything that is not a live
   ``"G{N}"`` (the server itself would also accept ``"g5"`` or ``"5"``; the seed's dict would not).
 - **``merge`` with an unknown or a single id raises** ``MemgymError`` (NOT_FOUND / INVALID_ARGUMENT) and

@@ -171,7 +171,7 @@ class _Base:
         *,
         retries: int = 3,
         backoff: float = 0.2,
-        max_message_mb: int = 16,
+        max_message_mb: int = 32,
     ):
         if timeout <= 0:
             raise ValueError("timeout must be positive")

@@ -157,3 +157,13 @@ proptest! {
         prop_assert_eq!(dedup.len(), mem.global_rules.len());
     }
 }
+
+#[test]
+fn llm_rules_lose_the_characters_the_text_rule_refuses() {
+    let rules = parse_llm_rules("Rules: [\"Check \\u001b[31mlogs\\u202e first.\", \"  \\u0000 \", \"Plan\\nthen act.\"]").unwrap();
+    assert_eq!(
+        rules,
+        s(&["Check [31mlogs first.", "Plan\nthen act."]),
+        "stripped, blank dropped, line breaks kept (escaped in the context)"
+    );
+}
