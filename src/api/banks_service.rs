@@ -120,10 +120,6 @@ pub(super) fn outcome_out(o: OpOutcome) -> pb::OperationResult {
     }
 }
 
-fn opt_str(s: &str) -> Option<&str> {
-    (!s.trim().is_empty()).then_some(s)
-}
-
 #[tonic::async_trait]
 impl BanksRpc for BanksService {
     async fn create_bank(&self, request: Request<pb::CreateBankRequest>) -> Result<Response<pb::Bank>, Status> {
@@ -249,7 +245,7 @@ impl BanksRpc for BanksService {
         let size = page_size(size, 100, 1_000)?;
         let key = page::listing_key(page::Rpc::Experiences, &[&bank, &domain]);
         let after = page::decode(page::Rpc::Experiences, key, &page_token)?;
-        let domain = opt_str(&domain).map(str::to_string);
+        let domain = crate::banks::experience::domain_filter("domain", &domain)?;
         logged(
             self.banks
                 .read(&bank, |lib| {
@@ -280,6 +276,7 @@ impl BanksRpc for BanksService {
                 if let Some(s) = &system {
                     crate::banks::experience::check_system("system", s)?;
                 }
+                let domain = crate::banks::experience::domain_filter("domain", &domain)?;
                 let (text, ids) = if query.trim().is_empty() {
                     self.banks.format_all(&bank).await?
                 } else {
@@ -287,7 +284,7 @@ impl BanksRpc for BanksService {
                         text: &query,
                         top_k: if top_k == 0 { DEFAULT_PROMPT_TOP_K } else { top_k as usize },
                         min_similarity,
-                        domain: opt_str(&domain),
+                        domain: domain.as_deref(),
                         count: !read_only,
                     };
                     self.banks.format_relevant(&bank, q).await?
@@ -308,11 +305,12 @@ impl BanksRpc for BanksService {
         let span = tracing::info_span!("retrieve", bank = %name(&bank));
         logged(
             async {
+                let domain = crate::banks::experience::domain_filter("domain", &domain)?;
                 let q = Query {
                     text: &query,
                     top_k: if top_k == 0 { DEFAULT_TOP_K } else { top_k as usize },
                     min_similarity,
-                    domain: opt_str(&domain),
+                    domain: domain.as_deref(),
                     count: !read_only,
                 };
                 let (hits, path) = self.banks.retrieve(&bank, q).await?;

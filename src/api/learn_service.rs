@@ -134,6 +134,7 @@ impl LearnRpc for LearnService {
         logged(
             async {
                 let o = options(max_operations, use_groundtruth, variation, mode)?;
+                learn::check_library("experiences", &experiences)?;
                 let group: Vec<Trajectory> = trajectories.into_iter().map(Trajectory::from).collect();
                 learn::validate(std::slice::from_ref(&group), &o).map_err(|e| rename(e, "groups[0].trajectories", "trajectories"))?;
                 let confidence = learn::variation(&group, o.variation);
@@ -170,6 +171,16 @@ impl LearnRpc for LearnService {
         logged(
             async {
                 let limits = self.banks.op_limits();
+                learn::check_library("experiences", &experiences)?;
+                if group_operations_json.len() > learn::MAX_GROUPS {
+                    return Err(BankError::ResourceExhausted {
+                        message: format!(
+                            "group_operations_json holds {} groups; at most {}",
+                            group_operations_json.len(),
+                            learn::MAX_GROUPS
+                        ),
+                    });
+                }
                 let mut groups = Vec::with_capacity(group_operations_json.len());
                 let mut rejected = Vec::new();
                 for (i, json) in group_operations_json.iter().enumerate() {

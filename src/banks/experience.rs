@@ -75,6 +75,15 @@ pub(crate) fn check_domain(field: &str, d: Option<&str>) -> Result<Option<String
     charset::admit_required(d, Shape::Label, ops::MAX_DOMAIN_CHARS).map(Some).map_err(|why| BankError::invalid(field, why.to_string()))
 }
 
+/// A domain filter (`Retrieve`, `FormatForPrompt`, `ListExperiences`): empty means none; otherwise the
+/// text rule for a domain, so the filter matches a domain stored in the same form.
+pub fn domain_filter(field: &str, d: &str) -> Result<Option<String>, BankError> {
+    if d.trim().is_empty() {
+        return Ok(None);
+    }
+    check_domain(field, Some(d))
+}
+
 /// Parses "G12" (also "g12", "12") into 12.
 pub fn parse_id(field: &str, s: &str) -> Result<u64, BankError> {
     ops::parse_id(&serde_json::Value::String(s.to_string())).map_err(|m| BankError::invalid(field, m))

@@ -153,6 +153,14 @@ fn check_text(field: &str, s: &str) -> Result<(), BankError> {
     charset::admit(s, Shape::Text, MAX_TEXT_CHARS).map(drop).map_err(|why| BankError::refused_text(field, why))
 }
 
+/// Most characters of a library passed as text to the stage RPCs (`experiences`).
+pub const MAX_LIBRARY_CHARS: usize = 1_000_000;
+
+/// The text rule's character check and the cap on a library passed as `[G0]. text` lines.
+pub fn check_library(field: &str, s: &str) -> Result<(), BankError> {
+    charset::admit(s, Shape::Text, MAX_LIBRARY_CHARS).map(drop).map_err(|why| BankError::refused_text(field, why))
+}
+
 /// Checks the groups and the settings (every field named).
 pub fn validate(groups: &[Vec<Trajectory>], o: &LearnOptions) -> Result<(), BankError> {
     if groups.is_empty() {

@@ -124,6 +124,13 @@ async fn caps_on_queries_system_prompts_and_compress() {
     assert!(e.to_string().contains("query: holds U+001B"), "{e}");
     assert!(experience::check_system("system", &"s".repeat(100_001)).is_err());
     assert!(experience::check_system("system", "You are a tutor.\n").is_ok());
+    // Domain filters are domains: one line of at most 64, matched in the stored form.
+    assert!(matches!(experience::domain_filter("domain", &"d".repeat(65)), Err(BankError::InvalidArgument { .. })));
+    assert_eq!(experience::domain_filter("domain", " Zoe\u{301} ").unwrap().as_deref(), Some("Zoé"));
+    assert_eq!(experience::domain_filter("domain", "  ").unwrap(), None);
+    // A library passed as text to the stage RPCs.
+    assert!(matches!(learn::check_library("experiences", &"x".repeat(1_000_001)), Err(BankError::ResourceExhausted { .. })));
+    assert!(learn::check_library("experiences", "[G0]. a\n[G1]. b").is_ok());
     let e = b.compress("lib", Some(0), Strategy::Hybrid, Params::default(), false, None).await.unwrap_err();
     assert!(e.to_string().contains("max_size: must be at least 1"), "{e}");
     assert_eq!((version(&b, "lib").await, texts(&b, "lib").await.len()), (v, 1), "nothing removed");
