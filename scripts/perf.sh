@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the measurements behind README "Performance" and prints them (docs/perf.txt holds the last run).
+# Runs the measurements behind the book's "Performance" and prints them (docs/perf.txt holds the last run).
 #
 # Builds the release binary, then runs `memgym bench` in the configurations the README's table reports.
 # Takes ~5 minutes, plus 10 with LONG=1 (the 10-minute sustained run); FASTEMBED=1 adds the fastembed run

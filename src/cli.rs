@@ -30,11 +30,24 @@ pub enum Command {
     /// retrieval quality (`eval retrieval`).
     Eval(EvalArgs),
     /// Play episodes with an LLM policy behind any OpenAI-compatible endpoint: trajectories, a report of
-    /// its reward, its format compliance and the GRPO signal of its groups (README "Rollouts").
+    /// its reward, its format compliance and the GRPO signal of its groups (the book's "Rollouts").
     Rollout(RolloutArgs),
     /// Re-run a trajectories file's tool calls on fresh episodes: check every output byte for byte,
     /// re-score, or score the same final memories with another evaluator.
     Replay(ReplayArgs),
+    /// Print a reference chapter of the book as Markdown, generated from this binary: the CLI (every
+    /// command's help) or the gRPC API (the protos' comments).
+    #[command(subcommand)]
+    Reference(ReferenceCommand),
+}
+
+/// `memgym reference`.
+#[derive(Debug, Subcommand)]
+pub enum ReferenceCommand {
+    /// Every command and its flags, from clap's help.
+    Cli,
+    /// Every service, RPC, message, field and enum, from the protos' comments.
+    Grpc,
 }
 
 /// `memgym rollout`.
@@ -133,7 +146,7 @@ pub struct ReplayArgs {
 /// Which embedder, and what it needs.
 #[derive(Debug, Clone, Args)]
 pub struct EmbedArgs {
-    /// Embedder: hash, potion-2m, fastembed or openai (see README "Embedders").
+    /// Embedder: hash, potion-2m, fastembed or openai (see the book's "Embedders").
     #[arg(long, env = "MEMGYM_EMBEDDER", default_value = "hash")]
     pub embedder: String,
     /// potion-2m: model directory (default: data/models/potion-base-2M).
@@ -266,7 +279,7 @@ pub struct EnvArgs {
     /// Index path: auto (exact scan up to --full-scan-threshold vectors, HNSW above), hnsw, or exact.
     #[arg(long, env = "MEMGYM_INDEX", default_value = "auto")]
     pub index: String,
-    /// Search: dense (cosine), or hybrid (reciprocal-rank fusion of cosine and BM25; see README "Embedders").
+    /// Search: dense (cosine), or hybrid (reciprocal-rank fusion of cosine and BM25; see the book's "Embedders").
     #[arg(long, env = "MEMGYM_SEARCH", default_value = "dense")]
     pub search: String,
     /// In auto mode, M₀ sizes up to this use the exact scan.

@@ -310,7 +310,12 @@ mod tests {
         argv.extend_from_slice(flags);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Serve(a) => a.env,
-            Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) | Command::Rollout(_) | Command::Replay(_) => {
+            Command::Dataset(_)
+            | Command::Bench(_)
+            | Command::Eval(_)
+            | Command::Rollout(_)
+            | Command::Replay(_)
+            | Command::Reference(_) => {
                 unreachable!("parsed `serve`")
             }
         }

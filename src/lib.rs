@@ -27,6 +27,7 @@ pub mod llm;
 pub mod memory;
 pub mod openai_compat;
 pub mod quote;
+pub mod reference;
 pub mod reward;
 pub mod rollout;
 pub mod server;

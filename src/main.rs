@@ -15,7 +15,7 @@ use memgym::{bench, config, eval, rollout, server, telemetry};
 /// and glibc spent a quarter of `memgym bench`'s CPU in malloc/free. jemalloc's background threads
 /// return freed pages to the OS within about a second (`dirty_decay_ms`), so the server's RSS falls back
 /// after episodes close even when it sits idle — mimalloc, tried first, was ~7% faster per call but kept
-/// hundreds of MiB after 8,192 episodes closed (README "Performance").
+/// hundreds of MiB after 8,192 episodes closed (the book's "Performance").
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -44,6 +44,18 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
     match cli.command {
+        Command::Reference(what) => {
+            let md = match what {
+                memgym::cli::ReferenceCommand::Cli => memgym::reference::cli_markdown(),
+                memgym::cli::ReferenceCommand::Grpc => memgym::reference::grpc_markdown(),
+            };
+            // A closed pipe (`| head`) ends the output quietly; any other write error is reported.
+            use std::io::Write as _;
+            match std::io::stdout().write_all(md.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                Ok(()) | Err(_) => Ok(()),
+            }
+        }
         Command::Rollout(a) => {
             let gold = memgym::dataset::GoldMode::parse(&a.env.gold).map_err(anyhow::Error::msg).context("--gold")?;
             let ds = config::load_dataset_with_gold(a.env.data_dir.as_deref(), gold)?;

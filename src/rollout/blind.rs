@@ -5,7 +5,7 @@
 //! since the initial memory of every conversation takes `m0000..`, a guessed id usually exists: an update or
 //! delete then lands on an unrelated memory and is carried out. The report counts these calls, names the
 //! ids guessed most often and compares the reward of rollouts with a blind edit to the others: a model that
-//! copies the prompt's example id is the first thing a real LLM showed (README "Rollouts").
+//! copies the prompt's example id is the first thing a real LLM showed (the book's "Rollouts").
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,5 +1,5 @@
 //! The stored trajectory: one JSON line per rollout in `trajectories.jsonl`, its versioned schema
-//! ([`SCHEMA`]; README "Trajectories"), reading it back for resuming and `memgym replay`, and the
+//! ([`SCHEMA`]; the book's "Trajectories"), reading it back for resuming and `memgym replay`, and the
 //! one-row-per-rollout `rollouts.parquet`.
 //!
 //! A line holds everything needed to check it without the policy: the question and episode ids, the

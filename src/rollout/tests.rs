@@ -27,7 +27,9 @@ fn args(url: &str, out: &Path, extra: &[&str]) -> RolloutArgs {
     argv.extend_from_slice(extra);
     match Cli::try_parse_from(argv).unwrap().command {
         Command::Rollout(a) => a,
-        Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) | Command::Replay(_) => unreachable!(),
+        Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) | Command::Replay(_) | Command::Reference(_) => {
+            unreachable!()
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! canonical form live in the tool's file.
 //!
 //! Parsing is strict where a call would be ambiguous and lenient where LLM output is merely untidy
-//! (README "Tool arguments"): the arguments must be one JSON object with distinct keys (`""` is `{}`),
+//! (the book's "Tool arguments"): the arguments must be one JSON object with distinct keys (`""` is `{}`),
 //! every value must have the schema's type (integers may be written `5` or `5.0`), enum values ignore
 //! case and surrounding spaces, unknown argument names are refused, and `null` means unset. Every error
 //! names the argument and quotes at most a prefix of a bad value ([`crate::quote`]). The parsed values

@@ -239,7 +239,7 @@ def test_a_foreign_host_header_is_forbidden(servers):
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_the_readme_example_runs_against_the_server(mode, servers):
-    """examples/protocols/mcp_episode.py, as README "Trainers and agents" runs it."""
+    """examples/protocols/mcp_episode.py, as the book's "Trainers and agents" runs it."""
     example = Path(__file__).resolve().parents[3] / "examples" / "protocols" / "mcp_episode.py"
     out = subprocess.run([sys.executable, str(example), servers.mcp_url, mode], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

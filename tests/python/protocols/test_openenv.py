@@ -354,7 +354,7 @@ def test_openenv_mcp_tool_client(servers, grpc_client):
 
 
 def test_the_readme_example_runs_against_the_server(servers):
-    """examples/protocols/openenv_episode.py, as README "Trainers and agents" runs it."""
+    """examples/protocols/openenv_episode.py, as the book's "Trainers and agents" runs it."""
     example = Path(__file__).resolve().parents[3] / "examples" / "protocols" / "openenv_episode.py"
     out = subprocess.run([sys.executable, str(example), servers.openenv], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

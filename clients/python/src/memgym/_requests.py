@@ -4,7 +4,7 @@ Why this exists: the three client mixins turn Python arguments into request mess
 unset ``optional`` fields are left out so the server's defaults apply, and enum arguments accept the
 enum value or its name (any case, ``-`` or ``_``, with or without the enum's prefix).
 
-Text is checked by the server's one text rule (README "Errors and limits"); the only part checked here is
+Text is checked by the server's one text rule (the book's "Errors and limits"); the only part checked here is
 the one the server cannot see: a Python ``str`` may hold a lone surrogate (``"\\ud800"``, from
 ``json.loads`` or ``surrogateescape``), which is not Unicode text and cannot be encoded to protobuf's
 UTF-8. Such a value is refused before anything is sent, as ``MemgymError(INVALID_ARGUMENT)`` naming the

@@ -55,12 +55,12 @@ Where the seed's behaviour is not reproduced exactly, and why:
   bank (in one process or several) see each other's episodes.
 - **``new_agent_memory()`` creates a bank** with a fresh unique name (``agent-memory-<hex>``) on the
   server, since a memory here always lives in a bank; delete it with ``memory.client.delete_bank``.
-- **Input fixes made by the server** (README "Agent memory"): a non-finite score is INVALID_ARGUMENT on
+- **Input fixes made by the server** (the book's "Agent memory"): a non-finite score is INVALID_ARGUMENT on
   ``score`` and nothing is recorded; blank mistakes and successes make no rules (``[WORKS] `` does not
   appear); a ``None`` summary counts as ""; the episode log is kept at 100 entries at every record.
   Here, ``mistakes=None`` counts as no mistakes; an explicit ``score=None`` still raises ``TypeError``
   before anything is sent, as in the seed.
-- **The text rule** (README "Errors and limits"): control characters other than ``\\n`` and ``\\t`` (ESC,
+- **The text rule** (the book's "Errors and limits"): control characters other than ``\\n`` and ``\\t`` (ESC,
   NUL, …), bidi overrides/isolates and U+2028/U+2029 are INVALID_ARGUMENT naming the field
   (``mistakes[1]``), and nothing is recorded; a lone surrogate is refused before sending; texts are stored
   NFC and trimmed (``" w"`` and ``"w"`` are one success). A line break is kept in the memory and written
@@ -69,7 +69,7 @@ Where the seed's behaviour is not reproduced exactly, and why:
   ``None`` or ``""`` is ``"unknown"`` (the seed keeps them as their own keys); card ``worker_id``,
   ``bad_decision`` and ``correct_decision`` of ``""``, ``0`` or ``False`` are ``None`` and numbers become
   strings; ``memory_summary`` lists tasks sorted by id (the seed: first appearance). A negative ``steps``
-  raises ``ValueError`` before sending. README "Agent memory" lists each difference with its reason.
+  raises ``ValueError`` before sending. The book's "Agent memory" lists each difference with its reason.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Where the seeds' behaviour is not reproduced exactly, and why (also in clients/p
   again (the seed sets ``_next_id`` to the file's value, which can reissue ids).
 - **Confidence is clipped to [0, 1]** by ``add_experience`` (seed 000 stores ``max − min`` of the
   advantages as it is, which can exceed 1; the server's own ``group_advantages`` rule clips the same way).
-- **Texts are checked** by the server's one text rule (README "Errors and limits"). An empty text, one over
+- **Texts are checked** by the server's one text rule (the book's "Errors and limits"). An empty text, one over
   4,000 characters, or one holding a control character other than ``\\n``/``\\t``, a bidi override or
   isolate, U+2028/U+2029 or a lone surrogate is refused (``MemgymError`` INVALID_ARGUMENT /
   RESOURCE_EXHAUSTED, naming the field) where the seed would store it; in ``apply_operations`` such an
@@ -43,7 +43,7 @@ Where the seeds' behaviour is not reproduced exactly, and why (also in clients/p
 - **Embeddings** come from the server's embedder (``--embedder``), not sentence-transformers in the
   trainer; similarities therefore differ from the seed's numbers, and no NPZ file is written.
 - **Compression and near-duplicate merging** run on the server with its documented parameters (decay 0.1,
-  k-means seed 0; README "Banks: compression"); ``merge_similar(use_llm=True)`` needs the server's LLM
+  k-means seed 0; the book's "Banks: compression"); ``merge_similar(use_llm=True)`` needs the server's LLM
   (``--llm-base-url``), else it raises FAILED_PRECONDITION rather than silently merging without it.
 - **``format_for_prompt()`` without a query lists every experience** in id order (``top_k`` applies only
   with a query, as retrieval); with ``domain_filter`` and no query, every experience of that domain.
@@ -372,7 +372,7 @@ class SemanticMemoryManager(ExperienceManager):
     def compress_memory(self, max_size: Optional[int] = None, strategy: str = "hybrid") -> int:
         """Removes experiences until ``max_size`` (default ``self.max_size``) remain; returns how many went.
 
-        ``strategy``: "diversity", "importance", "temporal" or "hybrid" (README "Banks: compression").
+        ``strategy``: "diversity", "importance", "temporal" or "hybrid" (the book's "Banks: compression").
         """
         resp = self.client.compress(
             self.bank,
