@@ -15,7 +15,10 @@ book runs, in a fresh temporary directory, unless the line above it is a marker:
 - ``<!-- not run: REASON -->``: not run, and counted with its reason (a GPU, a hosted API, hours of CPU);
 - ``<!-- run: background -->``: a server command; it runs in the background until 127.0.0.1:PORT answers a
   gRPC health check (at most 120 s), then it is stopped;
-- ``<!-- run: expect-fail -->``: the block must exit non-zero (a documented refusal).
+- ``<!-- run: expect-fail -->``: the block must exit non-zero (a documented refusal);
+- ``<!-- run: venv=NAME -->``: its ``python`` commands run with the protocols tier's venv NAME
+  (``--protocols-venv``/NAME: ``openenv``, ``mcp`` or ``trl``), whose released clients cannot share one venv;
+  with ``MEMGYM_PROTOCOLS=skip`` (the tier skipped) such a block is counted as not run.
 
 A block whose next block is a ```` ```text ```` block marked ``<!-- output -->`` must print each non-empty
 line of it, in order (a line ``...`` skips any number of lines; leading and trailing spaces are ignored).
@@ -23,7 +26,7 @@ line of it, in order (a line ``...`` skips any number of lines; leading and trai
 What is substituted, so that the blocks run as written against the build under test and not a second
 release build: ``cargo run --release --`` and a leading ``memgym`` are the binary under test
 (``--memgym``); ``127.0.0.1:50051`` is a server the checker starts (``--banks-dir`` in a temporary
-directory); ``grpcurl`` is ``--grpcurl``; ``python`` blocks run with ``--python`` (the client's venv) and
+directory), and ``127.0.0.1:8000`` / ``127.0.0.1:8001`` are its OpenEnv and MCP faces; ``grpcurl`` is ``--grpcurl``; ``python`` blocks run with ``--python`` (the client's venv) and
 ``MEMGYM_ADDRESS`` set to that server. Each block runs in a fresh temporary directory that links the
 repository's ``data``, ``docs``, ``scripts``, ``examples``, ``clients`` and ``proto``, so a block reads
 the repository's files as a user in its root would and writes only into the temporary directory.
@@ -195,10 +198,11 @@ def healthy(grpcurl: str, addr: str) -> bool:
     return r.returncode == 0 and "SERVING" in r.stdout
 
 
-def substitute(code: str, memgym: str, grpcurl: str, addr: str) -> str:
+def substitute(code: str, memgym: str, grpcurl: str, addrs: Dict[str, str]) -> str:
     code = re.sub(r"cargo run --release --(?=\s)", memgym, code)
     code = re.sub(r"(?m)^(\s*)memgym(?=\s)", lambda m: m.group(1) + memgym, code)
-    code = code.replace("127.0.0.1:50051", addr)
+    for documented, actual in addrs.items():
+        code = code.replace(documented, actual)
     code = re.sub(r"(?m)(^|[|;&(]\s*|\$\(\s*)grpcurl(?=\s)", lambda m: m.group(1) + grpcurl, code)
     return code
 
@@ -218,15 +222,22 @@ def output_matches(expected: str, actual: str) -> Optional[str]:
     return None
 
 
-def run_block(b: Block, args, addr: str, env: Dict[str, str]) -> Optional[str]:
+def run_block(b: Block, args, addrs: Dict[str, str], env: Dict[str, str]) -> Optional[str]:
     """None when the block passed, else why it failed."""
     work = tempfile.mkdtemp(prefix="memgym-doc-")
     for name in ("data", "docs", "scripts", "examples", "clients", "proto"):
         os.symlink(ROOT / name, Path(work) / name)
     try:
-        code = substitute(b.code, args.memgym, args.grpcurl, addr)
+        addr = addrs["127.0.0.1:50051"]
+        code = substitute(b.code, args.memgym, args.grpcurl, addrs)
+        python = args.python
+        if b.marker == "run" and b.reason.startswith("venv="):
+            python = str(Path(args.protocols_venv) / b.reason[len("venv=") :] / "bin" / "python")
+            if not Path(python).exists():
+                return f"no {python} (the protocols tier's venvs: scripts/install-protocols.sh)"
+            code = re.sub(r"(?m)^(\s*)python3?(?=\s)", lambda m: m.group(1) + python, code)
         if b.lang == "python":
-            cmd = [args.python, "-c", code]
+            cmd = [python, "-c", code]
         else:
             cmd = ["bash", "-euo", "pipefail", "-c", code]
         if b.marker == "run" and b.reason == "background":
@@ -234,6 +245,8 @@ def run_block(b: Block, args, addr: str, env: Dict[str, str]) -> Optional[str]:
             bg_addr = f"127.0.0.1:{port}"
             # The server is the block's last command; it listens on its own free port.
             bg = code.replace(addr, bg_addr)
+            for face in ("127.0.0.1:8000", "127.0.0.1:8001"):  # its own faces, not the checker's server's
+                bg = bg.replace(addrs[face], f"127.0.0.1:{free_port()}")
             if "--addr" not in bg:
                 lines = bg.rstrip().split("\n")
                 cmd_part, hash_, comment = lines[-1].partition(" #")  # the flag goes before a trailing comment
@@ -284,6 +297,11 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="the Python that runs python blocks (with memgym-client)")
     ap.add_argument("--links-only", action="store_true", help="check the links, run nothing")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per block")
+    ap.add_argument(
+        "--protocols-venv",
+        default=os.environ.get("MEMGYM_PROTOCOLS_VENV", str(Path.home() / ".cache/memgym/protocols-venv")),
+        help="the protocols tier's venvs (openenv, mcp, trl), for blocks marked venv=NAME",
+    )
     args = ap.parse_args()
 
     failures = 0
@@ -299,12 +317,16 @@ def main() -> int:
         ap.error("--memgym and --grpcurl are required unless --links-only")
 
     blocks = collect_blocks()
-    port = free_port()
-    addr = f"127.0.0.1:{port}"
+    addr, openenv, mcp = (f"127.0.0.1:{free_port()}" for _ in range(3))
+    addrs = {"127.0.0.1:50051": addr, "127.0.0.1:8000": openenv, "127.0.0.1:8001": mcp}
     banks = tempfile.mkdtemp(prefix="memgym-doc-banks-")
     env = dict(os.environ)
     env.update(MEMGYM_ADDRESS=addr, PATH=f"{ROOT / 'scripts'}:{Path(args.grpcurl).parent}:{env.get('PATH', '')}")
-    server = subprocess.Popen([args.memgym, "serve", "--addr", addr, "--banks-dir", banks], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [args.memgym, "serve", "--addr", addr, "--banks-dir", banks, "--openenv-addr", openenv, "--mcp-addr", mcp],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ran = passed = not_run = 0
     try:
         deadline = time.time() + 120
@@ -315,6 +337,11 @@ def main() -> int:
             time.sleep(0.3)
         for b in blocks:
             where = f"{b.file.relative_to(ROOT)}:{b.line}"
+            venv = b.reason[len("venv=") :] if b.marker == "run" and b.reason.startswith("venv=") else None
+            if venv and os.environ.get("MEMGYM_PROTOCOLS") == "skip":
+                not_run += 1
+                print(f"not run  {where} (MEMGYM_PROTOCOLS=skip: the {venv} venv is not installed)")
+                continue
             if b.marker == "not run":
                 not_run += 1
                 print(f"not run  {where} ({b.reason or 'no reason given'})")
@@ -322,7 +349,7 @@ def main() -> int:
                     failures += 1
                 continue
             ran += 1
-            why = run_block(b, args, addr, env)
+            why = run_block(b, args, addrs, env)
             if why is None:
                 passed += 1
                 print(f"ok       {where}")
