@@ -16,6 +16,10 @@
 //! sample random / diverse / recent with k 5 (diverse is farthest-point sampling over all 324 vectors,
 //! the heaviest sample); merge of m0010 + m0011 with concatenate and with summarize; split (thematic)
 //! of the first conv-41 memory that splits into exactly two parts (found outside the timing).
+//!
+//! `fork/edits_N` times ForkEpisode's copy (`EpisodeMemory::clone`: the overlay only, M₀ shared) of an
+//! episode after N = 1, 10 and 100 edits (creates and deletes, alternating), and prints the overlay's
+//! bytes, which is what each fork allocates.
 
 mod common;
 
@@ -113,6 +117,23 @@ fn tools(c: &mut Criterion) {
         let (_, tool, args) = &cases[7];
         b.iter(|| parse_call(black_box(tool), black_box(args), &limits).expect("valid"))
     });
+    g.finish();
+
+    let mut g = c.benchmark_group("fork");
+    for edits in [1usize, 10, 100] {
+        let mut mem = EpisodeMemory::new(base.clone());
+        for i in 0..edits {
+            let (tool, args) = if i % 2 == 0 {
+                ("manage_memory", format!(r#"{{"operation": "create", "content": "John and Maria volunteered together, visit {i}."}}"#))
+            } else {
+                ("delete_memory", format!(r#"{{"memory_id": "m{:04}"}}"#, i))
+            };
+            let call = parse_call(tool, &args, &limits).unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
+            run(&mut mem, &call, &embed, &limits);
+        }
+        println!("fork/edits_{edits}: {} overlay bytes per fork", mem.overlay_bytes());
+        g.bench_function(format!("edits_{edits}"), |b| b.iter(|| black_box(&mem).clone()));
+    }
     g.finish();
 }
 

@@ -8,7 +8,7 @@ use tonic::Status;
 
 use super::pb;
 use crate::dataset::{Question, Split};
-use crate::episode::{CreateRequest, EpisodeSource, EpisodeState, NewMemory, StepInfo, ToolResult, TraceEntry};
+use crate::episode::{CreateRequest, EpisodeSource, EpisodeState, ForkRequest, NewMemory, StepInfo, ToolResult, TraceEntry};
 use crate::memory::{MemoryRecord, MemoryType};
 use crate::reward::{Evaluator, RewardBreakdown};
 use crate::tools::ManageOpKind;
@@ -178,6 +178,14 @@ impl TryFrom<pb::NewMemory> for NewMemory {
             evidence,
             source: opt(source),
         })
+    }
+}
+
+impl TryFrom<pb::ForkEpisodeRequest> for ForkRequest {
+    type Error = Status;
+    fn try_from(r: pb::ForkEpisodeRequest) -> Result<Self, Self::Error> {
+        let pb::ForkEpisodeRequest { episode_id: id, count, fork_ids, seeds } = r;
+        Ok(ForkRequest { episode_id: episode_id(id)?, count: count as usize, fork_ids, seeds })
     }
 }
 

@@ -206,6 +206,19 @@ impl MemoryEnv for MemoryEnvService {
         )
     }
 
+    async fn fork_episode(&self, request: Request<pb::ForkEpisodeRequest>) -> Result<Response<pb::ForkEpisodeResponse>, Status> {
+        let req = crate::episode::ForkRequest::try_from(request.into_inner())?;
+        let span = tracing::info_span!("fork_episode", episode = %name(&req.episode_id), count = req.count);
+        logged(
+            async {
+                let forks = self.env.fork_episode(req).await?;
+                Ok(Response::new(pb::ForkEpisodeResponse { forks: forks.into_iter().map(Into::into).collect() }))
+            }
+            .instrument(span)
+            .await,
+        )
+    }
+
     async fn close_episode(&self, request: Request<pb::CloseEpisodeRequest>) -> Result<Response<pb::CloseEpisodeResponse>, Status> {
         let pb::CloseEpisodeRequest { episode_id: id } = request.into_inner();
         logged(

@@ -141,6 +141,16 @@ impl Registry {
         }
     }
 
+    /// Removes `entry` from under `id` without remembering it, as if it had never been opened (a
+    /// ForkEpisode that could not open all its forks withdraws the ones it did).
+    pub fn withdraw(&self, id: &str, entry: &Arc<Entry>) {
+        let mut shard = self.shards[shard_of(id)].lock();
+        if shard.get(id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            shard.remove(id);
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
     /// Removes every entry idle for at least `ttl_ms` and not in use right now, remembering their ids;
     /// returns how many.
     pub fn reap_idle(&self, now_ms: u64, ttl_ms: u64) -> usize {

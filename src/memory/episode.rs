@@ -67,6 +67,24 @@ pub struct EpisodeMemory {
 }
 
 impl EpisodeMemory {
+    /// Heap bytes this episode's overlay holds beyond the shared M₀ (tombstones, added records with their
+    /// vectors and terms): what a copy of it (ForkEpisode) allocates.
+    pub fn overlay_bytes(&self) -> usize {
+        let record = |r: &MemoryRecord| {
+            std::mem::size_of::<MemoryRecord>()
+                + r.text.capacity()
+                + r.speaker.as_ref().map_or(0, String::capacity)
+                + r.session_date.as_ref().map_or(0, String::capacity)
+                + r.source.capacity()
+                + r.evidence.iter().map(|e| e.capacity() + std::mem::size_of::<String>()).sum::<usize>()
+        };
+        self.dead.words.capacity() * 8
+            + self.added.iter().map(record).sum::<usize>()
+            + self.added_vecs.capacity() * 4
+            + self.added_terms.iter().map(|t| std::mem::size_of::<Terms>() + t.heap_bytes()).sum::<usize>()
+            + self.added_pos.capacity() * 8
+    }
+
     /// A fresh view of `base` with no changes. O(1) in |M₀|.
     pub fn new(base: Arc<BaseMemory>) -> Self {
         let next_id = base.len() as u32;

@@ -15,6 +15,11 @@ pub struct Terms {
 }
 
 impl Terms {
+    /// Heap bytes held (the term strings and the list), for ForkEpisode's cost.
+    pub fn heap_bytes(&self) -> usize {
+        self.terms.capacity() * std::mem::size_of::<(String, u32)>() + self.terms.iter().map(|(t, _)| t.capacity()).sum::<usize>()
+    }
+
     /// Tokenises a text.
     pub fn of(text: &str) -> Self {
         let mut toks = stemmed_tokens(text);

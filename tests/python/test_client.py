@@ -142,3 +142,21 @@ def test_async_client_round_trip(server_address):
         await down.close()
 
     asyncio.run(run())
+
+
+def test_fork_episode(client):
+    """ForkEpisode from Python: the forks hold the parent's edit, diverge independently, and score against
+    the parent's p_old; a scored parent is refused."""
+    ep = client.create_episode("conv-26:q0", episode_id="py-fork-parent", seed=3)
+    client.call_tool(ep.episode_id, "manage_memory", {"operation": "update", "memory_id": "m0000",
+                     "content": "Caroline attended an LGBTQ support group on 7 May 2023 and found the transgender stories inspiring."})
+    forks = client.fork_episode(ep.episode_id, 2, fork_ids=["py-fork-a", "py-fork-b"], seeds=[7, 8])
+    assert [(f.episode_id, f.seed, f.steps_used) for f in forks] == [("py-fork-a", 7, 1), ("py-fork-b", 8, 1)]
+    client.call_tool("py-fork-a", "delete_memory", {"memory_id": "m0000"})
+    a, b = client.score_episode("py-fork-a"), client.score_episode("py-fork-b")
+    assert (a.p_old, b.p_old, b.p_new) == (0.0, 0.0, 1.0) and a.reward < b.reward
+    with pytest.raises(MemgymError) as err:
+        client.fork_episode("py-fork-b")
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    for i in (ep.episode_id, "py-fork-a", "py-fork-b"):
+        client.close_episode(i)

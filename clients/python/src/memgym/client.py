@@ -130,6 +130,12 @@ def _questions_request(
     )
 
 
+def _fork_request(
+    episode_id: str, count: int, fork_ids: Optional[Sequence[str]], seeds: Optional[Sequence[int]]
+) -> pb.ForkEpisodeRequest:
+    return pb.ForkEpisodeRequest(episode_id=episode_id, count=int(count), fork_ids=list(fork_ids or ()), seeds=list(seeds or ()))
+
+
 def _create_request(
     question_id: str = "",
     *,
@@ -285,6 +291,16 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
         req = pb.ScoreEpisodeRequest(episode_id=episode_id)
         return self._call("MemoryEnv/ScoreEpisode", self.env.ScoreEpisode, req, idempotent=True)
 
+    def fork_episode(
+        self, episode_id: str, count: int = 0, *, fork_ids: Optional[Sequence[str]] = None, seeds: Optional[Sequence[int]] = None
+    ) -> List[pb.EpisodeState]:
+        """Copies a live, unscored episode into ``count`` independent forks (its memory, steps used, budget and
+        trace; each scores against the parent's ``p_old``). ``fork_ids`` and ``seeds`` name each fork's id and
+        seed (default: fresh ids, the parent's seed). All or none are opened; never retried (a retry would
+        open more forks). Returns the forks' states in order."""
+        req = _fork_request(episode_id, count, fork_ids, seeds)
+        return list(self._call("MemoryEnv/ForkEpisode", self.env.ForkEpisode, req, idempotent=False).forks)
+
     def close_episode(self, episode_id: str) -> pb.CloseEpisodeResponse:
         """Frees the episode. Closing an ended episode again is OK (``state`` unset); its id is not reused."""
         req = pb.CloseEpisodeRequest(episode_id=episode_id)
@@ -385,6 +401,13 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base
         """See ``MemgymClient.score_episode``."""
         req = pb.ScoreEpisodeRequest(episode_id=episode_id)
         return await self._call("MemoryEnv/ScoreEpisode", self.env.ScoreEpisode, req, idempotent=True)
+
+    async def fork_episode(
+        self, episode_id: str, count: int = 0, *, fork_ids: Optional[Sequence[str]] = None, seeds: Optional[Sequence[int]] = None
+    ) -> List[pb.EpisodeState]:
+        """See ``MemgymClient.fork_episode``."""
+        req = _fork_request(episode_id, count, fork_ids, seeds)
+        return list((await self._call("MemoryEnv/ForkEpisode", self.env.ForkEpisode, req, idempotent=False)).forks)
 
     async def close_episode(self, episode_id: str) -> pb.CloseEpisodeResponse:
         """See ``MemgymClient.close_episode``."""
