@@ -12,7 +12,7 @@ pub fn metadata() -> Value {
     json!({
         "name": "memgym",
         "description": "Memory editing on LoCoMo: an episode is one conversation's memory plus a question; the agent edits the memory \
-            with six tools (search, manage, delete, sample, merge, split) and is scored reward = performance_delta x memory_efficiency.",
+            with six tools (search, manage, delete, sample, merge, split) and is scored reward = performance_delta - growth by default (MemUpdate's performance_delta x memory_efficiency on request).",
         "version": env!("CARGO_PKG_VERSION"),
         "author": "memgym",
         "documentation_url": null,
