@@ -168,6 +168,30 @@ impl Gateway {
         Ok(breakdown_json(resp))
     }
 
+    /// Forks `id` (ForkEpisode) with the JSON arguments `count`, `fork_ids` and `seeds` (each optional;
+    /// any other key is refused, naming it).
+    pub async fn fork(&self, id: &str, args: &Map<String, Value>) -> Result<Vec<EpisodeState>, Status> {
+        let mut req = pb::ForkEpisodeRequest { episode_id: id.to_string(), ..Default::default() };
+        for (k, v) in args {
+            match k.as_str() {
+                "count" => {
+                    req.count = v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| Status::invalid_argument(format!("count: must be a whole number >= 0, got {}", kind(v))))?
+                }
+                "fork_ids" => {
+                    req.fork_ids = json_list(v, "fork_ids", |x| x.as_str().map(str::to_string), "a string")?;
+                }
+                "seeds" => req.seeds = json_list(v, "seeds", Value::as_u64, "a whole number >= 0")?,
+                other => return Err(Status::invalid_argument(format!("{}: unknown argument", name(other)))),
+            }
+        }
+        let fork = crate::episode::ForkRequest::try_from(req)?;
+        let forks = self.env.fork_episode(fork).instrument(tracing::info_span!("fork_episode", episode_id = %name(id))).await;
+        logged(forks.map_err(Status::from))
+    }
+
     /// The state of episode `id`.
     pub async fn state(&self, id: &str) -> Result<EpisodeState, Status> {
         Ok(self.env.get_episode(id, false).await?.0)
@@ -295,6 +319,16 @@ pub fn code_name(code: Code) -> &'static str {
         Code::DataLoss => "data_loss",
         Code::Unauthenticated => "unauthenticated",
     }
+}
+
+/// A JSON array's items read by `item`, refusing the first that is not `what`, naming it (`field[i]`).
+fn json_list<T>(v: &Value, field: &str, item: impl Fn(&Value) -> Option<T>, what: &str) -> Result<Vec<T>, Status> {
+    let Value::Array(items) = v else { return Err(Status::invalid_argument(format!("{field}: must be an array, got {}", kind(v)))) };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| item(x).ok_or_else(|| Status::invalid_argument(format!("{field}[{i}]: must be {what}, got {}", kind(x)))))
+        .collect()
 }
 
 /// An episode's state as JSON (`created` for create_episode and reset).

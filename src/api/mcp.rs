@@ -1,5 +1,5 @@
-//! MCP (Model Context Protocol): memgym's episodes as nine tools any agent framework can call — the six
-//! memory tools plus `create_episode`, `score_episode` and `close_episode`. Every editing tool takes
+//! MCP (Model Context Protocol): memgym's episodes as ten tools any agent framework can call — the six
+//! memory tools plus `create_episode`, `score_episode`, `close_episode` and `fork_episode`. Every editing tool takes
 //! `episode_id`: the stateless 2026-07-28 protocol has no session to hold an episode, and one MCP
 //! session may drive many episodes. Served over streamable HTTP by the official Rust SDK (rmcp, pinned;
 //! both the initialize handshake versions and the stateless `server/discover` wire), and, with the same
@@ -28,12 +28,12 @@ use super::gateway::{code_name, episode_json, is_tool, open_properties, tool_sch
 use super::mcp_sessions::CappedSessions;
 
 /// The three episode tools, after the six memory tools.
-pub const EPISODE_TOOLS: [&str; 3] = ["create_episode", "score_episode", "close_episode"];
+pub const EPISODE_TOOLS: [&str; 4] = ["create_episode", "score_episode", "close_episode", "fork_episode"];
 
 /// What the `episode_id` argument of the editing tools says.
 const EPISODE_ID: &str = "The episode to act on (from create_episode).";
 
-/// The nine tools as MCP describes them: `{"name", "description", "inputSchema"}`.
+/// The ten tools as MCP describes them: `{"name", "description", "inputSchema"}`.
 pub fn tools_json() -> Vec<Value> {
     let mut out = Vec::with_capacity(9);
     for s in tool_schemas() {
@@ -58,6 +58,14 @@ pub fn tools_json() -> Vec<Value> {
     out.push(json!({"name": EPISODE_TOOLS[1], "description": "Scores the episode (idempotent; finalises it): reward = performance_delta - growth by default (or MemUpdate's performance_delta x memory_efficiency, as the server is configured), with the breakdown.",
         "inputSchema": id_only}));
     out.push(json!({"name": EPISODE_TOOLS[2], "description": "Closes the episode and frees it (idempotent).", "inputSchema": id_only}));
+    out.push(json!({"name": EPISODE_TOOLS[3],
+        "description": "Copies a live, unscored episode into independent forks (its memory, steps used, budget and trace); each scores against the parent's p_old. All or none are opened. Returns the forks' states.",
+        "inputSchema": {"type": "object", "properties": {
+            "episode_id": {"type": "string", "description": EPISODE_ID},
+            "count": {"type": "integer", "description": "How many forks, 1 to 256 (default: as many as fork_ids or seeds name, else 1)."},
+            "fork_ids": {"type": "array", "items": {"type": "string"}, "description": "The forks' ids (default: fresh ids)."},
+            "seeds": {"type": "array", "items": {"type": "integer"}, "description": "The forks' seeds (default: the parent's)."}},
+        "required": ["episode_id"]}}));
     out
 }
 
@@ -93,7 +101,7 @@ impl Reply {
     }
 }
 
-/// Runs tool `name` with `args`; `None` for a name that is not one of the nine.
+/// Runs tool `name` with `args`; `None` for a name that is not one of the ten.
 pub async fn call(gw: &Gateway, name: &str, mut args: Map<String, Value>) -> Option<Reply> {
     let name = name.trim();
     if !is_tool(name) && !EPISODE_TOOLS.contains(&name) {
@@ -112,6 +120,10 @@ pub async fn call(gw: &Gateway, name: &str, mut args: Map<String, Value>) -> Opt
                 Err(s) => Err(s),
                 Ok(()) => gw.close(&id).await.map(|()| Reply::json(json!({"episode_id": id, "closed": true}))),
             },
+            Ok(id) if name == EPISODE_TOOLS[3] => gw
+                .fork(&id, &args)
+                .await
+                .map(|forks| Reply::json(json!({"forks": forks.iter().map(|s| episode_json(s, None)).collect::<Vec<_>>()}))),
             Ok(id) => gw.call(&id, name, &Value::Object(args)).await.map(|c| Reply::ok(c.text, c.structured)),
         }
     };

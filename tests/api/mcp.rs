@@ -52,7 +52,7 @@ async fn call(c: &RunningService<RoleClient, ()>, name: &'static str, args: Valu
 }
 
 #[tokio::test]
-async fn both_wires_list_nine_tools_and_score_as_grpc_does() {
+async fn both_wires_list_ten_tools_and_score_as_grpc_does() {
     let mut face = spawn_face(&["127.0.0.1"]).await;
     for (wire, mode) in modes() {
         let c = client(&face.url, mode).await;
@@ -77,6 +77,19 @@ async fn both_wires_list_nine_tools_and_score_as_grpc_does() {
         let (_, _, scored) = call(&c, "score_episode", json!({"episode_id": id})).await;
         let g = face.grpc.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await.unwrap().into_inner();
         assert_eq!((scored["reward"].as_f64(), scored["steps_used"].as_u64()), (Some(g.reward), Some(1)), "{wire}");
+        // fork_episode: the forks hold the parent's state; a scored parent is refused.
+        let parent = format!("mcp-fork-{wire}");
+        call(&c, "create_episode", json!({"question_id": "conv-26:q3", "episode_id": parent})).await;
+        let (err, text, forked) = call(&c, "fork_episode", json!({"episode_id": parent, "count": 2, "seeds": [3, 4]})).await;
+        assert!(!err, "{text}");
+        let forks = forked["forks"].as_array().expect("forks");
+        assert_eq!(forks.iter().map(|f| f["seed"].as_u64()).collect::<Vec<_>>(), vec![Some(3), Some(4)], "{wire}");
+        let (err, text, _) = call(&c, "fork_episode", json!({"episode_id": parent, "colour": "red"})).await;
+        assert!(err && text.contains("colour"), "{text}");
+        let (err, text, _) = call(&c, "fork_episode", json!({"episode_id": parent, "seeds": [1, "x"]})).await;
+        assert!(err && text.contains("seeds[1]"), "{text}");
+        let (err, text, _) = call(&c, "fork_episode", json!({"episode_id": id})).await;
+        assert!(err && text.contains("scored"), "a scored parent is refused: {text}");
         let unknown = c.peer().call_tool(CallToolRequestParams::new("teleport_memory")).await;
         assert!(unknown.is_err(), "an unknown tool name is a protocol error (invalid params)");
         let _ = c.cancel().await;

@@ -318,13 +318,13 @@ async fn capacity_is_reported_then_freed() {
 }
 
 #[tokio::test]
-async fn a_json_rpc_session_can_be_attached_and_calls_the_nine_tools() {
+async fn a_json_rpc_session_can_be_attached_and_calls_the_ten_tools() {
     let face = spawn_face(&[], 2).await;
     let url = format!("{}/mcp", face.http);
     let (_, created) = post(&url, r#"{"jsonrpc":"2.0","id":1,"method":"openenv/session/create","params":{}}"#, "*/*").await;
     let sid = created["result"]["session_id"].as_str().expect("a session id").to_string();
     let (_, listed) = post(&url, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#, "*/*").await;
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 9);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 10);
     let (_, opened) = post(&url, r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_episode","arguments":{"question_id":"conv-26:q3","episode_id":"rpc-1"}}}"#, "*/*").await;
     assert_eq!(opened["result"]["data"]["episode_id"], "rpc-1", "{opened}");
     let (_, bad) = post(

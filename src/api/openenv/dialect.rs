@@ -2,7 +2,7 @@
 //! `initialize`), always answered with HTTP 200 and a JSON-RPC body, and the same messages inside a
 //! WebSocket `mcp` frame. Methods: `openenv/session/create` and `openenv/session/close` (sessions count
 //! against the server's cap and can be attached to a `/ws?session_id=` connection), `tools/list` and
-//! `tools/call` with memgym's nine MCP tools ([`crate::api::mcp`]). `tools/call` results carry `data`
+//! `tools/call` with memgym's ten MCP tools ([`crate::api::mcp`]). `tools/call` results carry `data`
 //! (the structured result) beside MCP's `content`, `structuredContent` and `isError`, because OpenEnv's
 //! `MCPToolClient` returns `result["data"]`.
 //!

@@ -30,7 +30,7 @@ mcp = require_package("mcp", MCP_VERSION, "mcp")
 from mcp import Client  # noqa: E402
 
 TOOLS = ["search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"]
-ALL_TOOLS = TOOLS + ["create_episode", "score_episode", "close_episode"]
+ALL_TOOLS = TOOLS + ["create_episode", "score_episode", "close_episode", "fork_episode"]
 BREAKDOWN = [f.name for f in pb.ScoreEpisodeResponse.DESCRIPTOR.fields]
 EPISODE_KEYS = {
     "episode_id", "question", "conversation_id", "question_id", "initial_memory_count", "memory_count", "max_steps",
@@ -51,7 +51,7 @@ def text_of(result):
 
 
 @MODES
-def test_connect_and_list_the_nine_tools(mode, servers, grpc_client):
+def test_connect_and_list_the_ten_tools(mode, servers, grpc_client):
     list_tools = {t["function"]["name"]: t["function"] for t in grpc_client.list_tools()}
 
     async def go():

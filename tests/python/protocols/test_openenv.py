@@ -318,7 +318,7 @@ def test_openenv_mcp_dialect_plain_post(servers, grpc_client):
     assert session["id"] == 2 and session["result"]["session_id"]
     listed = rpc({"jsonrpc": "2.0", "method": "tools/list", "params": {"session_id": session["result"]["session_id"]}, "id": 3})
     tools = {t["name"]: t for t in listed["result"]["tools"]}
-    assert sorted(tools) == sorted(TOOLS + ["create_episode", "score_episode", "close_episode"])
+    assert sorted(tools) == sorted(TOOLS + ["create_episode", "score_episode", "close_episode", "fork_episode"])
     assert all(t["inputSchema"]["type"] == "object" for t in tools.values())
 
     created = rpc({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "create_episode", "arguments": {"question_id": "conv-26:q0", "seed": 7}}, "id": 4})
@@ -339,7 +339,7 @@ def test_openenv_mcp_tool_client(servers, grpc_client):
     async def run():
         async with MCPToolClient(base_url=servers.openenv) as client:
             tools = await client.list_tools()
-            assert sorted(t.name for t in tools) == sorted(TOOLS + ["create_episode", "score_episode", "close_episode"])
+            assert sorted(t.name for t in tools) == sorted(TOOLS + ["create_episode", "score_episode", "close_episode", "fork_episode"])
             episode = await client.call_tool("create_episode", question_id="conv-26:q0", seed=7)
             found = await client.call_tool("search_memory", episode_id=episode["episode_id"], query="support group", top_k=2)
             scored = await client.call_tool("score_episode", episode_id=episode["episode_id"])
