@@ -118,6 +118,11 @@ pub struct RolloutArgs {
     /// --system-prompt-file` writes it into the verl rows).
     #[arg(long, value_name = "FILE")]
     pub system_prompt_file: Option<PathBuf>,
+    /// An experience bank on the --addr server whose library goes into the policy's system prompt, as seed 000
+    /// injects it: "{system}\n\n# Learned Experiences\n[G0]. …" (every experience in id order, read once when
+    /// the run starts, without counting usage). run.json records the bank, its version and the text's hash.
+    #[arg(long, value_name = "NAME", requires = "addr")]
+    pub experience_bank: Option<String>,
     /// Environment settings for the in-process environment (and --evaluator, which every episode asks for).
     #[command(flatten)]
     pub env: EnvArgs,

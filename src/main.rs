@@ -67,6 +67,9 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 let env = rollout::env::Env::open(a.addr.as_deref(), local).await?;
+                if let (Some(bank), Some(addr), false) = (&a.experience_bank, &a.addr, a.report_only) {
+                    rollout::with_experiences(&mut plan, addr, bank).await?;
+                }
                 if !a.report_only {
                     rollout::play_all(&plan, &questions, &env, &a.out, a.concurrency).await?;
                 }

@@ -171,6 +171,38 @@ pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question
     Ok((Plan { policy, settings, evaluator, system }, questions))
 }
 
+/// `--experience-bank`: reads the bank's library from the server at `addr` (FormatForPrompt, every
+/// experience, read-only) and puts it into the plan's system message with seed 000's injection
+/// ([`crate::banks::experience::inject`]), recording the bank, its version and the text's hash in the run's
+/// `system_prompt` (a run resumed after the library changed is refused, naming it).
+pub async fn with_experiences(plan: &mut Plan, addr: &str, bank: &str) -> anyhow::Result<()> {
+    use crate::api::pb::banks_client::BanksClient;
+    crate::banks::check_name("--experience-bank", bank).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await.with_context(|| format!("--addr {addr}"))?;
+    let mut client = BanksClient::new(channel).max_decoding_message_size(crate::api::MAX_MESSAGE_BYTES);
+    let meta = client
+        .get_bank(crate::api::pb::GetBankRequest { name: bank.to_string() })
+        .await
+        .map_err(|s| anyhow::anyhow!("--experience-bank {}: {}", crate::quote::quoted(bank), s.message()))?
+        .into_inner();
+    let text = client
+        .format_for_prompt(crate::api::pb::FormatForPromptRequest { bank: bank.to_string(), read_only: true, ..Default::default() })
+        .await
+        .map_err(|s| anyhow::anyhow!("--experience-bank {}: {}", crate::quote::quoted(bank), s.message()))?
+        .into_inner()
+        .text;
+    plan.system = crate::banks::experience::inject(&plan.system, &text);
+    plan.settings.system_prompt = format!(
+        "{} + bank {bank} version {} ({} experiences, fnv1a {:016x})",
+        plan.settings.system_prompt,
+        meta.version,
+        meta.size,
+        fnv1a(text.as_bytes())
+    );
+    Ok(())
+}
+
 /// `--questions`, or `--split`/`--limit` as `memgym eval` picks them.
 fn pick_questions(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<Vec<Question>> {
     if !a.questions.is_empty() {
