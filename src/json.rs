@@ -204,16 +204,17 @@ impl fmt::Display for StrictError {
 /// The one strict reading of a JSON document a client sends: a repeated key inside one object is
 /// refused rather than silently keeping one of the two values (what `serde_json::Value` does).
 pub fn strict_value(text: &str) -> Result<serde_json::Value, StrictError> {
-    let parsed: Json = serde_json::from_str(text).map_err(StrictError::Syntax)?;
-    if let Some(k) = parsed.first_duplicate() {
-        return Err(StrictError::Duplicate(k.to_string()));
-    }
-    Ok(parsed.into())
+    without_repeats(serde_json::from_str(text))
 }
 
 /// [`strict_value`] on bytes (an HTTP body); invalid UTF-8 is a syntax error.
 pub fn strict_value_bytes(bytes: &[u8]) -> Result<serde_json::Value, StrictError> {
-    let parsed: Json = serde_json::from_slice(bytes).map_err(StrictError::Syntax)?;
+    without_repeats(serde_json::from_slice(bytes))
+}
+
+/// The strict reading's one rule, after either parse: a repeated key refuses the document.
+fn without_repeats(parsed: Result<Json, serde_json::Error>) -> Result<serde_json::Value, StrictError> {
+    let parsed = parsed.map_err(StrictError::Syntax)?;
     if let Some(k) = parsed.first_duplicate() {
         return Err(StrictError::Duplicate(k.to_string()));
     }

@@ -88,6 +88,12 @@ impl BankError {
         BankError::InvalidArgument { field: field.to_string(), message: message.into() }
     }
 
+    /// `s` in the text rule's stored form ([`crate::text::charset::admit`], multi-line, at most `max`
+    /// characters; it may be empty), or its refusal of `field` as [`BankError::refused_text`] maps it.
+    pub fn admit_text(field: &str, s: &str, max: usize) -> Result<String, Self> {
+        crate::text::charset::admit(s, crate::text::charset::Shape::Text, max).map_err(|why| Self::refused_text(field, why))
+    }
+
     /// The text rule's refusal of `field`: over its cap is RESOURCE_EXHAUSTED (the banks' code for every
     /// cap), any other refusal INVALID_ARGUMENT.
     pub fn refused_text(field: &str, why: crate::text::charset::Refusal) -> Self {

@@ -51,27 +51,29 @@ fn bad(message: impl Into<String>) -> BankError {
     BankError::invalid("data", message)
 }
 
-fn defaults(id: u64, text: String, epoch: u64) -> Experience {
+/// An experience of the seeds' files (text only): `add`'s defaults; its epoch is the bank's, stamped when
+/// the import is written.
+fn defaults(id: u64, text: String) -> Experience {
     Experience {
         id,
         text,
         confidence: DEFAULT_CONFIDENCE,
         domain: DEFAULT_DOMAIN.to_string(),
-        created_epoch: epoch,
+        created_epoch: 0,
         usage_count: 0,
         last_used_epoch: None,
     }
 }
 
 /// Reads `{"G0": "text", …}` members in file order.
-fn id_texts(members: &[(String, Json)], path: &str, epoch: u64) -> Result<Vec<Experience>, BankError> {
+fn id_texts(members: &[(String, Json)], path: &str) -> Result<Vec<Experience>, BankError> {
     let mut out = Vec::with_capacity(members.len());
     for (k, v) in members {
         let id = parse_id(&Value::String(k.clone())).map_err(|m| bad_at(path, format!("key {}: {m}", quoted(k))))?;
         let Json::String(text) = v else {
             return Err(bad_at(&format!("{path}.{}", show_id(id)), format!("must be a string, got {}", v.describe())));
         };
-        out.push(defaults(id, text.clone(), epoch));
+        out.push(defaults(id, text.clone()));
     }
     Ok(out)
 }
@@ -85,21 +87,21 @@ fn u64_of(v: &Json, path: &str) -> Result<u64, BankError> {
     }
 }
 
-/// Parses a file. `epoch` stamps experiences the file gives no epoch.
-pub fn parse(format: Format, data: &str, epoch: u64) -> Result<File, BankError> {
+/// Parses a file. Experiences of the seeds' files get `add`'s defaults; `import` stamps their epoch.
+pub fn parse(format: Format, data: &str) -> Result<File, BankError> {
     let root: Json = serde_json::from_str(data).map_err(|e| bad(format!("not valid JSON: {}", crate::quote::cut(&e.to_string()))))?;
     if let Some(k) = root.first_duplicate() {
         return Err(bad(format!("key {} appears twice in one object (duplicate JSON keys are refused)", quoted(k))));
     }
     let Json::Object(members) = &root else { return Err(bad(format!("must be a JSON object, got {}", root.describe()))) };
     match format {
-        Format::Upstream => Ok(File { experiences: id_texts(members, "data", epoch)?, next_id: 0, epoch: None }),
+        Format::Upstream => Ok(File { experiences: id_texts(members, "data")?, next_id: 0, epoch: None }),
         Format::Seed => {
             let Some(Json::Object(exps)) = root.get("experiences") else {
                 return Err(bad_at("data.experiences", "missing, or not an object"));
             };
             let next_id = root.get("next_id").map(|v| u64_of(v, "data.next_id")).transpose()?.unwrap_or(0);
-            Ok(File { experiences: id_texts(exps, "data.experiences", epoch)?, next_id, epoch: None })
+            Ok(File { experiences: id_texts(exps, "data.experiences")?, next_id, epoch: None })
         }
         Format::Memgym => {
             if root.get("format") != Some(&Json::String(MEMGYM_FORMAT.into())) {
@@ -169,7 +171,8 @@ pub fn render(format: Format, meta: &BankMeta, exps: &[Experience]) -> String {
 /// Reads a file and checks every experience as an import stores it: the text rule on texts and domains
 /// (stored in the form the rule leaves), the text cap (RESOURCE_EXHAUSTED), ids given once.
 pub fn admit(format: Format, data: &str, limits: &super::BankLimits) -> Result<File, BankError> {
-    let mut file = parse(format, data, 0)?;
+    let mut file = parse(format, data)?;
+    let ops = super::ops::OpLimits { max_text_chars: limits.max_text_chars, ..super::ops::OpLimits::default() };
     let mut seen = std::collections::HashSet::with_capacity(file.experiences.len());
     let path = |i: usize, e: &Experience, f: &str| match format {
         Format::Memgym => format!("data.experiences[{i}].{f}"),
@@ -180,7 +183,6 @@ pub fn admit(format: Format, data: &str, limits: &super::BankLimits) -> Result<F
         if !seen.insert(e.id) {
             return Err(bad_at(&path(i, e, "id"), format!("{} appears twice", show_id(e.id))));
         }
-        let ops = super::ops::OpLimits { max_text_chars: limits.max_text_chars, ..super::ops::OpLimits::default() };
         e.text = check_text(&path(i, e, "text"), &e.text, &ops)?;
         if format == Format::Memgym {
             e.domain = check_domain(&path(i, e, "domain"), Some(&e.domain))?.unwrap_or_default();

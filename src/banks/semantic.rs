@@ -14,7 +14,6 @@ use super::library::{Draft, Experience, Hit, Library};
 use super::store::BankMeta;
 use super::{BankError, Banks};
 use crate::memory::SearchPath;
-use crate::text::charset::{self, Shape};
 use crate::tools::llm_edit::prompts;
 use crate::tools::{merge_texts, MergeStrategy};
 
@@ -110,7 +109,8 @@ impl Banks {
     pub async fn retrieve(&self, bank: &str, q: Query<'_>) -> Result<(Vec<Hit>, SearchPath), BankError> {
         check_top_k(q.top_k)?;
         check_similarity("min_similarity", q.min_similarity)?;
-        let text = check_query("query", q.text, self.config().limits.max_text_chars)?;
+        // The text rule on the query (it may be empty), capped like an experience's text.
+        let text = BankError::admit_text("query", q.text, self.config().limits.max_text_chars)?;
         if q.top_k == 0 {
             return Ok((Vec::new(), SearchPath::Exact));
         }
@@ -330,11 +330,6 @@ fn plan_merges(
         out.push(MergedGroup { sources: ids, new_id, text, note });
     }
     out
-}
-
-/// The text rule on a retrieval query (it may be empty), capped like an experience's text.
-pub fn check_query(field: &str, q: &str, max: usize) -> Result<String, BankError> {
-    charset::admit(q, Shape::Text, max).map_err(|why| BankError::refused_text(field, why))
 }
 
 /// Parses a strategy name ("" is seed 000's recommended `hybrid`).

@@ -30,8 +30,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::record::{MAX_ID_CHARS, MAX_TEXT_CHARS};
-use super::AgentError;
-use crate::text::charset::{self, Shape};
+use super::{admitted, AgentError};
 
 /// One finished episode as the seed logs it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -163,7 +162,7 @@ impl AgentMemory {
         if let Some(v) = field(obj, "task_rules") {
             for (task, rules) in as_object(v, "task_rules")? {
                 let path = key_path("task_rules", task);
-                mem.task_rules.insert(admitted(task, &path, MAX_ID_CHARS)?, to_strings(rules, &path)?);
+                mem.task_rules.insert(admitted(&path, task, MAX_ID_CHARS)?, to_strings(rules, &path)?);
             }
         }
         if let Some(v) = field(obj, "episode_log") {
@@ -176,7 +175,7 @@ impl AgentMemory {
                 let path = key_path("score_history", task);
                 let items = as_array(scores, &path)?;
                 let parsed = items.iter().enumerate().map(|(i, s)| to_f64(s, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?;
-                mem.score_history.insert(admitted(task, &path, MAX_ID_CHARS)?, parsed);
+                mem.score_history.insert(admitted(&path, task, MAX_ID_CHARS)?, parsed);
             }
         }
         if let Some(v) = field(obj, "mistakes") {
@@ -269,14 +268,9 @@ fn as_array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>, AgentError> 
     v.as_array().ok_or_else(|| bad(path, "an array", v))
 }
 
-/// The text rule on an imported string (refused characters, NFC, trimming, the cap).
-fn admitted(s: &str, path: &str, max: usize) -> Result<String, AgentError> {
-    charset::admit(s, Shape::Text, max).map_err(|why| AgentError::invalid(path, why.to_string()))
-}
-
 fn to_string(v: &Value, path: &str) -> Result<String, AgentError> {
     let s = v.as_str().ok_or_else(|| bad(path, "a string", v))?;
-    admitted(s, path, MAX_TEXT_CHARS)
+    admitted(path, s, MAX_TEXT_CHARS)
 }
 
 fn to_strings(v: &Value, path: &str) -> Result<Vec<String>, AgentError> {
@@ -296,7 +290,7 @@ fn to_opt_id(v: &Value, path: &str) -> Result<Option<String>, AgentError> {
     match v {
         Value::Null | Value::Bool(false) => Ok(None),
         Value::String(s) => {
-            let t = admitted(s, path, MAX_TEXT_CHARS)?;
+            let t = admitted(path, s, MAX_TEXT_CHARS)?;
             Ok((!t.is_empty()).then_some(t))
         }
         Value::Number(n) => {

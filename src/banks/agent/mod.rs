@@ -67,6 +67,13 @@ impl AgentError {
     }
 }
 
+/// The text rule ([`crate::text::charset`]) on one field of a record or an imported document: refused
+/// characters (control characters but `\n` and `\t`, bidi overrides/isolates, U+2028/U+2029), then NFC
+/// and trimming, then the cap; a refusal names `field`.
+pub(crate) fn admitted(field: &str, s: &str, max: usize) -> Result<String, AgentError> {
+    crate::text::charset::admit(s, crate::text::charset::Shape::Text, max).map_err(|why| AgentError::invalid(field, why.to_string()))
+}
+
 /// The first `n` characters (Unicode scalar values, like Python's `s[:n]`) of `s`.
 pub(crate) fn cut_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {

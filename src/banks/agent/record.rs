@@ -28,10 +28,9 @@
 
 use super::doc::{EpisodeLogEntry, MistakeCard};
 use super::{
-    cut_chars, AgentError, AgentMemory, CARD_TEXT_CHARS, HIGH_SCORE, LOW_SCORE, MAX_EPISODES_STORED, MAX_LESSONS_STORED, MAX_MISTAKE_CARDS,
-    MAX_RULES_PER_TASK,
+    admitted, cut_chars, AgentError, AgentMemory, CARD_TEXT_CHARS, HIGH_SCORE, LOW_SCORE, MAX_EPISODES_STORED, MAX_LESSONS_STORED,
+    MAX_MISTAKE_CARDS, MAX_RULES_PER_TASK,
 };
-use crate::text::charset::{self, Shape};
 
 /// Longest accepted task id (and `now` timestamp), in characters.
 pub const MAX_ID_CHARS: usize = 256;
@@ -119,12 +118,6 @@ struct NormalizedCard {
     correct_decision: Option<String>,
     evidence: String,
     lesson: String,
-}
-
-/// The text rule ([`crate::text::charset`]) on one field: refused characters (control characters but
-/// `\n` and `\t`, bidi overrides/isolates, U+2028/U+2029), then NFC and trimming, then the cap.
-fn admitted(field: &str, s: &str, max: usize) -> Result<String, AgentError> {
-    charset::admit(s, Shape::Text, max).map_err(|why| AgentError::invalid(field, why.to_string()))
 }
 
 /// `ep` with every text in its stored form (the text rule), or the first field refused.

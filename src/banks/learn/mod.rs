@@ -30,7 +30,6 @@ use super::experience::{group_confidence, render, OpOutcome};
 use super::ops::{parse_batch, parse_leading, to_seed_json, BatchError, Op, OpLimits};
 use super::{BankError, Banks};
 use crate::llm::Llm;
-use crate::text::charset::{self, Shape};
 
 /// Seed 001's `max_operations` default.
 pub const DEFAULT_MAX_OPERATIONS: usize = 3;
@@ -150,7 +149,7 @@ pub struct LearnReport {
 /// INVALID_ARGUMENT, over the cap RESOURCE_EXHAUSTED. Trajectories are read, not stored, and the prompts
 /// show every field through [`crate::text::charset::inline`], so a field cannot forge a prompt's lines.
 fn check_text(field: &str, s: &str) -> Result<(), BankError> {
-    charset::admit(s, Shape::Text, MAX_TEXT_CHARS).map(drop).map_err(|why| BankError::refused_text(field, why))
+    BankError::admit_text(field, s, MAX_TEXT_CHARS).map(drop)
 }
 
 /// Most characters of a library passed as text to the stage RPCs (`experiences`).
@@ -158,7 +157,7 @@ pub const MAX_LIBRARY_CHARS: usize = 1_000_000;
 
 /// The text rule's character check and the cap on a library passed as `[G0]. text` lines.
 pub fn check_library(field: &str, s: &str) -> Result<(), BankError> {
-    charset::admit(s, Shape::Text, MAX_LIBRARY_CHARS).map(drop).map_err(|why| BankError::refused_text(field, why))
+    BankError::admit_text(field, s, MAX_LIBRARY_CHARS).map(drop)
 }
 
 /// Checks the groups and the settings (every field named).
