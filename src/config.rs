@@ -315,6 +315,7 @@ mod tests {
             | Command::Eval(_)
             | Command::Rollout(_)
             | Command::Replay(_)
+            | Command::Learn(_)
             | Command::Reference(_) => {
                 unreachable!("parsed `serve`")
             }

@@ -71,13 +71,30 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                     rollout::with_experiences(&mut plan, addr, bank).await?;
                 }
                 if !a.report_only {
-                    rollout::play_all(&plan, &questions, &env, &a.out, a.concurrency).await?;
+                    rollout::play_all(&plan, &questions, &env, &a.out, a.policy.concurrency).await?;
                 }
                 let r = rollout::finish(&plan, &questions, &env, &a.out).await?;
                 print!("{}", rollout::report::markdown(&r));
                 println!("\nwrote {}", a.out.display());
                 if r.failed > 0 && !a.report_only {
                     anyhow::bail!("{} of {} rollouts failed (see the report); rerun the same command to retry them", r.failed, r.rollouts);
+                }
+                Ok(())
+            })
+        }
+        Command::Learn(a) => {
+            let gold = memgym::dataset::GoldMode::parse(&a.gold).map_err(anyhow::Error::msg).context("--gold")?;
+            let ds = config::load_dataset_with_gold(a.data_dir.as_deref(), gold)?;
+            let (train, test) = rollout::learn::questions(&a, &ds)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(async move {
+                let summary = rollout::learn::run(&a, &train, &test).await?;
+                print!("{}", rollout::ab::learn_markdown(&summary));
+                println!("\nwrote {}", a.out.display());
+                let failed: usize = summary.epochs.iter().map(|e| e.rollouts.failed).sum::<usize>()
+                    + summary.ab.as_ref().map_or(0, |ab| ab.arms.iter().map(|a| a.failed).sum());
+                if failed > 0 {
+                    anyhow::bail!("{failed} rollouts failed (see the reports); rerun the same command to retry them");
                 }
                 Ok(())
             })

@@ -127,6 +127,20 @@ impl Env {
         })
     }
 
+    /// `ForkEpisode` of `episode_id` into forks with these ids (the parent's seed).
+    pub async fn fork(&self, episode_id: &str, ids: &[String]) -> Result<(), Status> {
+        let req = pb::ForkEpisodeRequest {
+            episode_id: episode_id.to_string(),
+            count: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+            fork_ids: ids.to_vec(),
+            seeds: Vec::new(),
+        };
+        match self {
+            Env::Local(s) => s.fork_episode(Request::new(req)).await.map(drop),
+            Env::Remote(c) => c.clone().fork_episode(req).await.map(drop),
+        }
+    }
+
     /// `CloseEpisode`; errors are ignored (the episode may already be gone).
     pub async fn close(&self, episode_id: &str) {
         let req = pb::CloseEpisodeRequest { episode_id: episode_id.to_string() };

@@ -12,8 +12,11 @@
 //! scored rollout and retries failed ones (`run.json` holds the settings; a rerun with others is refused).
 //! Then `rollouts.parquet`, `report.json` and `report.md` ([`report`]) are written from the whole file.
 
+pub mod ab;
 pub mod blind;
 pub mod env;
+pub mod fork;
+pub mod learn;
 pub mod parse;
 pub mod play;
 pub mod policy;
@@ -31,7 +34,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cli::RolloutArgs;
+use crate::cli::{PolicyArgs, RolloutArgs};
 use crate::dataset::{Dataset, Question, Split};
 use crate::fnv::fnv1a;
 use crate::reward::Evaluator;
@@ -87,6 +90,8 @@ pub struct Plan {
     pub evaluator: Evaluator,
     /// The system message.
     pub system: String,
+    /// `--fork-at`/`--fork-group`: a forked group of each question too.
+    pub fork: Option<fork::Fork>,
 }
 
 /// `--report-only`: the run as `run.json` recorded it (its settings, evaluator and questions) in place of
@@ -113,108 +118,127 @@ pub fn recorded(plan: Plan, questions: Vec<Question>, out: &Path, ds: &Dataset) 
 
 /// Checks every flag before any work (the policy's settings, the format, the group, the questions).
 pub fn plan(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<(Plan, Vec<Question>)> {
-    let format: ToolFormat = a.tool_format.parse().map_err(anyhow::Error::msg).context("--tool-format")?;
-    let evaluator = Evaluator::parse(&a.env.llm.evaluator).map_err(anyhow::Error::msg).context("--evaluator")?;
-    if a.group == 0 {
+    let questions = pick_questions(&a.questions, &a.split, a.limit, a.include_adversarial, ds)?;
+    let environment = match &a.addr {
+        Some(addr) => format!("grpc {addr}"),
+        None => format!(
+            "in-process · embedder {} · gold {} · reward {} · context {} · max steps {}{}",
+            a.env.embed.embedder,
+            a.env.gold,
+            a.env.reward_formula,
+            a.env.context,
+            a.env.default_max_steps,
+            if a.env.llm.llm_edit { " · llm-edit" } else { "" }
+        ),
+    };
+    let mut plan = plan_for(&a.policy, a.group, a.seed, &a.env.llm.evaluator, environment, &questions)?;
+    if let Some(at) = a.fork_at {
+        let group = a.fork_group.unwrap_or(a.group);
+        if at == 0 || at >= a.policy.max_turns {
+            bail!("--fork-at must be at least 1 and below --max-turns ({})", a.policy.max_turns);
+        }
+        if !(2..=crate::episode::MAX_FORKS).contains(&(group as usize)) {
+            bail!("--fork-group must be 2 to {}", crate::episode::MAX_FORKS);
+        }
+        plan.fork = Some(fork::Fork { at, group });
+    }
+    Ok((plan, questions))
+}
+
+/// The plan of a policy on `questions` (`rollout`, and each of `learn`'s runs): the policy's client, its
+/// system message (built in or `--system-prompt-file`) and the settings `run.json` records.
+pub fn plan_for(
+    p: &PolicyArgs,
+    group: u32,
+    seed: u64,
+    evaluator: &str,
+    environment: String,
+    questions: &[Question],
+) -> anyhow::Result<Plan> {
+    let format: ToolFormat = p.tool_format.parse().map_err(anyhow::Error::msg).context("--tool-format")?;
+    let evaluator = Evaluator::parse(evaluator).map_err(anyhow::Error::msg).context("--evaluator")?;
+    if group == 0 {
         bail!("--group must be at least 1");
     }
-    if a.max_turns == 0 {
+    if p.max_turns == 0 {
         bail!("--max-turns must be at least 1");
     }
-    if a.concurrency == 0 {
+    if p.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
     let policy = Policy::new(PolicyConfig {
-        base_url: a.policy_base_url.clone(),
-        model: a.policy_model.clone(),
-        api_key: crate::config::api_key(a.policy_api_key_file.as_deref())?,
-        timeout: Duration::from_millis(a.policy_timeout_ms),
-        max_retries: a.policy_max_retries,
-        temperature: a.temperature,
-        top_p: a.top_p,
-        max_tokens: a.max_tokens,
+        base_url: p.policy_base_url.clone(),
+        model: p.policy_model.clone(),
+        api_key: crate::config::api_key(p.policy_api_key_file.as_deref())?,
+        timeout: Duration::from_millis(p.policy_timeout_ms),
+        max_retries: p.policy_max_retries,
+        temperature: p.temperature,
+        top_p: p.top_p,
+        max_tokens: p.max_tokens,
     })
     .map_err(anyhow::Error::msg)?;
-    let questions = pick_questions(a, ds)?;
-    let (system, source) = match &a.system_prompt_file {
-        Some(p) => (crate::dataset::verl::read_system_prompt(p).map_err(anyhow::Error::msg)?, format!("file {}", p.display())),
+    let (system, source) = match &p.system_prompt_file {
+        Some(path) => (crate::dataset::verl::read_system_prompt(path).map_err(anyhow::Error::msg)?, format!("file {}", path.display())),
         None => (crate::dataset::verl::SYSTEM_PROMPT.to_string(), "default".to_string()),
     };
     let system_id = format!("{source} (fnv1a {:016x})", fnv1a(system.as_bytes()));
     let settings = RunSettings {
         schema: record::SCHEMA.to_string(),
-        model: a.policy_model.clone(),
+        model: p.policy_model.clone(),
         base_url: policy.config().base_url.clone(),
         tool_format: format,
-        max_turns: a.max_turns,
-        max_tokens: a.max_tokens,
-        temperature: a.temperature,
-        top_p: a.top_p,
-        seed: a.seed,
-        group: a.group,
+        max_turns: p.max_turns,
+        max_tokens: p.max_tokens,
+        temperature: p.temperature,
+        top_p: p.top_p,
+        seed,
+        group,
         evaluator: evaluator.name().to_string(),
         system_prompt: system_id,
-        environment: match &a.addr {
-            Some(addr) => format!("grpc {addr}"),
-            None => format!(
-                "in-process · embedder {} · gold {} · reward {} · context {} · max steps {}{}",
-                a.env.embed.embedder,
-                a.env.gold,
-                a.env.reward_formula,
-                a.env.context,
-                a.env.default_max_steps,
-                if a.env.llm.llm_edit { " · llm-edit" } else { "" }
-            ),
-        },
+        environment,
         questions: questions.iter().map(|q| q.id.clone()).collect(),
     };
-    Ok((Plan { policy, settings, evaluator, system }, questions))
+    Ok(Plan { policy, settings, evaluator, system, fork: None })
+}
+
+/// Puts an experience library (FormatForPrompt's text) into the plan's system message as seed 000
+/// injects it ([`crate::banks::experience::inject`]: nothing when the text is empty), and records `label`
+/// and the text's hash in the run's `system_prompt`, so a run resumed under another library is refused.
+pub fn with_library(plan: &mut Plan, label: &str, text: &str) {
+    plan.system = crate::banks::experience::inject(&plan.system, text);
+    plan.settings.system_prompt = format!("{} + {label} (fnv1a {:016x})", plan.settings.system_prompt, fnv1a(text.as_bytes()));
 }
 
 /// `--experience-bank`: reads the bank's library from the server at `addr` (FormatForPrompt, every
-/// experience, read-only) and puts it into the plan's system message with seed 000's injection
-/// ([`crate::banks::experience::inject`]), recording the bank, its version and the text's hash in the run's
-/// `system_prompt` (a run resumed after the library changed is refused, naming it).
+/// experience, read-only) and puts it into the plan's system message ([`with_library`]), recording the
+/// bank, its version and its size.
 pub async fn with_experiences(plan: &mut Plan, addr: &str, bank: &str) -> anyhow::Result<()> {
-    use crate::api::pb::banks_client::BanksClient;
     crate::banks::check_name("--experience-bank", bank).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await.with_context(|| format!("--addr {addr}"))?;
-    let mut client = BanksClient::new(channel).max_decoding_message_size(crate::api::MAX_MESSAGE_BYTES);
-    let meta = client
-        .get_bank(crate::api::pb::GetBankRequest { name: bank.to_string() })
-        .await
-        .map_err(|s| anyhow::anyhow!("--experience-bank {}: {}", crate::quote::quoted(bank), s.message()))?
-        .into_inner();
-    let text = client
-        .format_for_prompt(crate::api::pb::FormatForPromptRequest { bank: bank.to_string(), read_only: true, ..Default::default() })
-        .await
-        .map_err(|s| anyhow::anyhow!("--experience-bank {}: {}", crate::quote::quoted(bank), s.message()))?
-        .into_inner()
-        .text;
-    plan.system = crate::banks::experience::inject(&plan.system, &text);
-    plan.settings.system_prompt = format!(
-        "{} + bank {bank} version {} ({} experiences, fnv1a {:016x})",
-        plan.settings.system_prompt,
-        meta.version,
-        meta.size,
-        fnv1a(text.as_bytes())
-    );
+    let mut client = learn::banks_client(addr).await?;
+    let (version, size, text) =
+        learn::library(&mut client, bank).await.with_context(|| format!("--experience-bank {}", crate::quote::quoted(bank)))?;
+    with_library(plan, &format!("bank {bank} version {version} ({size} experiences)"), &text);
     Ok(())
 }
 
 /// `--questions`, or `--split`/`--limit` as `memgym eval` picks them.
-fn pick_questions(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<Vec<Question>> {
-    if !a.questions.is_empty() {
+pub fn pick_questions(
+    ids: &[String],
+    split: &str,
+    limit: Option<usize>,
+    include_adversarial: bool,
+    ds: &Dataset,
+) -> anyhow::Result<Vec<Question>> {
+    if !ids.is_empty() {
         let mut out = Vec::new();
-        for id in &a.questions {
+        for id in ids {
             let id = id.trim();
             let q = ds
                 .questions
                 .iter()
                 .find(|q| q.id == id)
                 .with_context(|| format!("--questions: no question {}", crate::quote::quoted(id)))?;
-            if q.category == crate::dataset::ADVERSARIAL_CATEGORY && !a.include_adversarial {
+            if q.category == crate::dataset::ADVERSARIAL_CATEGORY && !include_adversarial {
                 bail!("--questions: {id} is category 5 (adversarial): add --include-adversarial");
             }
             if !out.iter().any(|o: &Question| o.id == q.id) {
@@ -223,17 +247,18 @@ fn pick_questions(a: &RolloutArgs, ds: &Dataset) -> anyhow::Result<Vec<Question>
         }
         return Ok(out);
     }
-    let split = match a.split.trim() {
+    let named = split;
+    let split = match split.trim() {
         "all" => None,
         s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or \"all\")"))?),
     };
-    if a.limit == Some(0) {
+    if limit == Some(0) {
         bail!("--limit must be positive");
     }
-    let o = crate::eval::agents::Options { split, limit: a.limit, include_adversarial: a.include_adversarial, ..Default::default() };
+    let o = crate::eval::agents::Options { split, limit, include_adversarial, ..Default::default() };
     let qs: Vec<Question> = crate::eval::agents::select_questions(ds, &o).into_iter().cloned().collect();
     if qs.is_empty() {
-        bail!("no questions match --split {} (is the dataset's gold mode excluding them all?)", a.split);
+        bail!("no questions match --split {named} (is the dataset's gold mode excluding them all?)");
     }
     Ok(qs)
 }
@@ -287,19 +312,14 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
             if done.contains(&record::key(&q.id, sample)) {
                 continue;
             }
-            jobs.push(Job {
-                question_id: q.id.clone(),
-                conversation_id: q.conversation_id.clone(),
-                category: q.category,
-                gold_status: q.gold.status.name().to_string(),
-                question: q.question.clone(),
+            jobs.push(Job::of(
+                q,
                 sample,
                 group,
-                episode_seed: episode_seed(plan.settings.seed, &q.id),
-                sampling_seed: sampling_seed(plan.settings.seed, &q.id, sample),
-                include_adversarial: q.category == crate::dataset::ADVERSARIAL_CATEGORY,
-                episode_id: fresh_episode_id("rollout", &q.id, sample),
-            });
+                episode_seed(plan.settings.seed, &q.id),
+                sampling_seed(plan.settings.seed, &q.id, sample),
+                "rollout",
+            ));
         }
     }
     let total = questions.len() * group as usize;
@@ -317,7 +337,7 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
         evaluator: crate::api::convert::evaluator_out(plan.evaluator),
     };
     let mut writer = record::Writer::append(&traj_path)?;
-    let mut progress = Progress::new(total as u64, skipped as u64);
+    let mut progress = Progress::new("rollouts", total as u64, skipped as u64);
     {
         use futures_util::stream::StreamExt;
         let table = &table;
@@ -329,7 +349,11 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
     }
     writer.sync()?;
     progress.finish();
-    Ok(jobs.len())
+    let mut played = jobs.len();
+    if let Some(f) = plan.fork {
+        played += fork::play_all(plan, f, questions, &table, out, concurrency).await?;
+    }
+    Ok(played)
 }
 
 /// The scripted agents, the parquet file and the report, from the whole trajectories file.
@@ -364,7 +388,13 @@ pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) 
         evaluator: plan.settings.evaluator.clone(),
         environment: plan.settings.environment.clone(),
     };
-    let r = report::build(info, &ts, &baselines);
+    let mut r = report::build(info, &ts, &baselines);
+    let forks = out.join(fork::FILE);
+    if forks.exists() {
+        let keys: HashSet<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+        let forked: Vec<Trajectory> = record::read(&forks)?.into_iter().filter(|t| keys.contains(t.job.question_id.as_str())).collect();
+        r.forks = fork::compare(&ts, &forked);
+    }
     crate::dataset::atomic_write(&out.join("report.json"), serde_json::to_string_pretty(&r)?.as_bytes())?;
     crate::dataset::atomic_write(&out.join("report.md"), report::markdown(&r).as_bytes())?;
     Ok(r)
@@ -385,19 +415,7 @@ async fn scripted(plan: &Plan, questions: &[Question], env: &Env, out: &Path) ->
             if known.iter().any(|b| b.agent == agent && b.question_id == q.id) {
                 continue;
             }
-            let job = Job {
-                question_id: q.id.clone(),
-                conversation_id: q.conversation_id.clone(),
-                category: q.category,
-                gold_status: q.gold.status.name().to_string(),
-                question: q.question.clone(),
-                sample: 0,
-                group: 1,
-                episode_seed: episode_seed(plan.settings.seed, &q.id),
-                sampling_seed: 0,
-                include_adversarial: q.category == crate::dataset::ADVERSARIAL_CATEGORY,
-                episode_id: fresh_episode_id(&format!("rollout-{agent}"), &q.id, 0),
-            };
+            let job = Job::of(q, 0, 1, episode_seed(plan.settings.seed, &q.id), 0, &format!("rollout-{agent}"));
             let id = job.episode_id.clone();
             env.create(play::create_request(&job, evaluator))
                 .await
@@ -434,11 +452,17 @@ async fn scripted(plan: &Plan, questions: &[Question], env: &Env, out: &Path) ->
 /// `run.json`: written on the first run; a rerun must have the same settings, unless nothing was scored yet
 /// (a first attempt with a wrong endpoint may be corrected).
 fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
-    let path = out.join("run.json");
+    check_recorded(&out.join("run.json"), settings, &out.join("trajectories.jsonl"))
+}
+
+/// A settings file `path` beside the trajectories it describes (`data`): written when missing; when it
+/// differs, refused if `data` holds a scored rollout, else replaced.
+pub(crate) fn check_recorded(path: &Path, settings: &impl Serialize, data: &Path) -> anyhow::Result<()> {
+    let out = path.parent().unwrap_or(Path::new("."));
     // Through text, as the file is written (an f32 compared as written, not widened).
     let new: Value = serde_json::from_str(&serde_json::to_string(settings)?)?;
     if path.exists() {
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let old: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
         let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
             bail!("{} is not a JSON object", path.display());
@@ -446,8 +470,7 @@ fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
         // The endpoint's address may move (another port, another machine); the model and the rest may not.
         let differ: Vec<&str> = n.keys().filter(|k| *k != "base_url" && o.get(*k) != n.get(*k)).map(String::as_str).collect();
         if !differ.is_empty() {
-            let traj = out.join("trajectories.jsonl");
-            let scored = traj.exists() && record::read(&traj)?.iter().any(|t| t.status == Status::Scored);
+            let scored = data.exists() && record::read(data)?.iter().any(|t| t.status == Status::Scored);
             if scored {
                 bail!(
                     "{} holds a run with other settings ({}); use another --out, or the same settings to resume",
@@ -460,13 +483,14 @@ fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    crate::dataset::atomic_write(&path, serde_json::to_string_pretty(&new)?.as_bytes())
+    crate::dataset::atomic_write(path, serde_json::to_string_pretty(&new)?.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The progress of a run: a bar with ETA and the running mean reward on a terminal, a plain line every
 /// tenth (or minute) otherwise.
-struct Progress {
+pub(crate) struct Progress {
+    label: &'static str,
     bar: Option<indicatif::ProgressBar>,
     total: u64,
     done: u64,
@@ -477,21 +501,22 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(total: u64, skipped: u64) -> Progress {
+    pub(crate) fn new(label: &'static str, total: u64, skipped: u64) -> Progress {
         let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
             let b = indicatif::ProgressBar::new(total);
             b.set_style(
-                indicatif::ProgressStyle::with_template("rollouts {bar:30} {pos}/{len} · ETA {eta} · {msg}")
+                indicatif::ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} · ETA {eta} · {msg}")
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
+            b.set_prefix(label);
             b.set_position(skipped);
             b.reset_eta(); // the skipped rollouts took no time now
             b
         });
-        Progress { bar, total, done: skipped, started: Instant::now(), last_line: Instant::now(), rewards: (0.0, 0), failed: 0 }
+        Progress { label, bar, total, done: skipped, started: Instant::now(), last_line: Instant::now(), rewards: (0.0, 0), failed: 0 }
     }
 
-    fn step(&mut self, t: &Trajectory) {
+    pub(crate) fn step(&mut self, t: &Trajectory) {
         self.done += 1;
         match t.reward() {
             Some(r) => {
@@ -511,13 +536,13 @@ impl Progress {
                 let tenth = self.total.div_ceil(10).max(1);
                 if self.done.is_multiple_of(tenth) || self.done == self.total || self.last_line.elapsed() > Duration::from_secs(60) {
                     self.last_line = Instant::now();
-                    eprintln!("rollouts {}/{} · {:.0} s · {msg}", self.done, self.total, self.started.elapsed().as_secs_f64());
+                    eprintln!("{} {}/{} · {:.0} s · {msg}", self.label, self.done, self.total, self.started.elapsed().as_secs_f64());
                 }
             }
         }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish();
         }

@@ -42,6 +42,30 @@ pub struct Job {
     pub include_adversarial: bool,
     /// The episode id to open.
     pub episode_id: String,
+    /// Set on a fork's rollout (`--fork-at`): the prefix it shares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<super::fork::ForkOf>,
+}
+
+impl Job {
+    /// Sample `sample` of `question`'s group of `group`, on an episode of `episode_seed`, with a fresh id
+    /// starting `prefix`.
+    pub fn of(question: &crate::dataset::Question, sample: u32, group: u32, episode_seed: u64, sampling_seed: u64, prefix: &str) -> Job {
+        Job {
+            question_id: question.id.clone(),
+            conversation_id: question.conversation_id.clone(),
+            category: question.category,
+            gold_status: question.gold.status.name().to_string(),
+            question: question.question.clone(),
+            sample,
+            group,
+            episode_seed,
+            sampling_seed,
+            include_adversarial: question.category == crate::dataset::ADVERSARIAL_CATEGORY,
+            episode_id: super::fresh_episode_id(prefix, &question.id, sample),
+            fork: None,
+        }
+    }
 }
 
 /// What every rollout of a run shares.
@@ -65,7 +89,21 @@ pub struct Table<'a> {
 /// Plays one rollout. Never fails: a failure is a trajectory with [`Status::Failed`].
 pub async fn play(t: &Table<'_>, job: &Job) -> Trajectory {
     let started = Instant::now();
-    let mut traj = Trajectory {
+    let mut traj = begin(t, job);
+    if open(t, &mut traj).await {
+        match turns(t, &mut traj, t.max_turns).await {
+            Err(why) => traj.failure = Some(why),
+            Ok(()) => score(t, &mut traj).await,
+        }
+        close(t, &mut traj).await;
+    }
+    traj.timings.total_ms = ms(started);
+    traj
+}
+
+/// A trajectory before its episode exists: the opening messages, nothing played.
+pub fn begin(t: &Table<'_>, job: &Job) -> Trajectory {
+    Trajectory {
         schema: SCHEMA.to_string(),
         key: super::record::key(&job.question_id, job.sample),
         job: job.clone(),
@@ -79,36 +117,44 @@ pub async fn play(t: &Table<'_>, job: &Job) -> Trajectory {
         score: None,
         tokens: Tokens::default(),
         timings: Timings::default(),
-    };
+    }
+}
+
+/// `CreateEpisode` of the trajectory's job; false (with the failure recorded) when it was refused.
+pub async fn open(t: &Table<'_>, traj: &mut Trajectory) -> bool {
     let clock = Instant::now();
-    let created = t.env.create(create_request(job, t.evaluator)).await;
+    let created = t.env.create(create_request(&traj.job, t.evaluator)).await;
     traj.timings.env_ms += ms(clock);
     match created {
-        Err(s) => traj.failure = Some(format!("CreateEpisode: {}: {}", s.code(), s.message())),
-        Ok(_) => {
-            if let Err(why) = turns(t, &mut traj).await {
-                traj.failure = Some(why);
-            } else {
-                let clock = Instant::now();
-                match t.env.score(&job.episode_id).await {
-                    Ok(r) => match Score::try_from(r) {
-                        Ok(score) => {
-                            traj.score = Some(score);
-                            traj.status = Status::Scored;
-                        }
-                        Err(e) => traj.failure = Some(e),
-                    },
-                    Err(s) => traj.failure = Some(format!("ScoreEpisode: {}: {}", s.code(), s.message())),
-                }
-                traj.timings.env_ms += ms(clock);
-            }
-            let clock = Instant::now();
-            t.env.close(&job.episode_id).await;
-            traj.timings.env_ms += ms(clock);
+        Err(s) => {
+            traj.failure = Some(format!("CreateEpisode: {}: {}", s.code(), s.message()));
+            false
         }
+        Ok(_) => true,
     }
-    traj.timings.total_ms = ms(started);
-    traj
+}
+
+/// `ScoreEpisode` of the trajectory's episode: scored, or the failure recorded.
+pub async fn score(t: &Table<'_>, traj: &mut Trajectory) {
+    let clock = Instant::now();
+    match t.env.score(&traj.job.episode_id).await {
+        Ok(r) => match Score::try_from(r) {
+            Ok(score) => {
+                traj.score = Some(score);
+                traj.status = Status::Scored;
+            }
+            Err(e) => traj.failure = Some(e),
+        },
+        Err(s) => traj.failure = Some(format!("ScoreEpisode: {}: {}", s.code(), s.message())),
+    }
+    traj.timings.env_ms += ms(clock);
+}
+
+/// `CloseEpisode` of the trajectory's episode.
+pub async fn close(t: &Table<'_>, traj: &mut Trajectory) {
+    let clock = Instant::now();
+    t.env.close(&traj.job.episode_id).await;
+    traj.timings.env_ms += ms(clock);
 }
 
 /// The `CreateEpisode` of a job (every sample of a group gets the same seed).
@@ -125,10 +171,13 @@ pub fn create_request(job: &Job, evaluator: pb::Evaluator) -> pb::CreateEpisodeR
     }
 }
 
-/// The turns; `Err` with why the rollout failed.
-async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
+/// The turns after those the trajectory holds, up to `until` replies in all; `Err` with why the rollout
+/// failed. The policy stopping sets [`Trajectory::stop`]; reaching `until` sets it only when `until` is the
+/// table's `max_turns` (a fork's prefix stops short of it with no stop).
+pub async fn turns(t: &Table<'_>, traj: &mut Trajectory, until: u32) -> Result<(), String> {
     let tools = (t.format == ToolFormat::OpenAi).then_some(t.tools);
-    for k in 0..t.max_turns {
+    let from = u32::try_from(traj.turns.len()).unwrap_or(u32::MAX);
+    for k in from..until.min(t.max_turns) {
         let seed = super::turn_seed(traj.job.sampling_seed, k);
         let body = t.policy.body(&traj.messages, tools, seed);
         let reply = match t.policy.complete(&body).await {
@@ -179,7 +228,9 @@ async fn turns(t: &Table<'_>, traj: &mut Trajectory) -> Result<(), String> {
         answer(&mut traj.messages, &turn.calls);
         traj.turns.push(turn);
     }
-    traj.stop = Some(Stop::MaxTurns);
+    if until >= t.max_turns {
+        traj.stop = Some(Stop::MaxTurns);
+    }
     Ok(())
 }
 

@@ -338,6 +338,59 @@ pub fn write_parquet(path: &Path, ts: &[Trajectory]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Trajectories and run descriptions for the harness's unit tests.
+#[cfg(test)]
+pub mod test_support {
+    use super::*;
+
+    /// A scored (with `reward`) or failed rollout of question `q`, sample `sample` of a group of `group`.
+    pub fn traj(q: &str, category: u8, sample: u32, group: u32, reward: Option<f64>) -> Trajectory {
+        let mut t: Trajectory = serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "key": key(q, sample), "question_id": q, "conversation_id": "c", "category": category,
+            "gold_status": "ok", "question": "?", "sample": sample, "group": group, "episode_seed": 1, "sampling_seed": 2,
+            "include_adversarial": false, "episode_id": "e", "tool_format": "openai", "model": "m", "status": "failed",
+            "failure": null, "stop": null, "messages": [], "turns": [], "score": null, "tokens": {"prompt": 0, "completion": 0},
+            "timings": {"policy_ms": 0.0, "env_ms": 0.0, "total_ms": 0.0}
+        }))
+        .unwrap();
+        if let Some(r) = reward {
+            t.status = Status::Scored;
+            t.score = Some(
+                serde_json::from_value(serde_json::json!({
+                    "reward": r, "p_old": 0.0, "p_new": 0.0, "performance_delta": 0.0, "size_factor": 1.0, "density_factor": 1.0,
+                    "change_factor": 1.0, "memory_efficiency": 1.0, "growth": 0.0, "reward_formula": "x", "context": "x",
+                    "evaluator": "x", "embedder": "x", "llm_model": "", "evidence_recall_old": 0.0, "evidence_recall_new": 0.0,
+                    "evidence_total": 0, "initial_memory_count": 0, "final_memory_count": 0, "n_max": 0, "top_k": 5,
+                    "steps_used": 0, "retrieved_old": [], "retrieved_new": [], "answer_old": "", "answer_new": "",
+                    "f1_old": null, "f1_new": null, "judge_old": null, "judge_new": null, "context_chars_old": 0,
+                    "context_chars_new": 0
+                }))
+                .unwrap(),
+            );
+        }
+        t
+    }
+
+    /// A run's description.
+    pub fn run_info() -> super::super::report::RunInfo {
+        super::super::report::RunInfo {
+            model: "m".into(),
+            tool_format: "openai".into(),
+            env: "in-process".into(),
+            questions: 0,
+            group: 1,
+            max_turns: 4,
+            temperature: 0.7,
+            top_p: 1.0,
+            max_tokens: 512,
+            seed: 0,
+            system_prompt: "default".into(),
+            evaluator: "answer-phrase".into(),
+            environment: "x".into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

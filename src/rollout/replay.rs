@@ -164,7 +164,10 @@ async fn episode(
                 ToolAnswer::Refused(_) => Outcome::Refused,
             };
             // A refusal may name the episode (its step budget): the recorded id reads as the new one.
-            let recorded = c.result.replace(&t.job.episode_id, &id);
+            let mut recorded = c.result.replace(&t.job.episode_id, &id);
+            if let Some(f) = &t.job.fork {
+                recorded = recorded.replace(&f.parent, &id); // a fork's shared calls ran on its parent
+            }
             if check && (outcome != c.outcome || now.text() != recorded) {
                 divergences.push(format!(
                     "call {} ({}): output differs ({} bytes now, {} recorded; first difference at byte {})",

@@ -212,6 +212,9 @@ pub struct Report {
     pub policy_ms_per_turn: f64,
     /// Mean environment time per call, milliseconds.
     pub env_ms_per_call: f64,
+    /// `--fork-at`: forked against fresh groups ([`super::fork`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forks: Option<super::fork::Comparison>,
 }
 
 /// Builds the report.
@@ -279,6 +282,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         ],
         policy_ms_per_turn: ts.iter().flat_map(|t| t.turns.iter().map(|u| u.latency_ms)).sum::<f64>() / turn_count.max(1) as f64,
         env_ms_per_call: env_ms / calls.max(1) as f64,
+        forks: None,
     }
 }
 
@@ -515,6 +519,9 @@ pub fn markdown(r: &Report) -> String {
         "\n## Cost\n\nper rollout {:.0} prompt + {:.0} completion tokens · policy {:.0} ms per turn · environment {:.2} ms per call\n",
         r.tokens_per_rollout[0], r.tokens_per_rollout[1], r.policy_ms_per_turn, r.env_ms_per_call
     ));
+    if let Some(c) = &r.forks {
+        s.push_str(&super::fork::markdown(c));
+    }
     s
 }
 

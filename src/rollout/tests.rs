@@ -27,7 +27,13 @@ fn args(url: &str, out: &Path, extra: &[&str]) -> RolloutArgs {
     argv.extend_from_slice(extra);
     match Cli::try_parse_from(argv).unwrap().command {
         Command::Rollout(a) => a,
-        Command::Serve(_) | Command::Dataset(_) | Command::Bench(_) | Command::Eval(_) | Command::Replay(_) | Command::Reference(_) => {
+        Command::Serve(_)
+        | Command::Dataset(_)
+        | Command::Bench(_)
+        | Command::Eval(_)
+        | Command::Replay(_)
+        | Command::Learn(_)
+        | Command::Reference(_) => {
             unreachable!()
         }
     }
@@ -262,6 +268,9 @@ fn flags_are_checked_before_any_work() {
         (&["--questions", "nope"][..], "no question"),
         (&["--split", "dev"][..], "--split"),
         (&["--evaluator", "vibes"][..], "--evaluator"),
+        (&["--fork-at", "0"][..], "--fork-at must be at least 1 and below --max-turns (4)"),
+        (&["--fork-at", "4"][..], "--fork-at"),
+        (&["--fork-at", "1", "--fork-group", "1"][..], "--fork-group must be 2 to 256"),
     ] {
         let err = super::plan(&args(url, dir.path(), extra), env.dataset()).err().map(|e| format!("{e:#}")).unwrap_or_default();
         assert!(err.contains(expected), "{extra:?}: {err}");
@@ -443,4 +452,87 @@ async fn a_spent_budget_replays_byte_for_byte() {
     assert!(spent[0].contains(&t.job.episode_id) && spent[0].contains("budget"), "{}", spent[0]);
     let rp = replay::replay(&Env::local(env.clone()), t, None).await;
     assert!(rp.divergences.is_empty(), "{rp:?}");
+}
+
+/// `--fork-at 1 --fork-group 3`: one prefix per question, three forks that share it and then differ by their
+/// own seeds; each fork edits its own copy, is scored against the same p_old as the fresh group, replays on
+/// one fresh episode byte for byte, and the report compares the spreads. The second question's prefix
+/// stops at once (a reply with no call), so its forks share nothing and each samples its first reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forked_groups_share_a_prefix_then_edit_their_own_copies() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let (stopper, stopper_text) = (qs[1].0.clone(), qs[1].1.clone());
+    let stop_seed = fork::prefix_seed(7, &stopper);
+    let golds = qs.clone();
+    let fake = FakeOpenAi::start(move |body| {
+        let q = question_of(body);
+        let seed = body["seed"].as_u64().unwrap();
+        let gold = golds.iter().find(|g| g.1 == q).map(|g| g.2.clone()).unwrap_or_default();
+        let reply = match turn_of(body) {
+            0 if q == stopper_text && seed == stop_seed => tool_calls_reply(Some("Nothing to do."), &[]),
+            0 => tool_calls_reply(None, &[("s", "search_memory", &json!({"query": q}).to_string())]),
+            // Odd seeds write the answer, even ones a note that answers nothing: the forks' rewards differ.
+            1 => {
+                let content = if seed % 2 == 1 { format!("{q} {gold}") } else { format!("Seed {seed} was here.") };
+                tool_calls_reply(None, &[("c", "manage_memory", &json!({"operation": "create", "content": content}).to_string())])
+            }
+            _ => tool_calls_reply(Some("Done."), &[]),
+        };
+        Canned::json(&reply)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = format!("{},{}", qs[0].0, qs[1].0);
+    let flags = ["--questions", &ids, "--group", "3", "--max-turns", "3", "--seed", "7", "--fork-at", "1", "--fork-group", "3"];
+    let a = args(&fake.url, dir.path(), &flags);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    let e = Env::local(env.clone());
+    let r = run(&plan, &questions, &e, dir.path(), 2).await.unwrap();
+    assert_eq!((r.rollouts, r.scored), (6, 6), "the fresh groups alone in trajectories.jsonl");
+    let fresh = record::read(&dir.path().join("trajectories.jsonl")).unwrap();
+    let forks = record::read(&dir.path().join(fork::FILE)).unwrap();
+    assert_eq!(forks.len(), 6);
+    for q in &questions {
+        let mine: Vec<&Trajectory> = forks.iter().filter(|t| t.job.question_id == q.id).collect();
+        assert_eq!(mine.iter().map(|t| t.key.clone()).collect::<Vec<_>>(), (0..3).map(|i| fork::key(&q.id, i)).collect::<Vec<_>>());
+        let of = mine[0].job.fork.clone().unwrap();
+        let shared = if q.id == stopper { 0 } else { 1 };
+        assert_eq!((of.requested_at, of.at, of.prefix_seed), (1, shared, fork::prefix_seed(7, &q.id)), "{}", q.id);
+        let p_old = fresh.iter().find(|t| t.job.question_id == q.id).unwrap().score.as_ref().unwrap().p_old;
+        for (i, t) in mine.iter().enumerate() {
+            let s = t.score.as_ref().unwrap();
+            assert_eq!(t.job.fork.as_ref().unwrap(), &of, "one prefix per group");
+            assert_eq!(t.job.sampling_seed, fork::fork_seed(7, &q.id, i as u32));
+            assert_eq!(t.job.episode_seed, episode_seed(7, &q.id), "the fresh group's episode");
+            assert_eq!(s.p_old.to_bits(), p_old.to_bits(), "scored against the same p_old");
+            // Each fork's own create only: its siblings' edits are not in its memory.
+            assert_eq!(s.final_memory_count, s.initial_memory_count + 1, "{}", t.key);
+            if shared == 1 {
+                assert_eq!(t.turns[0].seed, super::turn_seed(of.prefix_seed, 0), "the shared reply");
+                assert_eq!(t.turns[0].reply, mine[0].turns[0].reply);
+                assert_eq!(t.messages[..t.turns[1].sent], mine[0].messages[..mine[0].turns[1].sent]);
+            }
+            assert_eq!(t.turns[shared as usize].seed, super::turn_seed(t.job.sampling_seed, shared), "its own from the branch");
+            let rp = replay::replay(&e, t, None).await;
+            assert!(rp.divergences.is_empty(), "{rp:?}");
+            assert_eq!(rp.replayed, t.reward());
+        }
+    }
+    let c = r.forks.as_ref().expect("the comparison");
+    assert_eq!((c.questions, c.fork_at, c.prefix_stopped_early), (2, 1, 1));
+    assert_eq!((c.fresh.group, c.forked.group), (3, 3));
+    assert!(report::markdown(&r).contains("## Forked against fresh groups"));
+    let seen = fake.seen().len();
+    assert_eq!(seen, 6 * 3 + 2 + 3 * 2 + 3 * 3, "fresh 6×3 · prefixes 1 + 1 (the stopper's, unshared) · forks 3×2 + 3×3");
+
+    // Resume: nothing to play; other fork settings are refused once forks are scored.
+    fake.clear();
+    run(&plan, &questions, &e, dir.path(), 2).await.unwrap();
+    assert!(fake.seen().is_empty());
+    let mut other = flags.to_vec();
+    *other.last_mut().unwrap() = "2"; // --fork-group 2
+    let (p2, q2) = super::plan(&args(&fake.url, dir.path(), &other), env.dataset()).unwrap();
+    let err = run(&p2, &q2, &e, dir.path(), 2).await.unwrap_err().to_string();
+    assert!(err.contains("group"), "{err}");
 }

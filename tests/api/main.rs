@@ -12,6 +12,7 @@ mod episodes;
 mod helpers;
 mod leak;
 mod learn;
+mod learn_loop;
 mod llm;
 mod mcp;
 mod memory_text;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::binary::start_binary;
 use crate::fake_openai::{tool_calls_reply, Canned, FakeOpenAi};
 
-async fn memgym(args: Vec<String>) -> Output {
+pub(crate) async fn memgym(args: Vec<String>) -> Output {
     // Off the runtime: the fake endpoint answers on it meanwhile.
     tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_memgym")).args(args).output().expect("the binary runs")
@@ -20,11 +20,11 @@ async fn memgym(args: Vec<String>) -> Output {
     .unwrap()
 }
 
-fn strings(a: &[&str]) -> Vec<String> {
+pub(crate) fn strings(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
 
-fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
@@ -121,7 +121,7 @@ async fn rollouts_over_grpc_replay_byte_for_byte_in_process_and_over_grpc() {
 }
 
 /// Kills the server when the test ends, passed or not (a server left running holds cargo's output open).
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -197,7 +197,7 @@ async fn an_experience_bank_goes_into_the_system_prompt() {
         "{system}"
     );
     let run: Value = serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
-    assert!(run["system_prompt"].as_str().unwrap().contains("+ bank lessons version 1 (2 experiences, fnv1a"), "{run}");
+    assert!(run["system_prompt"].as_str().unwrap().contains("+ bank lessons version 1 (2 experiences) (fnv1a"), "{run}");
     // An unknown bank stops the command before any rollout; without --addr the flag is refused by clap.
     let o = memgym(strings(&[
         "rollout",
