@@ -293,8 +293,7 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
         let mut plan = plan_for(&a.policy, a.group, a.seed + u64::from(e), &a.evaluator, environment.clone(), train)?;
         with_library(&mut plan, &format!("bank {} before epoch {e}", a.bank), &text);
         eprintln!("epoch {e}: {} train questions × {} rollouts", train.len(), a.group);
-        play_all(&plan, train, &env, &dir, a.policy.concurrency).await?;
-        let rollouts = finish(&plan, train, &env, &dir).await?;
+        let rollouts = play_scored(&plan, train, &env, &dir, a.policy.concurrency).await?;
         let steps = learn_epoch(a, e, &plan, train, &dir, &mut banks, &mut learner).await?;
         // Written once, when the epoch's last step is done (a resumed run reads it: the bank has moved on).
         let after = dir.join("library.txt");
@@ -323,6 +322,35 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
     crate::dataset::atomic_write(&out.join("summary.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
     crate::dataset::atomic_write(&out.join("report.md"), super::ab::learn_markdown(&summary).as_bytes())?;
     Ok(summary)
+}
+
+/// Passes over a run's rollouts before [`play_scored`] gives up on one that keeps failing.
+pub const PASSES: usize = 3;
+
+/// Plays the run until every rollout is scored, at most [`PASSES`] passes (a failed rollout — an endpoint
+/// that gave up, an episode reaped while a slow policy thought — is played again on a fresh episode, as a
+/// rerun would), then writes its report. Learning and the A/B wait for every rollout: a group learned from
+/// with a sample missing would not be the group the report shows.
+async fn play_scored(plan: &Plan, questions: &[Question], env: &Env, dir: &Path, concurrency: usize) -> anyhow::Result<Report> {
+    let mut pass = 1;
+    loop {
+        play_all(plan, questions, env, dir, concurrency).await?;
+        let report = finish(plan, questions, env, dir).await?;
+        if report.failed == 0 {
+            return Ok(report);
+        }
+        if pass == PASSES {
+            bail!(
+                "{} of {} rollouts in {} still fail after {PASSES} passes (first: {}); rerun the same command to retry them",
+                report.failed,
+                report.rollouts,
+                dir.display(),
+                report.failures.first().map_or("", String::as_str)
+            );
+        }
+        pass += 1;
+        eprintln!("{} rollouts failed; playing them again (pass {pass} of {PASSES})", report.failed);
+    }
 }
 
 /// `--out/epoch-N`.
@@ -476,8 +504,7 @@ async fn run_ab(a: &LearnArgs, test: &[Question], env: &Env, environment: &str) 
         let mut plan = plan_for(&a.policy, a.ab_group, a.seed, &a.evaluator, environment.to_string(), test)?;
         with_library(&mut plan, &format!("A/B arm {name}"), &text);
         eprintln!("A/B arm {name}: {} test questions × {} rollouts", test.len(), a.ab_group);
-        play_all(&plan, test, env, &dir, a.policy.concurrency).await?;
-        let report = finish(&plan, test, env, &dir).await?;
+        let report = play_scored(&plan, test, env, &dir, a.policy.concurrency).await?;
         let ts = super::record::read(&dir.join("trajectories.jsonl"))?;
         let keys: std::collections::HashSet<String> =
             test.iter().flat_map(|q| (0..a.ab_group).map(|s| super::record::key(&q.id, s))).collect();

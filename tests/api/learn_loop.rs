@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -29,11 +30,15 @@ fn learner(body: &Value) -> Canned {
 
 /// The policy: on its first reply it writes the gold answer when `follows` and the lesson is in its system
 /// prompt, or else when its sampling seed is odd; any other seed writes a note that answers nothing. Its
-/// second reply stops.
+/// second reply stops. Its very first request fails (HTTP 503), so one rollout fails and is played again.
 fn policy(golds: Arc<HashMap<String, String>>, follows: bool) -> impl Fn(&Value) -> Canned + Send + Sync + 'static {
+    let first = AtomicBool::new(true);
     move |body| {
         if body["model"] != "policy" {
             return learner(body);
+        }
+        if first.swap(false, Ordering::SeqCst) {
+            return Canned::error(503, "warming up");
         }
         let messages = body["messages"].as_array().unwrap();
         let system = messages[0]["content"].as_str().unwrap();
@@ -67,8 +72,10 @@ async fn learn(follows: bool, epochs: &str) -> (tempfile::TempDir, Value, FakeOp
     let mut args = strings(&["learn", "--addr", &addr, "--bank", "lessons", "--out", &out, "--policy-base-url", &fake.url]);
     args.extend(strings(&["--policy-model", "policy", "--epochs", epochs, "--train-limit", "6", "--group", "4", "--test-limit", "16"]));
     args.extend(strings(&["--ab-group", "2", "--learn-batch", "4", "--max-turns", "2", "--seed", "3", "--concurrency", "4"]));
+    args.extend(strings(&["--policy-max-retries", "0"]));
     let o = memgym(args.clone()).await;
     assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("1 rollouts failed; playing them again (pass 2 of 3)"), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("# memgym learn report"), "{}", text(&o));
     let summary = json_file(&dir.path().join("learn/summary.json"));
     // Resumed: everything is on disk, the endpoint hears nothing.
@@ -133,4 +140,28 @@ async fn a_policy_that_ignores_its_prompt_shows_no_difference() {
         assert_eq!(c["significant"], false, "{c}");
         assert_eq!(c["all"]["mean"].as_f64(), Some(0.0), "same seeds, same replies: {c}");
     }
+}
+
+/// A policy endpoint that never answers: every pass fails, and the command stops before learning, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollouts_that_keep_failing_stop_the_loop_before_learning() {
+    let fake = FakeOpenAi::start(|body| if body["model"] == "policy" { Canned::error(503, "down") } else { learner(body) }).await;
+    let (server, addr) = start_binary(&["--llm-base-url", &fake.url, "--llm-model", "teacher"]);
+    let _server = KillOnDrop(server);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("learn");
+    let out_s = out.display().to_string();
+    let mut args = strings(&["learn", "--addr", &addr, "--bank", "lessons", "--out", &out_s, "--policy-base-url", &fake.url]);
+    args.extend(strings(&["--policy-model", "policy", "--epochs", "1", "--train-limit", "1", "--group", "2", "--test-limit", "0"]));
+    args.extend(strings(&["--policy-max-retries", "0"]));
+    let o = memgym(args).await;
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("2 of 2 rollouts") && text(&o).contains("still fail after 3 passes") && text(&o).contains("HTTP 503"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(fake.seen().iter().filter(|b| b["model"] == "policy").count(), 6, "2 rollouts × 3 passes");
+    assert!(!out.join("epoch-0/learned.jsonl").exists(), "nothing learned from incomplete groups");
+    assert!(out.join("epoch-0/report.md").exists(), "the report says what failed");
 }
