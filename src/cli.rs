@@ -480,6 +480,10 @@ pub struct ServeArgs {
     /// is told CAPACITY_REACHED. Episodes also count against --max-episodes.
     #[arg(long, env = "MEMGYM_OPENENV_MAX_SESSIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub openenv_max_sessions: u32,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address. Off unless given (the book's "Operations"
+    /// lists every series).
+    #[arg(long, env = "MEMGYM_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
     /// Also serve MCP (streamable HTTP, path `/mcp`) on this address. Off unless given. OpenEnv's
     /// `/mcp` serves the same tools.
     #[arg(long, env = "MEMGYM_MCP_ADDR")]

@@ -265,6 +265,7 @@ pub async fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow
             Arc::new(SqliteStore::open(&dir).with_context(|| format!("opening the banks in {}", dir.display()))?)
         }
     };
+    let store = crate::banks::store::observed::Observed::wrap(store);
     let config = BanksConfig { on_embedder_change: on_change, index: banks_index(&a.index, &env.config().index), ..BanksConfig::default() };
     Ok(Some(Arc::new(Banks::new(store, env.embedder().clone(), env.llm().cloned(), config))))
 }

@@ -25,6 +25,7 @@ pub mod fnv;
 pub mod json;
 pub mod llm;
 pub mod memory;
+pub mod obs;
 pub mod openai_compat;
 pub mod quote;
 pub mod reference;

@@ -150,7 +150,11 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),
                     embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
                 let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
-                let faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
+                let mut faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
+                if let Some(addr) = a.metrics_addr {
+                    let addr = faces.bind_metrics(addr).await?;
+                    tracing::info!(%addr, "metrics listening (path /metrics)");
+                }
                 let (openenv_addr, mcp_addr) = faces.addrs()?;
                 if let Some(addr) = openenv_addr {
                     tracing::info!(%addr, max_sessions = a.openenv_max_sessions, "openenv listening");

@@ -72,6 +72,8 @@ pub struct Faces {
     pub openenv: Option<(TcpListener, OpenEnvOptions)>,
     /// `--mcp-addr`.
     pub mcp: Option<(TcpListener, McpOptions)>,
+    /// `--metrics-addr`: Prometheus's `/metrics`, with the recorder that serves it.
+    pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
 }
 
 impl Faces {
@@ -90,6 +92,15 @@ impl Faces {
         Ok(faces)
     }
 
+    /// Adds `--metrics-addr`: installs the metrics recorder and binds its listener; returns the address.
+    pub async fn bind_metrics(&mut self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+        let handle = crate::obs::install().map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
+        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--metrics-addr: cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr()?;
+        self.metrics = Some((listener, handle));
+        Ok(bound)
+    }
+
     /// Where the faces listen: OpenEnv's and MCP's addresses.
     pub fn addrs(&self) -> std::io::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
         let openenv = self.openenv.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
@@ -106,6 +117,24 @@ impl Faces {
         }
         if let Some((listener, options)) = self.mcp {
             routers.push(("mcp", listener, mcp::router(gateway.clone(), &options)));
+        }
+        // Request metrics of the JSON faces (recorded only when a recorder is installed).
+        let mut routers: Vec<(&'static str, TcpListener, axum::Router)> = routers
+            .into_iter()
+            .map(|(face, l, r)| {
+                let observed = r.layer(axum::middleware::from_fn(move |req, next| crate::api::observe::observe_http(face, req, next)));
+                (face, l, observed)
+            })
+            .collect();
+        if let Some((listener, handle)) = self.metrics {
+            let metrics = axum::Router::new().route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let handle = handle.clone();
+                    async move { ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], crate::obs::render(&handle)) }
+                }),
+            );
+            routers.push(("metrics", listener, metrics));
         }
         routers
             .into_iter()
@@ -186,7 +215,8 @@ async fn serve_grpc(
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
-        .layer(DeadlineLayer)
+        .layer(crate::api::observe::ObserveLayer::default())
+        .layer(DeadlineLayer::default())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

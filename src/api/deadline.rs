@@ -16,52 +16,34 @@
 //! check on every poll (not only through our own timer, whose wake-up may come a tick later).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tonic::body::Body;
 use tonic::Status;
-use tower_layer::Layer;
-use tower_service::Service;
+
+use super::around::{AroundLayer, Call, Hook};
+
+/// Answers DEADLINE_EXCEEDED when the request's `grpc-timeout` passes before the call is done (the hook
+/// of [`DeadlineLayer`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Deadline;
 
 /// Wraps every route in [`Deadline`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DeadlineLayer;
+pub type DeadlineLayer = AroundLayer<Deadline>;
 
-impl<S> Layer<S> for DeadlineLayer {
-    type Service = Deadline<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Deadline { inner }
-    }
-}
+impl Hook for Deadline {
+    type Seen = Option<Duration>;
 
-/// Answers DEADLINE_EXCEEDED when the request's `grpc-timeout` passes before the call is done.
-#[derive(Debug, Clone)]
-pub struct Deadline<S> {
-    inner: S,
-}
-
-impl<S, B> Service<http::Request<B>> for Deadline<S>
-where
-    S: Service<http::Request<B>, Response = http::Response<Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+    fn see<B>(&self, req: &http::Request<B>) -> Option<Duration> {
+        grpc_timeout(req.headers())
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let Some(timeout) = grpc_timeout(req.headers()) else { return Box::pin(self.inner.call(req)) };
+    fn around<E: Send + 'static>(timeout: Option<Duration>, call: Call<E>) -> Call<E> {
+        let Some(timeout) = timeout else { return call };
         let at = Instant::now() + timeout;
-        let call = self.inner.call(req);
         Box::pin(async move {
-            let mut call = std::pin::pin!(call);
+            let mut call = call;
             let mut timer = std::pin::pin!(tokio::time::sleep_until(at));
             std::future::poll_fn(|cx| {
                 if let Poll::Ready(r) = call.as_mut().poll(cx) {

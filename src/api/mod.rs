@@ -4,6 +4,7 @@
 //! ([`mcp`]) — reach the same environment through [`gateway`], on the same conversions and errors.
 
 mod agent_service;
+pub mod around;
 mod banks_service;
 pub mod convert;
 mod dataset_service;
@@ -13,6 +14,7 @@ pub mod gateway;
 mod learn_service;
 pub mod mcp;
 mod mcp_sessions;
+pub mod observe;
 pub mod openenv;
 pub mod page;
 pub mod status;

@@ -212,6 +212,13 @@ impl EmbedService {
     /// Embeds through the cache and the batcher — or, for a cheap embedder and a request no larger than
     /// a batch, right here (see [`Embedder::is_cheap`]).
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (n, started) = (texts.len(), std::time::Instant::now());
+        let r = self.embed_unobserved(texts).await;
+        crate::obs::embed_call(n, r.is_ok(), started.elapsed().as_secs_f64());
+        r
+    }
+
+    async fn embed_unobserved(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -228,7 +235,10 @@ impl EmbedService {
                 let mut c = cache.lock();
                 for (i, t) in texts.into_iter().enumerate() {
                     match c.get(&t) {
-                        Some(v) => out[i] = Some(v.as_ref().clone()),
+                        Some(v) => {
+                            out[i] = Some(v.as_ref().clone());
+                            crate::obs::embed_cache_hit();
+                        }
                         None => {
                             missing.push(t);
                             missing_at.push(i);

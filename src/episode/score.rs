@@ -65,6 +65,8 @@ impl Environment {
             context: self.config.context,
         };
         let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
+        crate::obs::episodes(crate::obs::EpisodeEvent::Scored, 1);
+        crate::obs::scored(evaluator.name(), b.reward, b.new.p);
         ep.scored = Some(b.clone());
         Ok((b, ep.state()))
     }

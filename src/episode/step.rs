@@ -16,8 +16,16 @@ impl Environment {
         }
     }
 
-    /// Runs one tool call: validate, embed, apply, count the step, record the trace.
+    /// Runs one tool call: validate, embed, apply, count the step, record the trace (and its metrics).
     pub async fn call_tool(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
+        let started = std::time::Instant::now();
+        let tool = call.name();
+        let r = self.call_tool_unobserved(episode_id, call).await;
+        crate::obs::tool_call(tool, r.is_ok(), started.elapsed().as_secs_f64());
+        r
+    }
+
+    async fn call_tool_unobserved(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
         let entry = self.entry(episode_id)?;
         let mut ep = entry.episode.lock().await;
         self.check_open(&ep)?;

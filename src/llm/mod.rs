@@ -193,7 +193,7 @@ impl Llm {
     pub async fn ask(&self, request: &ChatRequest) -> Result<String, LlmError> {
         let Some(cache) = &self.cache else {
             self.sent.fetch_add(1, Ordering::Relaxed);
-            return self.model.complete(request).await;
+            return self.complete_observed(request).await;
         };
         let key = request.key(self.model.model());
         let cell = cache.lock().get_or_insert(key, || Arc::new(OnceCell::new())).clone();
@@ -202,13 +202,22 @@ impl Llm {
             .get_or_try_init(|| {
                 ran = true;
                 self.sent.fetch_add(1, Ordering::Relaxed);
-                self.model.complete(request)
+                self.complete_observed(request)
             })
             .await?;
         if !ran {
             self.cached.fetch_add(1, Ordering::Relaxed);
+            crate::obs::llm_cache_hit();
         }
         Ok(answer.clone())
+    }
+
+    /// One request to the endpoint, timed and counted ([`crate::obs`]).
+    async fn complete_observed(&self, request: &ChatRequest) -> Result<String, LlmError> {
+        let started = std::time::Instant::now();
+        let r = self.model.complete(request).await;
+        crate::obs::llm_request(r.is_ok(), started.elapsed().as_secs_f64());
+        r
     }
 }
 

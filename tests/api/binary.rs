@@ -20,6 +20,13 @@ pub fn start_binary(flags: &[&str]) -> (std::process::Child, String) {
 
 /// [`start_binary`] with extra environment variables.
 pub fn start_binary_env(flags: &[&str], vars: &[(&str, &str)]) -> (std::process::Child, String) {
+    let (child, mut addrs) = start_binary_logging(flags, vars, 1);
+    (child, addrs.remove(0).1)
+}
+
+/// Starts the binary and waits for `n` log lines naming an address: (the line, the address), in order (the
+/// gRPC address first, then each face's).
+pub fn start_binary_logging(flags: &[&str], vars: &[(&str, &str)], n: usize) -> (std::process::Child, Vec<(String, String)>) {
     // Each server its own banks database (a SQLite banks file has one owner), unless the test picks one.
     let banks = if flags.iter().any(|f| matches!(*f, "--banks-dir" | "--banks-url" | "--no-banks")) {
         Vec::new()
@@ -42,12 +49,12 @@ pub fn start_binary_env(flags: &[&str], vars: &[(&str, &str)]) -> (std::process:
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(i) = line.find("addr=") {
                 let addr: String = line[i + 5..].chars().take_while(|c| !c.is_whitespace()).collect();
-                let _ = tx.send(addr);
+                let _ = tx.send((line.clone(), addr));
             }
         }
     });
-    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server logs its address");
-    (child, addr)
+    let addrs = (0..n).map(|_| rx.recv_timeout(Duration::from_secs(60)).expect("the server logs its addresses")).collect();
+    (child, addrs)
 }
 
 /// Waits for the process to exit (successfully) and returns how long that took.

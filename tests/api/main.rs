@@ -16,6 +16,7 @@ mod learn_loop;
 mod llm;
 mod mcp;
 mod memory_text;
+mod metrics;
 mod openenv;
 mod paging;
 mod rollout;

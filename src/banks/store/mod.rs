@@ -7,6 +7,7 @@
 //! Deleted experiences stay as tombstone rows carrying the version that deleted them, so a replica can
 //! catch up on the changes after the version it holds ([`BankStore::changes`]) instead of reloading.
 
+pub mod observed;
 pub mod postgres;
 pub mod sqlite;
 
