@@ -161,6 +161,7 @@ impl From<&RewardBreakdown> for pb::ScoreEpisodeResponse {
             context: b.context.name().to_string(),
             context_chars_old: b.old.context_chars as u32,
             context_chars_new: b.new.context_chars as u32,
+            metrics: std::collections::HashMap::new(),
         }
     }
 }
@@ -317,6 +318,11 @@ impl TryFrom<pb::SplitRequest> for Typed<RawSplit> {
             Ok(raw)
         })
     }
+}
+
+/// Per-step metrics by name, as the responses' `metrics` maps carry them.
+pub fn named(pairs: &[(&'static str, f64)]) -> std::collections::HashMap<String, f64> {
+    pairs.iter().map(|(k, v)| ((*k).to_string(), *v)).collect()
 }
 
 /// A tool result as the typed response of its tool, plus the text.

@@ -2,12 +2,13 @@
 //! Each request runs in a tracing span carrying the episode id and tool name; memory contents are never
 //! logged above debug.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::convert::{self, episode_id, page_size, tool_result, Typed};
+use super::convert::{self, episode_id, named, page_size, tool_result, Typed};
 use super::page;
 use super::pb;
 use super::pb::memory_env_server::MemoryEnv;
@@ -40,7 +41,7 @@ impl MemoryEnvService {
     }
 
     /// Validates raw arguments (counting a refusal against the episode) and runs the call.
-    async fn run(&self, id: &str, call: Result<ToolCall, ToolError>) -> Result<(String, R), Status> {
+    async fn run(&self, id: &str, call: Result<ToolCall, ToolError>) -> Result<(String, R, HashMap<String, f64>), Status> {
         let call = match call {
             Ok(call) => call,
             Err(e) => {
@@ -49,7 +50,9 @@ impl MemoryEnvService {
             }
         };
         let result = self.env.call_tool(id, call).await?;
-        Ok(tool_result(result))
+        let metrics = named(&result.metrics.pairs());
+        let (text, r) = tool_result(result);
+        Ok((text, r, metrics))
     }
 }
 
@@ -137,8 +140,8 @@ impl MemoryEnv for MemoryEnvService {
             async {
                 let id = episode_id(id)?;
                 let call = json::parse_call(&tool_name, &arguments_json, &self.env.config().limits.tools);
-                let (text, result) = self.run(&id, call).await?;
-                Ok(Response::new(pb::CallToolResponse { text, result: Some(result) }))
+                let (text, result, metrics) = self.run(&id, call).await?;
+                Ok(Response::new(pb::CallToolResponse { text, result: Some(result), metrics }))
             }
             .instrument(span)
             .await,
@@ -198,6 +201,7 @@ impl MemoryEnv for MemoryEnvService {
                 let (b, state) = self.env.score_with_state(&id).await?;
                 let mut resp = pb::ScoreEpisodeResponse::from(b.as_ref());
                 resp.steps_used = state.steps_used;
+                resp.metrics = named(&crate::episode::score_metrics(&b));
                 tracing::debug!(reward = b.reward, p_old = b.old.p, p_new = b.new.p, "scored");
                 Ok(Response::new(resp))
             }

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use tonic::{Code, Status};
 use tracing::Instrument;
 
-use super::convert::tool_result;
+use super::convert::{named, tool_result};
 use super::pb;
 use crate::dataset::ADVERSARIAL_CATEGORY;
 use crate::episode::{CreateRequest, Environment, EpisodeState};
@@ -155,8 +155,11 @@ impl Gateway {
         };
         let result = self.env.call_tool(id, call).await?;
         let done = result.step.done;
+        let metrics: serde_json::Map<String, Value> = result.metrics.pairs().iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let (text, typed) = tool_result(result);
-        Ok(Called { structured: result_json(tool.trim(), &text, typed), text, done })
+        let mut structured = result_json(tool.trim(), &text, typed);
+        structured["metrics"] = Value::Object(metrics);
+        Ok(Called { structured, text, done })
     }
 
     /// Scores episode `id` (idempotent): ScoreEpisodeResponse's fields as JSON.
@@ -165,6 +168,7 @@ impl Gateway {
         let (b, state) = logged(scored.map_err(Status::from))?;
         let mut resp = pb::ScoreEpisodeResponse::from(b.as_ref());
         resp.steps_used = state.steps_used;
+        resp.metrics = named(&crate::episode::score_metrics(&b));
         Ok(breakdown_json(resp))
     }
 
@@ -443,6 +447,7 @@ pub fn breakdown_json(r: pb::ScoreEpisodeResponse) -> Value {
         context,
         context_chars_old,
         context_chars_new,
+        metrics,
     } = r;
     json!({
         "p_old": p_old, "p_new": p_new, "performance_delta": performance_delta, "size_factor": size_factor,
@@ -454,6 +459,7 @@ pub fn breakdown_json(r: pb::ScoreEpisodeResponse) -> Value {
         "llm_model": llm_model, "answer_old": answer_old, "answer_new": answer_new, "f1_old": f1_old, "f1_new": f1_new,
         "judge_old": judge_old, "judge_new": judge_new, "reward_formula": reward_formula, "growth": growth,
         "context": context, "context_chars_old": context_chars_old, "context_chars_new": context_chars_new,
+        "metrics": metrics.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
     })
 }
 

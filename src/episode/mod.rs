@@ -15,6 +15,7 @@ mod fork;
 mod limits;
 mod registry;
 mod score;
+pub use score::score_metrics;
 mod step;
 mod types;
 

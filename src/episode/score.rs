@@ -20,6 +20,7 @@ impl Environment {
 
     /// Scores the episode and returns its state after scoring.
     pub async fn score_with_state(&self, episode_id: &str) -> Result<(Arc<RewardBreakdown>, EpisodeState), EpisodeError> {
+        let started = std::time::Instant::now();
         let entry = self.entry(episode_id)?;
         let mut ep = entry.episode.lock().await;
         self.check_open(&ep)?;
@@ -64,7 +65,9 @@ impl Environment {
             formula: self.config.formula,
             context: self.config.context,
         };
-        let b = Arc::new(reward::breakdown(old_eval, new_eval, sizes, info));
+        let mut b = reward::breakdown(old_eval, new_eval, sizes, info);
+        b.score_ms = started.elapsed().as_secs_f64() * 1e3;
+        let b = Arc::new(b);
         crate::obs::episodes(crate::obs::EpisodeEvent::Scored, 1);
         crate::obs::scored(evaluator.name(), b.reward, b.new.p);
         ep.scored = Some(b.clone());
@@ -118,4 +121,22 @@ impl Environment {
             cell.get_or_try_init(|| async { Ok::<_, EpisodeError>(Arc::new(self.evaluate_base(evaluator, base, target).await?)) }).await?;
         Ok(old.clone())
     }
+}
+
+/// What scoring found, for a trainer's per-step logs (`ScoreEpisodeResponse.metrics`), by name: the time
+/// scoring took (stored with the score, so a repeated ScoreEpisode answers the same), the memories and their change since M₀, and how the set the evaluator read changed —
+/// `retrieved_overlap` (|old ∩ new| / |old ∪ new| of the retrieved ids; 1 when both are empty) and
+/// `retrieved_changed` (ids read now that were not read on M₀).
+pub fn score_metrics(b: &RewardBreakdown) -> [(&'static str, f64); 5] {
+    let old: std::collections::HashSet<_> = b.old.retrieved.iter().collect();
+    let new: std::collections::HashSet<_> = b.new.retrieved.iter().collect();
+    let union = old.union(&new).count();
+    let overlap = if union == 0 { 1.0 } else { old.intersection(&new).count() as f64 / union as f64 };
+    [
+        ("score_ms", b.score_ms),
+        ("memories", b.sizes.new_count as f64),
+        ("memories_delta", b.sizes.new_count as f64 - b.sizes.old_count as f64),
+        ("retrieved_overlap", overlap),
+        ("retrieved_changed", new.difference(&old).count() as f64),
+    ]
 }

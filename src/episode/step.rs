@@ -20,8 +20,12 @@ impl Environment {
     pub async fn call_tool(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
         let started = std::time::Instant::now();
         let tool = call.name();
-        let r = self.call_tool_unobserved(episode_id, call).await;
-        crate::obs::tool_call(tool, r.is_ok(), started.elapsed().as_secs_f64());
+        let mut r = self.call_tool_unobserved(episode_id, call).await;
+        let seconds = started.elapsed().as_secs_f64();
+        crate::obs::tool_call(tool, r.is_ok(), seconds);
+        if let Ok(r) = &mut r {
+            r.metrics.tool_ms = seconds * 1e3;
+        }
         r
     }
 
@@ -38,6 +42,7 @@ impl Environment {
             return Err(EpisodeError::precondition(format!("episode {episode_id} has used its budget of {} steps", ep.max_steps)));
         }
         let ctx = ToolContext { step: ep.steps_used + 1, seed: ep.seed, limits: &self.config.limits.tools };
+        let memories_before = ep.memory.len();
         // --llm-edit: the LLM writes the text of merge/split; nothing has changed yet if this is abandoned.
         let (edited, note) = self.llm_text(&ep.memory, &call).await;
         let mut output = match edited.as_ref().unwrap_or(&call) {
@@ -56,7 +61,16 @@ impl Environment {
         let step = ep.steps_used;
         ep.trace.push(TraceEntry { step, tool_name: call.name(), arguments_json: call.arguments_json(), result_ids: output.result_ids() });
         let steps_left = ep.max_steps - step;
-        Ok(ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 } })
+        let memories = ep.memory.len();
+        let metrics = StepMetrics {
+            tool_ms: 0.0, // set by call_tool, which times the whole call
+            memories,
+            memories_delta: memories as i64 - memories_before as i64,
+            memory_chars: ep.memory.total_chars(),
+            steps_used: step,
+            steps_left,
+        };
+        Ok(ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 }, metrics })
     }
 
     /// Prepare → embed → apply for one tool; a refused call is counted and changes nothing.

@@ -217,6 +217,37 @@ pub struct StepInfo {
     pub done: bool,
 }
 
+/// What a tool call did to the episode, for a trainer's per-step logs (`CallToolResponse.metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StepMetrics {
+    /// The call's time inside the episode (embedding and applying), milliseconds.
+    pub tool_ms: f64,
+    /// Memories after the call.
+    pub memories: usize,
+    /// Memories after minus before.
+    pub memories_delta: i64,
+    /// Characters of all memories after the call.
+    pub memory_chars: usize,
+    /// Steps used after the call.
+    pub steps_used: u32,
+    /// Steps left.
+    pub steps_left: u32,
+}
+
+impl StepMetrics {
+    /// The metrics by name, as every face reports them.
+    pub fn pairs(&self) -> [(&'static str, f64); 6] {
+        [
+            ("tool_ms", self.tool_ms),
+            ("memories", self.memories as f64),
+            ("memories_delta", self.memories_delta as f64),
+            ("memory_chars", self.memory_chars as f64),
+            ("steps_used", f64::from(self.steps_used)),
+            ("steps_left", f64::from(self.steps_left)),
+        ]
+    }
+}
+
 /// A tool call's result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
@@ -224,6 +255,8 @@ pub struct ToolResult {
     pub output: ToolOutput,
     /// Step accounting.
     pub step: StepInfo,
+    /// Per-step metrics.
+    pub metrics: StepMetrics,
 }
 
 /// A page of memories.

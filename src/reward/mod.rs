@@ -335,6 +335,8 @@ pub struct RewardBreakdown {
     pub embedder: String,
     /// Evidence ids of the question.
     pub evidence_total: usize,
+    /// How long scoring took, milliseconds (set by the episode that scored; 0 here).
+    pub score_ms: f64,
 }
 
 /// What a breakdown records besides the evaluations and sizes.
@@ -381,6 +383,7 @@ pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, info: Scori
         llm_model,
         embedder,
         evidence_total,
+        score_ms: 0.0,
     }
 }
 

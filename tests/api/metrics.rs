@@ -126,3 +126,32 @@ async fn metrics_count_requests_episodes_tools_and_rewards() {
     // No episode id, question or memory text in any label.
     assert!(!text.contains("m1\"") && !text.contains("conv-26") && !text.contains("Caroline"));
 }
+
+/// `CallToolResponse.metrics` and `ScoreEpisodeResponse.metrics`: what each step did, for a trainer's logs.
+#[tokio::test]
+async fn responses_carry_per_step_metrics() {
+    let mut app = crate::helpers::spawn_app(&[]).await;
+    let created = app.open("s1", "conv-26:q0").await;
+    let n0 = f64::from(created.initial_memory_count);
+    let r = app
+        .tool("s1", "manage_memory", serde_json::json!({"operation": "create", "content": "Caroline went to a support group."}))
+        .await
+        .unwrap();
+    let m = &r.metrics;
+    assert_eq!((m["memories"], m["memories_delta"], m["steps_used"]), (n0 + 1.0, 1.0, 1.0), "{m:?}");
+    assert!(m["tool_ms"] > 0.0 && m["memory_chars"] > 0.0 && m["steps_left"] >= 1.0, "{m:?}");
+    let r = app.tool("s1", "search_memory", serde_json::json!({"query": "support group"})).await.unwrap();
+    assert_eq!((r.metrics["memories_delta"], r.metrics["steps_used"]), (0.0, 2.0));
+    let mut keys: Vec<&String> = r.metrics.keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["memories", "memories_delta", "memory_chars", "steps_left", "steps_used", "tool_ms"]);
+    let s = app.env.score_episode(pb::ScoreEpisodeRequest { episode_id: "s1".into() }).await.unwrap().into_inner();
+    let m = &s.metrics;
+    assert_eq!((m["memories"], m["memories_delta"]), (n0 + 1.0, 1.0), "{m:?}");
+    assert!((0.0..=1.0).contains(&m["retrieved_overlap"]) && m["score_ms"] >= 0.0, "{m:?}");
+    let (old, new): (std::collections::HashSet<&String>, std::collections::HashSet<&String>) =
+        (s.retrieved_old.iter().collect(), s.retrieved_new.iter().collect());
+    assert_eq!(m["retrieved_changed"], new.difference(&old).count() as f64);
+    let overlap = old.intersection(&new).count() as f64 / old.union(&new).count().max(1) as f64;
+    assert!((m["retrieved_overlap"] - overlap).abs() < 1e-12);
+}

@@ -138,6 +138,7 @@ async fn stateless_http_reset_and_step_close_their_episodes_and_name_bad_fields(
     .await;
     assert_eq!(s, 200, "{r}");
     assert!(r["observation"]["result"]["results"].as_array().is_some_and(|h| !h.is_empty()), "{r}");
+    assert_eq!(r["observation"]["result"]["metrics"]["steps_used"], json!(1.0), "the per-step metrics: {r}");
     assert_eq!(r["reward"], json!(0.0));
 
     let (s, r) = post(&format!("{}/reset", face.http), r#"{"question": "x"}"#, "*/*").await;

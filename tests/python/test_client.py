@@ -67,6 +67,8 @@ def test_full_episode_round_trip(client):
     assert len(resp.sample.memories) == 3
     text, resp = client.call_tool("py-round-trip", "delete_memory", {"memory_id": "m0057", "reason": "off topic"})
     assert list(resp.delete.deleted_ids) == ["m0057"] and resp.delete.step.step == 6
+    # Per-step metrics for a trainer's logs: the delete took one memory away at step 6.
+    assert resp.metrics["steps_used"] == 6 and resp.metrics["memories_delta"] == -1 and resp.metrics["tool_ms"] > 0
 
     state = client.get_episode("py-round-trip", include_trace=True)
     assert state.state.steps_used == 6 and len(state.trace) == 6
@@ -75,6 +77,7 @@ def test_full_episode_round_trip(client):
 
     score = client.score_episode("py-round-trip")
     assert score.p_old == 0 and score.p_new == 1 and score.reward > 0.9
+    assert set(score.metrics) == {"score_ms", "memories", "memories_delta", "retrieved_overlap", "retrieved_changed"}
     assert client.score_episode("py-round-trip").reward == score.reward  # idempotent
     d = message_to_dict(score)
     assert d["reward"] == score.reward and "f1_old" not in d  # unset optionals are left out

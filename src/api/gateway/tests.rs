@@ -56,7 +56,8 @@ fn breakdown_json_keeps_every_field_name_of_the_grpc_message() {
     let v = breakdown_json(r);
     assert_eq!((v["reward"].as_f64(), v["p_new"].as_f64(), v["f1_new"].as_f64()), (Some(0.25), Some(0.5), Some(0.5)));
     assert_eq!(v["retrieved_new"], json!(["m0001"]));
-    assert_eq!(v.as_object().unwrap().len(), 32);
+    assert_eq!(v.as_object().unwrap().len(), 33);
+    assert_eq!(v["metrics"], json!({}));
     assert!(score_text(&v).starts_with("Scored: reward 0.2500"));
     assert!(score_text(&v).contains("- growth 0.0000"), "{}", score_text(&v));
     let memupdate = breakdown_json(pb::ScoreEpisodeResponse { reward_formula: "memupdate".into(), ..Default::default() });

@@ -106,6 +106,7 @@ def test_an_episode_over_mcp_scores_as_over_grpc(mode, servers, grpc_client):
     assert found.is_error is False and text_of(found) == found.structured_content["text"] == twin_found
     assert found.structured_content["tool"] == "search_memory" and len(found.structured_content["results"]) == 3
     assert found.structured_content["step"] == {"step": 1, "steps_left": 9, "done": False}
+    assert found.structured_content["metrics"]["steps_used"] == 1 and found.structured_content["metrics"]["memories_delta"] == 0
     assert made.is_error is False and made.structured_content["memory"]["text"].startswith("Caroline went")
 
     grpc_scored = grpc_client.score_episode(eid)

@@ -121,6 +121,7 @@ def test_an_episode_over_ws_matches_its_grpc_twin(servers, grpc_client):
             assert (result.reward, result.done, o["error"], o["tool_name"]) == (0.0, False, None, tool)
             assert o["result"]["tool"] == tool and o["result"]["text"] == o["text"] == twin_text
             assert o["result"]["step"] == {"step": i, "steps_left": 10 - i, "done": False}
+            assert o["result"]["metrics"]["steps_used"] == i and o["result"]["metrics"]["steps_left"] == 10 - i
         assert o["result"]["results"][0]["memory"]["text"].startswith("Caroline")
 
         st = env.state()

@@ -125,6 +125,9 @@ def test_a_rollout_matches_the_same_episode_over_grpc(env, client):
             twin_text, _ = client.call_tool(twin, name, arguments)
             assert isinstance(text, str) and text == twin_text, name
         assert client.get_episode(env.episode_id).state.steps_used == 3
+        # The server's per-step metrics, one dict per carried-out call, for a callback to log.
+        assert [m["steps_used"] for m in env.step_metrics] == [1.0, 2.0, 3.0]
+        assert [m["memories_delta"] for m in env.step_metrics] == [0.0, 1.0, 0.0]
 
         # A refused call: TRL gives the model str(exception), which is the server's message alone.
         with pytest.raises(ToolCallError) as refused:
@@ -139,6 +142,7 @@ def test_a_rollout_matches_the_same_episode_over_grpc(env, client):
         assert isinstance(reward, float)
         assert reward == client.score_episode(env.episode_id).reward == client.score_episode(twin).reward
         assert env.get_reward() == reward  # idempotent
+        assert env.score_metrics["memories_delta"] == 1.0 and 0.0 <= env.score_metrics["retrieved_overlap"] <= 1.0
     finally:
         client.close_episode(twin)
 

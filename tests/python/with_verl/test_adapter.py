@@ -110,6 +110,27 @@ def test_repeated_request_ids_get_distinct_episodes(tools, client):
         client.close_episode(episode_id)
 
 
+def test_execute_returns_the_servers_per_step_metrics(tools, client):
+    """verl logs a tool's third return value as its metrics: the server's CallToolResponse.metrics."""
+    data = agent_data("conv-26:q0")
+    tool = tools["manage_memory"]
+
+    async def run():
+        instance_id, _ = await tool.create(create_kwargs=data.tools_kwargs["manage_memory"]["create_kwargs"])
+        try:
+            done = await tool.execute(instance_id, {"operation": "create", "content": "Caroline went hiking."}, agent_data=data)
+            refused = await tool.execute(instance_id, {"operation": "update", "memory_id": "m9999", "content": "x"}, agent_data=data)
+            return done, refused
+        finally:
+            await tool.release(instance_id)
+
+    (_, reward, metrics), (_, _, none) = asyncio.run(run())
+    assert reward == 0.0 and none == {}
+    assert set(metrics) == {"tool_ms", "memories", "memories_delta", "memory_chars", "steps_used", "steps_left"}
+    assert metrics["memories_delta"] == 1.0 and metrics["steps_used"] == 1.0 and metrics["tool_ms"] > 0
+    client.close_episode(data.extra_fields[EPISODE_ID_KEY])
+
+
 def test_policy_errors_come_back_as_text_and_use_no_step(tools, client):
     data = agent_data("conv-26:q0")
     text = asyncio.run(call(tools, data, "delete_memory", {"memory_id": "m9999"}))

@@ -22,7 +22,7 @@ protocols test tier checks it against the real server): an optional parameter is
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Literal, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
 
 from memgym import MemgymClient, MemgymError
 from memgym.client import DEFAULT_ADDRESS
@@ -125,6 +125,10 @@ class MemgymTRLEnv:
         address: the memgym server address.
         episode_id: the open episode's id (None before the first ``reset``).
         question: the open episode's question (None before the first ``reset``).
+        step_metrics: each tool call's ``CallToolResponse.metrics`` of the open episode, in order (emptied
+            by ``reset``), for a callback or reward function that logs env metrics (TRL has no channel
+            for them).
+        score_metrics: ``ScoreEpisodeResponse.metrics`` once ``get_reward`` has scored the episode.
     """
 
     def __init__(
@@ -147,6 +151,8 @@ class MemgymTRLEnv:
         self.address = address or os.environ.get("MEMGYM_ADDRESS") or DEFAULT_ADDRESS
         self.episode_id: Optional[str] = None
         self.question: Optional[str] = None
+        self.step_metrics: List[Dict[str, float]] = []
+        self.score_metrics: Dict[str, float] = {}
         self._defaults: Dict[str, Any] = {}
         if max_steps is not None:
             self._defaults["max_steps"] = int(max_steps)
@@ -172,6 +178,7 @@ class MemgymTRLEnv:
         created = self._rpc().create_episode(question_id, episode_id=episode_id, **kwargs)
         self.episode_id = episode_id
         self.question = created.question
+        self.step_metrics, self.score_metrics = [], {}
         return "\n\n" + created.question
 
     def get_reward(self) -> float:
@@ -182,7 +189,9 @@ class MemgymTRLEnv:
         """
         if self.episode_id is None:
             raise RuntimeError("MemgymTRLEnv.get_reward before reset: no episode is open")
-        return float(self._rpc().score_episode(self.episode_id).reward)
+        scored = self._rpc().score_episode(self.episode_id)
+        self.score_metrics = dict(scored.metrics)
+        return float(scored.reward)
 
     # -- the six tools (names, parameters and descriptions of the server's ListTools) ---------------
     def search_memory(
@@ -316,11 +325,12 @@ class MemgymTRLEnv:
         if self.episode_id is None:
             raise RuntimeError(f"{name} before reset: no episode is open")
         try:
-            text, _ = self._rpc().call_tool(
+            text, resp = self._rpc().call_tool(
                 self.episode_id, name, {k: v for k, v in arguments.items() if v is not None}
             )
         except MemgymError as err:
             raise ToolCallError(err.code, err.details) from None
+        self.step_metrics.append(dict(resp.metrics))
         return text
 
     def _close_episode(self) -> None:

@@ -206,12 +206,13 @@ class MemgymTool(BaseTool):
         """Runs the tool on the trajectory's episode (opened on its first call)."""
         episode_id = await self.episode_id(instance_id, kwargs.get("agent_data"))
         try:
-            text, _ = await async_client(self.address, self.timeout).call_tool(episode_id, self.tool_name, parameters)
+            text, resp = await async_client(self.address, self.timeout).call_tool(episode_id, self.tool_name, parameters)
         except MemgymError as err:
             if err.code in POLICY_ERRORS:
                 return ToolResponse(text=fit_text(f"Error: {err.details}", self.max_response_chars)), 0.0, {}
             raise
-        return ToolResponse(text=fit_text(text, self.max_response_chars)), 0.0, {}
+        # verl's third element is the tool's metrics: the server's per-step metrics (CallToolResponse.metrics).
+        return ToolResponse(text=fit_text(text, self.max_response_chars)), 0.0, dict(resp.metrics)
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
         """Always 0.0: the episode is scored once, when the trajectory ends (``MemgymAgentLoop``)."""
