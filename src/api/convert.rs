@@ -17,7 +17,12 @@ use crate::tools::{
 };
 
 fn bad(field: &str, message: impl Into<String>) -> Status {
-    Status::invalid_argument(format!("invalid argument {field}: {}", message.into()))
+    super::status::refusal(
+        tonic::Code::InvalidArgument,
+        "INVALID_ARGUMENT",
+        format!("invalid argument {field}: {}", message.into()),
+        Some(field),
+    )
 }
 
 fn bad_enum(field: &str, v: i32) -> ToolError {

@@ -20,9 +20,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tonic::Status;
 
 use super::around::{AroundLayer, Call, Hook};
+use super::status::refusal;
 
 /// Answers DEADLINE_EXCEEDED when the request's `grpc-timeout` passes before the call is done (the hook
 /// of [`DeadlineLayer`]).
@@ -51,7 +51,13 @@ impl Hook for Deadline {
                 }
                 if Instant::now() >= at || timer.as_mut().poll(cx).is_ready() {
                     tracing::debug!(?timeout, "deadline exceeded inside the server");
-                    return Poll::Ready(Ok(Status::deadline_exceeded(format!("the call's deadline ({timeout:?}) passed")).into_http()));
+                    return Poll::Ready(Ok(refusal(
+                        tonic::Code::DeadlineExceeded,
+                        "DEADLINE_EXCEEDED",
+                        format!("the call's deadline ({timeout:?}) passed"),
+                        None,
+                    )
+                    .into_http()));
                 }
                 Poll::Pending
             })

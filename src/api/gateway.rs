@@ -110,7 +110,12 @@ impl Gateway {
         let ds = self.env.dataset();
         let conversation = req.conversation_id.trim();
         if !conversation.is_empty() && ds.conversation(conversation).is_none() {
-            return Err(Status::not_found(format!("conversation {} not found", quoted(conversation))));
+            return Err(super::status::refusal(
+                tonic::Code::NotFound,
+                "DATASET_NOT_FOUND",
+                format!("conversation {} not found", quoted(conversation)),
+                None,
+            ));
         }
         let pool: Vec<&str> = ds
             .questions
@@ -122,7 +127,12 @@ impl Gateway {
             .map(|q| q.id.as_str())
             .collect();
         if pool.is_empty() {
-            return Err(Status::failed_precondition("no question to pick: give question_id"));
+            return Err(super::status::refusal(
+                tonic::Code::FailedPrecondition,
+                "EPISODE_PRECONDITION",
+                "no question to pick: give question_id".into(),
+                None,
+            ));
         }
         let i = match req.seed {
             Some(seed) => (seed % pool.len() as u64) as usize,
@@ -143,7 +153,7 @@ impl Gateway {
             Value::Null => String::new(),
             Value::Object(_) => arguments.to_string(),
             other @ (Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_)) => {
-                return Err(Status::invalid_argument(format!("arguments: must be a JSON object, got {}", kind(other))))
+                return Err(super::status::invalid(format!("arguments: must be a JSON object, got {}", kind(other))))
             }
         };
         let call = match tool_json::parse_call(tool, &args, &self.env.config().limits.tools) {
@@ -182,13 +192,13 @@ impl Gateway {
                     req.count = v
                         .as_u64()
                         .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| Status::invalid_argument(format!("count: must be a whole number >= 0, got {}", kind(v))))?
+                        .ok_or_else(|| super::status::invalid(format!("count: must be a whole number >= 0, got {}", kind(v))))?
                 }
                 "fork_ids" => {
                     req.fork_ids = json_list(v, "fork_ids", |x| x.as_str().map(str::to_string), "a string")?;
                 }
                 "seeds" => req.seeds = json_list(v, "seeds", Value::as_u64, "a whole number >= 0")?,
-                other => return Err(Status::invalid_argument(format!("{}: unknown argument", name(other)))),
+                other => return Err(super::status::invalid(format!("{}: unknown argument", name(other)))),
             }
         }
         let fork = crate::episode::ForkRequest::try_from(req)?;
@@ -242,14 +252,14 @@ pub fn tool_schemas() -> Vec<Value> {
 fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, Status> {
     if let Some(k) = args.keys().find(|k| !OPEN_KEYS.iter().any(|(n, _, _)| n == k)) {
         let names: Vec<&str> = OPEN_KEYS.iter().map(|(n, _, _)| *n).collect();
-        return Err(Status::invalid_argument(format!("{}: unknown key (expected one of {})", name(k), names.join(", "))));
+        return Err(super::status::invalid(format!("{}: unknown key (expected one of {})", name(k), names.join(", "))));
     }
     let get = |k: &str| args.get(k).filter(|v| !v.is_null());
     let string = |k: &str| -> Result<String, Status> {
         match get(k) {
             None => Ok(String::new()),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(v) => Err(Status::invalid_argument(format!("{k}: must be a string, got {}", kind(v)))),
+            Some(v) => Err(super::status::invalid(format!("{k}: must be a string, got {}", kind(v)))),
         }
     };
     let uint = |k: &str| -> Result<Option<u64>, Status> {
@@ -259,18 +269,18 @@ fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, S
                 .as_u64()
                 .or_else(|| n.as_f64().filter(|f| f.is_finite() && f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15).map(|f| f as u64))
                 .map(Some)
-                .ok_or_else(|| Status::invalid_argument(format!("{k}: must be a non-negative integer, got {n}"))),
-            Some(v) => Err(Status::invalid_argument(format!("{k}: must be a non-negative integer, got {}", kind(v)))),
+                .ok_or_else(|| super::status::invalid(format!("{k}: must be a non-negative integer, got {n}"))),
+            Some(v) => Err(super::status::invalid(format!("{k}: must be a non-negative integer, got {}", kind(v)))),
         }
     };
     let max_steps = match uint("max_steps")? {
         None => None,
-        Some(n) => Some(u32::try_from(n).map_err(|_| Status::invalid_argument(format!("max_steps: too large ({n})")))?),
+        Some(n) => Some(u32::try_from(n).map_err(|_| super::status::invalid(format!("max_steps: too large ({n})")))?),
     };
     let include_adversarial = match get("include_adversarial") {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(v) => return Err(Status::invalid_argument(format!("include_adversarial: must be a boolean, got {}", kind(v)))),
+        Some(v) => return Err(super::status::invalid(format!("include_adversarial: must be a boolean, got {}", kind(v)))),
     };
     let given = string("evaluator")?;
     let evaluator = match given.trim() {
@@ -279,7 +289,7 @@ fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, S
         name => match Evaluator::parse(&name.to_ascii_lowercase().replace('_', "-")) {
             Ok(e) => crate::api::convert::evaluator_out(e),
             Err(_) => {
-                return Err(Status::invalid_argument(format!(
+                return Err(super::status::invalid(format!(
                     "evaluator: must be one of {}, got {}",
                     evaluator_names().join(", "),
                     quoted(&given)
@@ -327,11 +337,11 @@ pub fn code_name(code: Code) -> &'static str {
 
 /// A JSON array's items read by `item`, refusing the first that is not `what`, naming it (`field[i]`).
 fn json_list<T>(v: &Value, field: &str, item: impl Fn(&Value) -> Option<T>, what: &str) -> Result<Vec<T>, Status> {
-    let Value::Array(items) = v else { return Err(Status::invalid_argument(format!("{field}: must be an array, got {}", kind(v)))) };
+    let Value::Array(items) = v else { return Err(super::status::invalid(format!("{field}: must be an array, got {}", kind(v)))) };
     items
         .iter()
         .enumerate()
-        .map(|(i, x)| item(x).ok_or_else(|| Status::invalid_argument(format!("{field}[{i}]: must be {what}, got {}", kind(x)))))
+        .map(|(i, x)| item(x).ok_or_else(|| super::status::invalid(format!("{field}[{i}]: must be {what}, got {}", kind(x)))))
         .collect()
 }
 

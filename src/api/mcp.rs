@@ -24,7 +24,7 @@ use serde_json::{json, Map, Value};
 use tonic::Status;
 use tracing::Instrument;
 
-use super::gateway::{code_name, episode_json, is_tool, open_properties, tool_schemas, Gateway};
+use super::gateway::{episode_json, is_tool, open_properties, tool_schemas, Gateway};
 use super::mcp_sessions::CappedSessions;
 
 /// The three episode tools, after the six memory tools.
@@ -92,12 +92,7 @@ impl Reply {
     }
 
     fn refused(s: &Status) -> Self {
-        let code = code_name(s.code());
-        Reply {
-            text: format!("Error: {}", s.message()),
-            structured: json!({"error": {"code": code, "message": s.message()}}),
-            is_error: true,
-        }
+        Reply { text: format!("Error: {}", s.message()), structured: json!({"error": crate::api::status::error_json(s)}), is_error: true }
     }
 }
 
@@ -133,15 +128,15 @@ pub async fn call(gw: &Gateway, name: &str, mut args: Map<String, Value>) -> Opt
 fn take_episode_id(args: &mut Map<String, Value>) -> Result<String, Status> {
     match args.remove("episode_id") {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        None | Some(Value::Null) => Err(Status::invalid_argument("episode_id: is required")),
-        Some(Value::String(_)) => Err(Status::invalid_argument("episode_id: is required (got an empty string)")),
-        Some(v) => Err(Status::invalid_argument(format!("episode_id: must be a string, got {}", super::gateway::kind(&v)))),
+        None | Some(Value::Null) => Err(super::status::invalid("episode_id: is required".to_string())),
+        Some(Value::String(_)) => Err(super::status::invalid("episode_id: is required (got an empty string)".to_string())),
+        Some(v) => Err(super::status::invalid(format!("episode_id: must be a string, got {}", super::gateway::kind(&v)))),
     }
 }
 
 fn only_episode_id(args: &Map<String, Value>) -> Result<(), Status> {
     match args.keys().next() {
-        Some(k) => Err(Status::invalid_argument(format!("{}: unknown argument (expected episode_id)", crate::quote::name(k)))),
+        Some(k) => Err(super::status::invalid(format!("{}: unknown argument (expected episode_id)", crate::quote::name(k)))),
         None => Ok(()),
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! A gRPC method is labelled by its path only when it is one the server serves (memgym's RPCs from the
 //! descriptor set, health, reflection); any other path is `other`, so a client cannot grow the label set.
-//! The code is the response's `grpc-status` header when the call failed before its body (how tonic answers
-//! every unary error) and `OK` otherwise; latency runs until the response starts, which for a unary call is
+//! The code (named as the JSON faces name it: `ok`, `not_found`) is the response's `grpc-status` header when the call failed before its body (how tonic answers
+//! every unary error) and `ok` otherwise; latency runs until the response starts, which for a unary call is
 //! when its handler returned.
 
 use std::collections::HashMap;
@@ -44,27 +44,10 @@ pub fn method_label(path: &str) -> &'static str {
     known_methods().get(path).copied().unwrap_or("other")
 }
 
-/// The name of a gRPC status code number, as Prometheus labels show it.
-pub fn code_name(code: &str) -> &'static str {
-    match code.trim().parse::<i32>().map(tonic::Code::from) {
-        Ok(tonic::Code::Ok) => "OK",
-        Ok(tonic::Code::Cancelled) => "CANCELLED",
-        Ok(tonic::Code::Unknown) | Err(_) => "UNKNOWN",
-        Ok(tonic::Code::InvalidArgument) => "INVALID_ARGUMENT",
-        Ok(tonic::Code::DeadlineExceeded) => "DEADLINE_EXCEEDED",
-        Ok(tonic::Code::NotFound) => "NOT_FOUND",
-        Ok(tonic::Code::AlreadyExists) => "ALREADY_EXISTS",
-        Ok(tonic::Code::PermissionDenied) => "PERMISSION_DENIED",
-        Ok(tonic::Code::ResourceExhausted) => "RESOURCE_EXHAUSTED",
-        Ok(tonic::Code::FailedPrecondition) => "FAILED_PRECONDITION",
-        Ok(tonic::Code::Aborted) => "ABORTED",
-        Ok(tonic::Code::OutOfRange) => "OUT_OF_RANGE",
-        Ok(tonic::Code::Unimplemented) => "UNIMPLEMENTED",
-        Ok(tonic::Code::Internal) => "INTERNAL",
-        Ok(tonic::Code::Unavailable) => "UNAVAILABLE",
-        Ok(tonic::Code::DataLoss) => "DATA_LOSS",
-        Ok(tonic::Code::Unauthenticated) => "UNAUTHENTICATED",
-    }
+/// The label of a `grpc-status` header's number: the code's name as the JSON faces write it.
+pub fn code_label(number: &str) -> &'static str {
+    let code = number.trim().parse::<i32>().map_or(tonic::Code::Unknown, tonic::Code::from);
+    super::gateway::code_name(code)
 }
 
 /// Counts and times each gRPC request (the hook of [`ObserveLayer`]).
@@ -88,8 +71,8 @@ impl Hook for Observe {
         Box::pin(async move {
             let r = call.await;
             let code = match &r {
-                Ok(resp) => resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).map_or("OK", code_name),
-                Err(_) => "UNKNOWN",
+                Ok(resp) => resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).map_or("ok", code_label),
+                Err(_) => "unknown",
             };
             obs::request("grpc", method, code, started.elapsed().as_secs_f64());
             drop(guard);
@@ -179,10 +162,10 @@ mod tests {
 
     #[test]
     fn codes_are_named() {
-        assert_eq!(code_name("0"), "OK");
-        assert_eq!(code_name("3"), "INVALID_ARGUMENT");
-        assert_eq!(code_name("14"), "UNAVAILABLE");
-        assert_eq!(code_name("junk"), "UNKNOWN");
+        assert_eq!(code_label("0"), "ok");
+        assert_eq!(code_label("3"), "invalid_argument");
+        assert_eq!(code_label("14"), "unavailable");
+        assert_eq!(code_label("junk"), "unknown");
         assert_eq!(status_label(200), "200");
         assert_eq!(status_label(418), "4xx");
     }

@@ -48,7 +48,12 @@ pub fn encode(rpc: Rpc, key: u64, position: u64) -> String {
 }
 
 fn refused(message: impl std::fmt::Display) -> Status {
-    Status::invalid_argument(format!("invalid argument page_token: {message}"))
+    super::status::refusal(
+        tonic::Code::InvalidArgument,
+        "INVALID_ARGUMENT",
+        format!("invalid argument page_token: {message}"),
+        Some("page_token"),
+    )
 }
 
 /// The position in `token` (`None` for the empty token: the first page), or INVALID_ARGUMENT naming

@@ -1,8 +1,20 @@
 //! Domain errors → `tonic::Status`, in one exhaustive match per error type (no wildcard arms), so a
-//! new error variant cannot ship without a status code. Client errors are logged at debug, server
-//! errors at error.
+//! new error variant cannot ship without a status code **and a reason**. Client errors are logged at
+//! debug, server errors at error.
+//!
+//! Every refusal carries, in the status details (`grpc-status-details-bin`), a `google.rpc.ErrorInfo`:
+//! a stable machine-readable `reason` (below), the domain [`DOMAIN`], and metadata `retryable` ("true"
+//! when the same request sent again may succeed: the server was busy, down or slow, not the request
+//! wrong) and `field` when one argument is at fault; and a `google.rpc.RetryInfo` with the delay to wait
+//! when it is retryable. A client tells an overloaded replica from a bad id without parsing messages.
+//! The JSON faces carry the same `reason` and `retryable` in their error bodies ([`error_json`]).
 
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
 use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::banks::store::StoreError;
 use crate::banks::BankError;
@@ -11,82 +23,163 @@ use crate::episode::EpisodeError;
 use crate::llm::LlmError;
 use crate::tools::ToolError;
 
+/// The `ErrorInfo.domain` of memgym's reasons.
+pub const DOMAIN: &str = "memgym.v1";
+/// How long a client should wait before sending a retryable request again.
+pub const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Every reason, whether it is retryable, and what it means (the book's "Errors and limits" lists them).
+pub const REASONS: &[(&str, bool, &str)] = &[
+    ("INVALID_ARGUMENT", false, "an argument is missing, malformed or out of range; `field` names it"),
+    ("MEMORY_NOT_FOUND", false, "a memory id names no live memory of the episode"),
+    ("TOOL_PRECONDITION", false, "the call is well formed but cannot be carried out on this memory"),
+    ("EPISODE_MEMORY_FULL", false, "the episode holds the most memories it may"),
+    ("EPISODE_NOT_FOUND", false, "no episode has this id (never opened, or forgotten)"),
+    ("DATASET_NOT_FOUND", false, "no such question or conversation"),
+    ("EPISODE_EXISTS", false, "an episode with this id exists with another definition"),
+    ("EPISODE_PRECONDITION", false, "the episode is scored, or its step budget is spent"),
+    ("EPISODE_ENDED", false, "the episode was closed or reaped; ids are not reused"),
+    ("EPISODE_CAP", true, "the server holds its most open episodes; others will close"),
+    ("EMBEDDER_UNAVAILABLE", true, "the embedder failed or is down"),
+    ("EMBEDDER_BROKEN", false, "the embedder returned vectors of the wrong shape"),
+    ("LLM_TIMEOUT", true, "the LLM endpoint did not answer in time"),
+    ("LLM_UNAVAILABLE", true, "the LLM endpoint failed, is down, or gave an unusable reply"),
+    ("LLM_NOT_CONFIGURED", false, "the server has no usable LLM endpoint for this"),
+    ("STORE_UNAVAILABLE", true, "the banks' database failed or is down"),
+    ("STORE_CORRUPT", false, "the banks' database holds something it cannot read"),
+    ("BANK_NOT_FOUND", false, "no bank has this name"),
+    ("EXPERIENCE_NOT_FOUND", false, "no experience has this id in the bank"),
+    ("BANK_EXISTS", false, "a bank has this name"),
+    ("BANK_VERSION_CONFLICT", false, "the bank changed since the version given: read it again, then retry"),
+    ("BANK_PRECONDITION", false, "the bank cannot do this now, or is of another kind"),
+    ("BANK_LIMIT", false, "a bank's size or a request's size limit"),
+    ("DEADLINE_EXCEEDED", true, "the call's deadline passed inside the server"),
+];
+
+/// Whether `reason` is retryable (unknown reasons are not).
+pub fn retryable(reason: &str) -> bool {
+    REASONS.iter().any(|(r, yes, _)| *r == reason && *yes)
+}
+
+/// A refusal with its code, reason (one of [`REASONS`]) and message, and the field at fault if any.
+pub fn refusal(code: Code, reason: &'static str, message: String, field: Option<&str>) -> Status {
+    let again = retryable(reason);
+    let mut metadata = HashMap::from([("retryable".to_string(), again.to_string())]);
+    if let Some(f) = field {
+        metadata.insert("field".to_string(), f.to_string());
+    }
+    let mut details = ErrorDetails::with_error_info(reason, DOMAIN, metadata);
+    if again {
+        details.set_retry_info(Some(RETRY_DELAY));
+    }
+    Status::with_error_details(code, message, details)
+}
+
+/// INVALID_ARGUMENT for a message that starts with the field at fault (`"count: must be …"`).
+pub fn invalid(message: String) -> Status {
+    let field = field_of(&message).map(str::to_string);
+    refusal(Code::InvalidArgument, "INVALID_ARGUMENT", message, field.as_deref())
+}
+
+/// The field a refusal's message starts with (`"field: …"`, the field one word), if it does.
+pub fn field_of(message: &str) -> Option<&str> {
+    message.split_once(':').map(|(f, _)| f.trim_matches('"')).filter(|f| !f.is_empty() && !f.contains(' '))
+}
+
+/// A status's reason and retryable flag, from its details; `None` for a status without memgym's
+/// (tonic's own, such as UNIMPLEMENTED).
+pub fn reason_of(s: &Status) -> Option<(String, bool)> {
+    let details = s.get_error_details();
+    let info = details.error_info()?;
+    Some((info.reason.clone(), info.metadata.get("retryable").is_some_and(|v| v == "true")))
+}
+
+/// The JSON faces' error body for a status: `code` (the gRPC name), `message`, `reason` and `retryable`
+/// (`null`/false without memgym's details).
+pub fn error_json(s: &Status) -> Value {
+    let (reason, again) = reason_of(s).map_or((Value::Null, false), |(r, a)| (Value::String(r), a));
+    json!({"code": super::gateway::code_name(s.code()), "message": s.message(), "reason": reason, "retryable": again})
+}
+
 impl From<ToolError> for Status {
     fn from(e: ToolError) -> Self {
-        let code = match &e {
-            ToolError::InvalidArgument { .. } => Code::InvalidArgument,
-            ToolError::MemoryNotFound { .. } => Code::NotFound,
-            ToolError::FailedPrecondition { .. } => Code::FailedPrecondition,
-            ToolError::ResourceExhausted { .. } => Code::ResourceExhausted,
+        let (code, reason, field) = match &e {
+            ToolError::InvalidArgument { field, .. } => (Code::InvalidArgument, "INVALID_ARGUMENT", Some(field.clone())),
+            ToolError::MemoryNotFound { field, .. } => (Code::NotFound, "MEMORY_NOT_FOUND", Some(field.clone())),
+            ToolError::FailedPrecondition { .. } => (Code::FailedPrecondition, "TOOL_PRECONDITION", None),
+            ToolError::ResourceExhausted { .. } => (Code::ResourceExhausted, "EPISODE_MEMORY_FULL", None),
         };
-        Status::new(code, e.to_string())
+        refusal(code, reason, e.to_string(), field.as_deref())
     }
 }
 
 impl From<EmbedError> for Status {
     fn from(e: EmbedError) -> Self {
-        let code = match &e {
-            EmbedError::Backend { .. } | EmbedError::Join(_) => Code::Unavailable,
-            EmbedError::Dimension { .. } | EmbedError::Count { .. } | EmbedError::NonFinite { .. } => Code::Internal,
+        let (code, reason) = match &e {
+            EmbedError::Backend { .. } | EmbedError::Join(_) => (Code::Unavailable, "EMBEDDER_UNAVAILABLE"),
+            EmbedError::Dimension { .. } | EmbedError::Count { .. } | EmbedError::NonFinite { .. } => (Code::Internal, "EMBEDDER_BROKEN"),
         };
         tracing::error!(error = %e, "embedder failure");
-        Status::new(code, e.to_string())
+        refusal(code, reason, e.to_string(), None)
     }
 }
 
 impl From<LlmError> for Status {
     fn from(e: LlmError) -> Self {
-        let code = match &e {
-            LlmError::Timeout { .. } => Code::DeadlineExceeded,
-            LlmError::Unavailable { .. } | LlmError::BadReply { .. } => Code::Unavailable,
-            LlmError::Config { .. } => Code::InvalidArgument,
+        let (code, reason, field) = match &e {
+            LlmError::Timeout { .. } => (Code::DeadlineExceeded, "LLM_TIMEOUT", None),
+            LlmError::Unavailable { .. } | LlmError::BadReply { .. } => (Code::Unavailable, "LLM_UNAVAILABLE", None),
+            LlmError::Config { field, .. } => (Code::InvalidArgument, "LLM_NOT_CONFIGURED", Some(*field)),
         };
         tracing::warn!(error = %e, "LLM failure");
-        Status::new(code, e.to_string())
+        refusal(code, reason, e.to_string(), field)
     }
 }
 
 impl From<EpisodeError> for Status {
     fn from(e: EpisodeError) -> Self {
-        let code = match e {
+        let (code, reason, field) = match e {
             EpisodeError::Tool(t) => return t.into(),
             EpisodeError::Embed(x) => return x.into(),
             EpisodeError::Llm(x) => return x.into(),
-            EpisodeError::InvalidArgument { .. } => Code::InvalidArgument,
-            EpisodeError::EpisodeNotFound { .. } | EpisodeError::DatasetNotFound { .. } => Code::NotFound,
-            EpisodeError::AlreadyExists { .. } => Code::AlreadyExists,
-            EpisodeError::FailedPrecondition { .. } | EpisodeError::EpisodeEnded { .. } => Code::FailedPrecondition,
-            EpisodeError::ResourceExhausted { .. } => Code::ResourceExhausted,
+            EpisodeError::InvalidArgument { ref field, .. } => (Code::InvalidArgument, "INVALID_ARGUMENT", Some(field.clone())),
+            EpisodeError::EpisodeNotFound { .. } => (Code::NotFound, "EPISODE_NOT_FOUND", None),
+            EpisodeError::DatasetNotFound { .. } => (Code::NotFound, "DATASET_NOT_FOUND", None),
+            EpisodeError::AlreadyExists { .. } => (Code::AlreadyExists, "EPISODE_EXISTS", None),
+            EpisodeError::FailedPrecondition { .. } => (Code::FailedPrecondition, "EPISODE_PRECONDITION", None),
+            EpisodeError::EpisodeEnded { .. } => (Code::FailedPrecondition, "EPISODE_ENDED", None),
+            EpisodeError::ResourceExhausted { .. } => (Code::ResourceExhausted, "EPISODE_CAP", None),
         };
-        Status::new(code, e.to_string())
+        refusal(code, reason, e.to_string(), field.as_deref())
     }
 }
 
 impl From<StoreError> for Status {
     fn from(e: StoreError) -> Self {
-        let code = match &e {
-            StoreError::Unavailable { .. } => Code::Unavailable,
-            StoreError::Corrupt { .. } => Code::DataLoss,
-            StoreError::AlreadyExists(_) => Code::AlreadyExists,
+        let (code, reason) = match &e {
+            StoreError::Unavailable { .. } => (Code::Unavailable, "STORE_UNAVAILABLE"),
+            StoreError::Corrupt { .. } => (Code::DataLoss, "STORE_CORRUPT"),
+            StoreError::AlreadyExists(_) => (Code::AlreadyExists, "BANK_EXISTS"),
         };
-        Status::new(code, e.to_string())
+        refusal(code, reason, e.to_string(), None)
     }
 }
 
 impl From<BankError> for Status {
     fn from(e: BankError) -> Self {
-        let code = match e {
+        let (code, reason, field) = match e {
             BankError::Store(x) => return x.into(),
             BankError::Embed(x) => return x.into(),
             BankError::Llm(x) => return x.into(),
-            BankError::InvalidArgument { .. } => Code::InvalidArgument,
-            BankError::BankNotFound { .. } | BankError::ExperienceNotFound { .. } => Code::NotFound,
-            BankError::AlreadyExists { .. } => Code::AlreadyExists,
-            BankError::VersionConflict { .. } => Code::Aborted,
-            BankError::FailedPrecondition { .. } | BankError::WrongKind { .. } => Code::FailedPrecondition,
-            BankError::ResourceExhausted { .. } => Code::ResourceExhausted,
+            BankError::InvalidArgument { ref field, .. } => (Code::InvalidArgument, "INVALID_ARGUMENT", Some(field.clone())),
+            BankError::BankNotFound { .. } => (Code::NotFound, "BANK_NOT_FOUND", None),
+            BankError::ExperienceNotFound { .. } => (Code::NotFound, "EXPERIENCE_NOT_FOUND", None),
+            BankError::AlreadyExists { .. } => (Code::AlreadyExists, "BANK_EXISTS", None),
+            BankError::VersionConflict { .. } => (Code::Aborted, "BANK_VERSION_CONFLICT", None),
+            BankError::FailedPrecondition { .. } | BankError::WrongKind { .. } => (Code::FailedPrecondition, "BANK_PRECONDITION", None),
+            BankError::ResourceExhausted { .. } => (Code::ResourceExhausted, "BANK_LIMIT", None),
         };
-        Status::new(code, e.to_string())
+        refusal(code, reason, e.to_string(), field.as_deref())
     }
 }
 
@@ -137,5 +230,39 @@ mod tests {
         }
         let s = Status::from(ToolError::invalid("top_k", "must be between 1 and 50, got 0"));
         assert_eq!(s.message(), "invalid argument top_k: must be between 1 and 50, got 0");
+        assert_eq!(reason_of(&s), Some(("INVALID_ARGUMENT".into(), false)));
+        let details = s.get_error_details();
+        assert_eq!(details.error_info().unwrap().metadata["field"], "top_k");
+        assert_eq!(details.error_info().unwrap().domain, DOMAIN);
+        assert!(details.retry_info().is_none());
+        let cap = Status::from(EpisodeError::ResourceExhausted { message: "16384 episodes are open".into() });
+        assert_eq!(reason_of(&cap), Some(("EPISODE_CAP".into(), true)));
+        assert_eq!(cap.get_error_details().retry_info().unwrap().retry_delay, Some(RETRY_DELAY));
+        let down = Status::from(EpisodeError::Llm(LlmError::Unavailable { message: "HTTP 500".into() }));
+        assert_eq!((down.code(), reason_of(&down)), (Code::Unavailable, Some(("LLM_UNAVAILABLE".into(), true))));
+        assert_eq!(
+            error_json(&down),
+            json!({"code": "unavailable", "message": down.message(), "reason": "LLM_UNAVAILABLE", "retryable": true})
+        );
+        assert_eq!(error_json(&Status::unimplemented("x"))["reason"], Value::Null);
+    }
+
+    #[test]
+    fn every_reason_is_listed_once_in_the_shape_error_info_wants() {
+        let mut seen = std::collections::HashSet::new();
+        for (r, _, what) in REASONS {
+            assert!(seen.insert(*r), "{r} twice");
+            assert!(r.len() <= 63 && r.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'), "{r}");
+            assert!(!what.is_empty());
+        }
+        // The book lists every reason with its retry flag.
+        let book = include_str!("../../docs/book/src/errors-and-limits.md");
+        for (r, again, _) in REASONS {
+            let row = format!("| `{r}` | {} |", if *again { "yes" } else { "no" });
+            assert!(book.contains(&row), "docs/book/src/errors-and-limits.md lacks the row {row}");
+        }
+        assert_eq!(field_of("count: must be a number"), Some("count"));
+        assert_eq!(field_of("\"x\": unknown argument"), Some("x"));
+        assert_eq!(field_of("no question to pick: give question_id"), None);
     }
 }

@@ -19,6 +19,7 @@ mod memory_text;
 mod metrics;
 mod openenv;
 mod paging;
+mod reasons;
 mod rollout;
 
 #[path = "../support/fake_openai.rs"]

@@ -72,8 +72,10 @@ async fn both_wires_list_ten_tools_and_score_as_grpc_does() {
         assert_eq!(hits["tool"], "search_memory");
         let (err, text, _) = call(&c, "delete_memory", json!({"episode_id": id, "memory_id": "m0000", "colour": "red"})).await;
         assert!(err && text.contains("colour"), "an unknown argument is a tool error naming it: {text}");
-        let (err, text, _) = call(&c, "score_episode", json!({"episode_id": "no-such-episode"})).await;
+        let (err, text, refused) = call(&c, "score_episode", json!({"episode_id": "no-such-episode"})).await;
         assert!(err && text.contains("no-such-episode"), "{text}");
+        assert_eq!(refused["error"]["reason"], "EPISODE_NOT_FOUND", "{refused}");
+        assert_eq!((refused["error"]["code"].as_str(), refused["error"]["retryable"].as_bool()), (Some("not_found"), Some(false)));
         let (_, _, scored) = call(&c, "score_episode", json!({"episode_id": id})).await;
         let g = face.grpc.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await.unwrap().into_inner();
         assert_eq!((scored["reward"].as_f64(), scored["steps_used"].as_u64()), (Some(g.reward), Some(1)), "{wire}");

@@ -94,11 +94,11 @@ async fn metrics_count_requests_episodes_tools_and_rewards() {
     let text = resp.text().await.unwrap();
     let s = samples(&text);
     let req = |method: &str, code: &str| get(&s, &format!("memgym_requests_total{{code=\"{code}\",face=\"grpc\",method=\"{method}\"}}"));
-    assert_eq!(req("/memgym.v1.MemoryEnv/CreateEpisode", "OK"), 3.0);
-    assert_eq!(req("/memgym.v1.MemoryEnv/CallTool", "OK"), 2.0);
+    assert_eq!(req("/memgym.v1.MemoryEnv/CreateEpisode", "ok"), 3.0);
+    assert_eq!(req("/memgym.v1.MemoryEnv/CallTool", "ok"), 2.0);
     assert_eq!(refused.code(), tonic::Code::NotFound);
-    assert_eq!(req("/memgym.v1.MemoryEnv/CallTool", "NOT_FOUND"), 1.0);
-    assert_eq!(req("other", "UNIMPLEMENTED"), 1.0);
+    assert_eq!(req("/memgym.v1.MemoryEnv/CallTool", "not_found"), 1.0);
+    assert_eq!(req("other", "unimplemented"), 1.0);
     assert!(!text.contains("NoSuchThing"), "an unknown path is never a label");
     assert_eq!(get(&s, "memgym_request_duration_seconds_count{face=\"grpc\",method=\"/memgym.v1.MemoryEnv/ScoreEpisode\"}"), 3.0);
     assert_eq!(get(&s, "memgym_requests_total{code=\"200\",face=\"openenv\",method=\"/health\"}"), 1.0);
@@ -116,7 +116,7 @@ async fn metrics_count_requests_episodes_tools_and_rewards() {
     assert_eq!(get(&s, "memgym_llm_cache_hits_total"), 2.0);
     assert!(get(&s, "memgym_embed_texts_total") >= 1.0);
     assert_eq!(get(&s, "memgym_bank_store_operations_total{op=\"commit\",outcome=\"ok\",store=\"sqlite\"}"), 1.0);
-    assert_eq!(get(&s, "memgym_requests_total{code=\"OK\",face=\"grpc\",method=\"/memgym.v1.Banks/ApplyOperations\"}"), 1.0);
+    assert_eq!(get(&s, "memgym_requests_total{code=\"ok\",face=\"grpc\",method=\"/memgym.v1.Banks/ApplyOperations\"}"), 1.0);
     assert!(get(&s, "memgym_resident_memory_bytes") > 1e6);
     assert_eq!(get(&s, "memgym_requests_in_flight{face=\"grpc\"}"), 0.0);
     // Every series has its help once recorded (the embedding cache serves only the costly embedders).

@@ -144,6 +144,7 @@ async fn stateless_http_reset_and_step_close_their_episodes_and_name_bad_fields(
     let (s, r) = post(&format!("{}/reset", face.http), r#"{"question": "x"}"#, "*/*").await;
     assert_eq!(s, 422);
     assert!(r["detail"][0]["msg"].as_str().unwrap().starts_with("question: unknown key"), "{r}");
+    assert_eq!((r["detail"][0]["reason"].as_str(), r["detail"][0]["retryable"].as_bool()), (Some("INVALID_ARGUMENT"), Some(false)), "{r}");
     let (s, r) = post(&format!("{}/step", face.http), r#"{"action": {"type": "jump"}}"#, "*/*").await;
     assert_eq!(s, 422);
     assert!(r["detail"][0]["msg"].as_str().unwrap().contains("action.type"), "{r}");

@@ -227,7 +227,8 @@ fn failure(f: &Failure) -> Response {
         (None, ErrorCode::Validation | ErrorCode::InvalidJson | ErrorCode::UnknownType) => StatusCode::UNPROCESSABLE_ENTITY,
         (None, ErrorCode::Execution | ErrorCode::CapacityReached | ErrorCode::Session) => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    let field = f.message.split(':').next().filter(|p| !p.contains(' ')).unwrap_or("body");
-    (status, Json(json!({"detail": [{"loc": ["body", field], "msg": f.message, "type": f.code.as_str().to_ascii_lowercase()}]})))
-        .into_response()
+    let field = crate::api::status::field_of(&f.message).unwrap_or("body");
+    let (reason, retryable) = f.reason.clone().map_or((Value::Null, false), |(r, a)| (Value::String(r), a));
+    let item = json!({"loc": ["body", field], "msg": f.message, "type": f.code.as_str().to_ascii_lowercase(), "reason": reason, "retryable": retryable});
+    (status, Json(json!({"detail": [item]}))).into_response()
 }

@@ -49,11 +49,13 @@ pub struct Failure {
     pub message: String,
     /// The environment's status code, when the environment refused (the HTTP routes map it).
     pub status: Option<Code>,
+    /// The refusal's reason and whether it is retryable ([`crate::api::status::reason_of`]).
+    pub reason: Option<(String, bool)>,
 }
 
 impl Failure {
     pub(super) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into(), status: None }
+        Failure { code, message: message.into(), status: None, reason: None }
     }
 
     /// A status from the environment: bad input (a bad value, an unknown question or conversation) is a
@@ -63,7 +65,7 @@ impl Failure {
             Class::BadInput | Class::Missing => ErrorCode::Validation,
             Class::Timeout | Class::Refused => ErrorCode::Execution,
         };
-        Failure { code, message: s.message().to_string(), status: Some(s.code()) }
+        Failure { code, message: s.message().to_string(), status: Some(s.code()), reason: crate::api::status::reason_of(s) }
     }
 }
 
@@ -142,6 +144,7 @@ impl Session {
                     crate::quote::quoted(&opened.state.episode_id)
                 ),
                 status: Some(Code::AlreadyExists),
+                reason: Some(("EPISODE_EXISTS".into(), false)),
             });
         }
         if let Some(old) = self.episode.replace(opened.state.episode_id.clone()) {
@@ -217,7 +220,11 @@ impl Session {
                 Ok(Obs {
                     text: format!("Error: {}", s.message()),
                     tool_name: Some(name),
-                    error: Some(json!({"error_type": error_type, "message": s.message()})),
+                    error: Some({
+                        let mut e = crate::api::status::error_json(&s);
+                        e["error_type"] = json!(error_type);
+                        e
+                    }),
                     reward: Some(0.0),
                     done,
                     ..Obs::default()

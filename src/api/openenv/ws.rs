@@ -115,7 +115,8 @@ fn observation(r: Result<Value, Failure>) -> Value {
 
 /// `{"type":"error","data":{"message","code"}}`.
 pub fn error_frame(f: &Failure) -> Value {
-    json!({"type": "error", "data": {"message": f.message, "code": f.code.as_str()}})
+    let (reason, retryable) = f.reason.clone().map_or((Value::Null, false), |(r, a)| (Value::String(r), a));
+    json!({"type": "error", "data": {"message": f.message, "code": f.code.as_str(), "reason": reason, "retryable": retryable}})
 }
 
 pub(super) fn parse(frame: &str) -> Result<Request, Failure> {
