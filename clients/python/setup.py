@@ -31,6 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_PROTO_ROOT = os.path.join(HERE, "src")
 PKG_V1 = os.path.join(PKG_PROTO_ROOT, "memgym", "v1")
 REPO_V1 = os.path.normpath(os.path.join(HERE, "..", "..", "proto", "memgym", "v1"))
+#: google.rpc's Status, ErrorInfo and RetryInfo, which the server's status details carry (memgym.errors).
+GOOGLEAPIS = "googleapis-common-protos>=1.63"
 #: The .proto files of package memgym.v1 the client is generated from (each its own ``*_pb2`` module).
 PROTOS = ("memgym.proto", "banks.proto", "agent.proto", "learn.proto")
 
@@ -84,10 +86,10 @@ def runtime_requirements() -> list:
         with open(os.path.join(PKG_V1, "memgym_pb2.py")) as f:
             m = re.search(r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,\s*(\d+),\s*(\d+),\s*(\d+)", f.read())
         proto_min = ".".join(m.groups()) if m else "4.25"
-        return [f"grpcio>={grpc_min}", f"protobuf>={proto_min}"]
+        return [f"grpcio>={grpc_min}", f"protobuf>={proto_min}", GOOGLEAPIS]
     except Exception as err:  # no grpc_tools in this environment (metadata-only tooling)
         print(f"memgym-client: using default runtime bounds ({err})", file=sys.stderr)
-        return ["grpcio>=1.62", "protobuf>=4.25"]
+        return ["grpcio>=1.62", "protobuf>=4.25", GOOGLEAPIS]
 
 
 class BuildPyWithStubs(build_py):

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from memgym import AsyncMemgymClient, MemgymClient, MemgymError, MemgymUnavailable, message_to_dict, pb
-from conftest import free_port
+from conftest import free_port, running_server
 
 
 def test_list_tools_gives_six_openai_schemas(client):
@@ -97,8 +97,12 @@ def test_errors_carry_code_and_message(client):
         client.call_tool("py-errors", "search_memory", "{not json")
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "arguments_json" in err.value.details
     with pytest.raises(MemgymError) as err:
+        client.call_tool("py-errors", "search_memory", {"query": "x", "top_k": 0})
+    # The server's status details: a stable reason, the field at fault, not retryable.
+    assert (err.value.reason, err.value.field, err.value.retryable, err.value.retry_delay) == ("INVALID_ARGUMENT", "top_k", False, None)
+    with pytest.raises(MemgymError) as err:
         client.call_tool("py-errors", "delete_memory", {"memory_id": "m9999"})
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert err.value.code == grpc.StatusCode.NOT_FOUND and err.value.reason == "MEMORY_NOT_FOUND"
     with pytest.raises(MemgymError) as err:
         client.create_episode("conv-26:q1", episode_id="py-errors")  # same id, other question
     assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
@@ -163,3 +167,34 @@ def test_fork_episode(client):
     assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
     for i in (ep.episode_id, "py-fork-a", "py-fork-b"):
         client.close_episode(i)
+
+
+def test_a_retryable_refusal_is_retried_after_the_servers_delay():
+    """The open-episode cap is retryable (RetryInfo: 1 s): a create waits and succeeds once a slot frees;
+    with no retry budget it fails at once, saying it was retryable."""
+    import threading
+
+    with running_server("--max-episodes", "1") as address, MemgymClient(address, timeout=10.0, backoff=0.05) as c:
+        c.create_episode("conv-26:q0", episode_id="cap-1")
+        with MemgymClient(address, timeout=10.0, retry_budget=0.0) as impatient:
+            with pytest.raises(MemgymError) as err:
+                impatient.create_episode("conv-26:q0", episode_id="cap-2")
+        assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (err.value.reason, err.value.retryable, err.value.retry_delay) == ("EPISODE_CAP", True, 1.0)
+
+        async def refused_async():
+            async with AsyncMemgymClient(address, timeout=10.0, retry_budget=0.0) as a:
+                with pytest.raises(MemgymError) as aerr:
+                    await a.create_episode("conv-26:q0", episode_id="cap-3")
+                return aerr.value
+
+        aerr = asyncio.run(refused_async())
+        assert (aerr.reason, aerr.retryable, aerr.retry_delay) == ("EPISODE_CAP", True, 1.0), "the asyncio client reads the details too"
+        threading.Timer(0.3, lambda: c.close_episode("cap-1")).start()
+        started = time.monotonic()
+        ep = c.create_episode("conv-26:q0", episode_id="cap-2")  # refused, waits 1 s, then created
+        assert ep.created and time.monotonic() - started >= 1.0
+        # A tool call refused as retryable would be sent again too; a bad one is sent once.
+        with pytest.raises(MemgymError) as err:
+            c.call_tool("cap-2", "search_memory", {"query": "x", "top_k": 0})
+        assert not err.value.retryable and c.get_episode("cap-2").state.rejected_calls == 1

@@ -178,7 +178,7 @@ class LearnMixin:
 
     def _learn(self, plan: _Plan, timeout: Optional[float]) -> Any:
         rpc = getattr(self.learn, plan.rpc)
-        return self._call(f"Learn/{plan.rpc}", rpc, plan.request, idempotent=False, timeout=timeout)
+        return self._call(f"Learn/{plan.rpc}", rpc, plan.request, idempotent=False, timeout=timeout, retry=False)
 
     def learn_from_group(
         self,
@@ -251,7 +251,7 @@ class AsyncLearnMixin:
 
     async def _learn(self, plan: _Plan, timeout: Optional[float]) -> Any:
         rpc = getattr(self.learn, plan.rpc)
-        return await self._call(f"Learn/{plan.rpc}", rpc, plan.request, idempotent=False, timeout=timeout)
+        return await self._call(f"Learn/{plan.rpc}", rpc, plan.request, idempotent=False, timeout=timeout, retry=False)
 
     async def learn_from_group(
         self,

@@ -7,14 +7,20 @@ errors:
 
 - **Deadline**: every RPC gets ``timeout`` seconds (per attempt); the ``Learn`` calls take ``timeout=`` to
   override it per call.
-- **Retries**: only on ``UNAVAILABLE`` (server restarting, connection refused) and only for idempotent
-  RPCs — ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``, ``GetEpisode``,
-  ``ListMemories``, ``ListTools``, ``CloseEpisode`` and the ``Dataset`` RPCs. Tool calls (``CallTool`` and
-  the typed tool RPCs) change memory and are never retried: a retried call could apply twice. The
-  ``Banks`` calls (``memgym._banks_client``) and the ``AgentMemory`` calls (``memgym._agent_client``)
-  retry their reads only; their writes are sent once. The ``Learn`` calls (``memgym._learn_client``)
-  are never retried: each costs LLM requests and ``LearnFromGroup`` writes.
-- **Errors**: ``MemgymError`` (``.code``, ``.details``); ``MemgymUnavailable`` names the address.
+- **Retries**, with exponential backoff (``backoff``, doubled each time, or the server's ``RetryInfo`` delay
+  when longer), at most ``retries`` times and ``retry_budget`` seconds of waiting per call:
+  - a refusal the server marks **retryable** (``MemgymError.retryable``: the open-episode cap, an
+    embedder, LLM endpoint or database that failed or timed out). Every memgym refusal leaves nothing
+    behind, so such a request is sent again whatever it is, tool calls included;
+  - ``UNAVAILABLE`` with no server details (restarting, connection refused or dropped), only for
+    idempotent RPCs: ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``,
+    ``GetEpisode``, ``ListMemories``, ``ListTools``, ``CloseEpisode``, the ``Dataset`` RPCs and the reads
+    of ``Banks`` and ``AgentMemory``. A tool call or a bank write whose connection dropped may have been
+    applied, so it is not sent again.
+  The ``Learn`` calls (``memgym._learn_client``) are never retried: each costs LLM requests and
+  ``LearnFromGroup`` writes.
+- **Errors**: ``MemgymError`` (``.code``, ``.details``, and the server's ``.reason``, ``.retryable``,
+  ``.field`` and ``.retry_delay``); ``MemgymUnavailable`` names the address.
 
 Results are the protobuf messages themselves (``memgym.v1.memgym_pb2``, ``banks_pb2``, ``agent_pb2``,
 ``learn_pb2``), typed
@@ -177,6 +183,7 @@ class _Base:
         *,
         retries: int = 3,
         backoff: float = 0.2,
+        retry_budget: float = 30.0,
         max_message_mb: int = 32,
     ):
         if timeout <= 0:
@@ -185,6 +192,8 @@ class _Base:
         self.timeout = float(timeout)
         self.retries = max(0, int(retries))
         self.backoff = float(backoff)
+        #: Seconds of waiting between retries one call may spend in all.
+        self.retry_budget = max(0.0, float(retry_budget))
         self._options = [
             ("grpc.max_receive_message_length", max_message_mb * 1024 * 1024),
             ("grpc.max_send_message_length", max_message_mb * 1024 * 1024),
@@ -192,6 +201,20 @@ class _Base:
 
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2**attempt)
+
+    def _retry_after(self, err: MemgymError, idempotent: bool, attempt: int, waited: float) -> Optional[float]:
+        """How long to wait before sending the request again, or None to give up.
+
+        A refusal the server marks retryable (its status details: the server was busy, down or slow; the
+        request changed nothing) is sent again, idempotent or not; UNAVAILABLE without details (the server
+        was not reached) only for an idempotent request. The wait is the larger of the exponential backoff
+        and the server's RetryInfo, within ``retries`` attempts and ``retry_budget`` seconds of waiting.
+        """
+        unreached = err.code == grpc.StatusCode.UNAVAILABLE and err.reason is None
+        if attempt >= self.retries or not ((err.retryable and not unreached) or (idempotent and unreached)):
+            return None
+        delay = max(self._delay(attempt), err.retry_delay or 0.0)
+        return delay if waited + delay <= self.retry_budget else None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.address!r}, timeout={self.timeout})"
@@ -226,18 +249,20 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
         self.learn = learn_pb2_grpc.LearnStub(self._channel)
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _call(self, method: str, rpc: Any, request: Any, *, idempotent: bool, timeout: Optional[float] = None) -> Any:
-        attempt = 0
+    def _call(
+        self, method: str, rpc: Any, request: Any, *, idempotent: bool, timeout: Optional[float] = None, retry: bool = True
+    ) -> Any:
+        attempt, waited = 0, 0.0
         while True:
             try:
                 return rpc(request, timeout=self.timeout if timeout is None else timeout)
             except grpc.RpcError as err:
-                code = err.code() if hasattr(err, "code") else None
-                if idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
-                    time.sleep(self._delay(attempt))
-                    attempt += 1
-                    continue
-                raise from_rpc_error(err, method=method, address=self.address) from None
+                error = from_rpc_error(err, method=method, address=self.address)
+                delay = self._retry_after(error, idempotent, attempt, waited) if retry else None
+                if delay is None:
+                    raise error from None
+                time.sleep(delay)
+                attempt, waited = attempt + 1, waited + delay
 
     def close(self) -> None:
         """Closes the channel."""
@@ -343,19 +368,19 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base
         self.learn = learn_pb2_grpc.LearnStub(self._channel)
 
     async def _call(
-        self, method: str, rpc: Any, request: Any, *, idempotent: bool, timeout: Optional[float] = None
+        self, method: str, rpc: Any, request: Any, *, idempotent: bool, timeout: Optional[float] = None, retry: bool = True
     ) -> Any:
-        attempt = 0
+        attempt, waited = 0, 0.0
         while True:
             try:
                 return await rpc(request, timeout=self.timeout if timeout is None else timeout)
             except grpc.RpcError as err:
-                code = err.code() if hasattr(err, "code") else None
-                if idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
-                    await asyncio.sleep(self._delay(attempt))
-                    attempt += 1
-                    continue
-                raise from_rpc_error(err, method=method, address=self.address) from None
+                error = from_rpc_error(err, method=method, address=self.address)
+                delay = self._retry_after(error, idempotent, attempt, waited) if retry else None
+                if delay is None:
+                    raise error from None
+                await asyncio.sleep(delay)
+                attempt, waited = attempt + 1, waited + delay
 
     async def close(self) -> None:
         """Closes the channel."""
