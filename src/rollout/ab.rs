@@ -56,6 +56,8 @@ pub struct ArmSummary {
     pub unread: f64,
     /// Share of scored rollouts with at least one call carried out.
     pub edited: f64,
+    /// Its rollouts' time, summed, seconds.
+    pub rollout_seconds: f64,
 }
 
 /// `a − b`, paired by question.
@@ -141,6 +143,7 @@ fn summary(arm: &Arm) -> ArmSummary {
         refused: share(refused),
         unread: share(unread),
         edited: arm.report.edited_share,
+        rollout_seconds: arm.trajectories.iter().map(|t| t.timings.total_ms / 1e3).sum(),
     }
 }
 
@@ -199,7 +202,7 @@ pub fn learn_markdown(r: &Summary) -> String {
     let st = &r.settings;
     let mut s = format!(
         "# memgym learn report\n\nbank {} · {} epochs × {} train questions × G = {} · A/B over {} test questions × {} per arm · \
-         learning steps of {} groups, ≤ {} operations per group · seed {}\n\npolicy {}\n\nthis invocation took {:.0} s\n\n## Epochs\n\n",
+         learning steps of {} groups, ≤ {} operations per group · seed {}\n\npolicy {}\n\ncompute over every recorded rollout and learning step (all invocations): rollouts {:.2} h, learning {:.2} h · this invocation {:.0} s\n\n## Epochs\n\n",
         st.bank,
         st.epochs,
         st.train.len(),
@@ -210,6 +213,8 @@ pub fn learn_markdown(r: &Summary) -> String {
         st.max_operations,
         st.seed,
         r.policy,
+        r.compute_seconds().0 / 3600.0,
+        r.compute_seconds().1 / 3600.0,
         r.seconds
     );
     s.push_str("| epoch | rollouts scored (failed) | mean train reward [95% CI] | groups with signal | steps applied | experiences after | learning time |\n|---|---|---|---|---|---|---|\n");

@@ -213,6 +213,8 @@ pub struct Epoch {
     pub library_size: usize,
     /// The library's prompt text after it.
     pub library: String,
+    /// Its rollouts' time, summed over the rollouts recorded (resumed invocations included), seconds.
+    pub rollout_seconds: f64,
 }
 
 /// What `memgym learn` writes to `summary.json` and prints.
@@ -228,6 +230,16 @@ pub struct Summary {
     pub ab: Option<ab::Ab>,
     /// Wall time of this invocation, seconds (a resumed run counts only its own part).
     pub seconds: f64,
+}
+
+impl Summary {
+    /// (rollouts, learning) seconds over everything recorded: every epoch's and arm's rollouts, every
+    /// learning step, whichever invocation played them.
+    pub fn compute_seconds(&self) -> (f64, f64) {
+        let arms = self.ab.as_ref().map_or(0.0, |ab| ab.arms.iter().map(|a| a.rollout_seconds).sum());
+        let rollouts = self.epochs.iter().map(|e| e.rollout_seconds).sum::<f64>() + arms;
+        (rollouts, self.epochs.iter().flat_map(|e| e.steps.iter().map(|s| s.seconds)).sum())
+    }
 }
 
 /// The questions, the settings and the base plan's inputs, checked before any work.
@@ -311,7 +323,11 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
                 text
             }
         };
-        epochs.push(Epoch { epoch: e, rollouts, steps, library_size: experiences_in(&text), library: text });
+        let keys: std::collections::HashSet<String> =
+            train.iter().flat_map(|q| (0..a.group).map(|s| super::record::key(&q.id, s))).collect();
+        let traj = super::record::read(&dir.join("trajectories.jsonl"))?;
+        let rollout_seconds = traj.iter().filter(|t| keys.contains(&t.key)).map(|t| t.timings.total_ms / 1e3).sum();
+        epochs.push(Epoch { epoch: e, rollouts, steps, library_size: experiences_in(&text), library: text, rollout_seconds });
     }
     let ab = if test.is_empty() { None } else { Some(run_ab(a, test, &env, &environment).await?) };
     let policy = format!(

@@ -122,6 +122,8 @@ async fn a_policy_that_follows_the_learned_experience_gains_significantly() {
     assert_eq!(none["seed"], fin["seed"]);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("**final − none**") && report.contains(LESSON), "{report}");
+    assert!(report.contains("compute over every recorded rollout and learning step"), "{report}");
+    assert!(e["rollout_seconds"].as_f64().unwrap() > 0.0 && ab["arms"][0]["rollout_seconds"].as_f64().unwrap() > 0.0);
     // Every epoch's trajectories replay byte for byte (in-process).
     let traj = out.join("epoch-0/trajectories.jsonl").display().to_string();
     let o = memgym(strings(&["replay", &traj])).await;
