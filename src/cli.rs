@@ -480,6 +480,10 @@ pub struct ServeArgs {
     /// is told CAPACITY_REACHED. Episodes also count against --max-episodes.
     #[arg(long, env = "MEMGYM_OPENENV_MAX_SESSIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub openenv_max_sessions: u32,
+    /// API keys every face requires: one per line, `KEY` or `KEY read-only` (read again when the file
+    /// changes). Off unless given: anyone who reaches a port may then do anything (the book's "Operations").
+    #[arg(long, env = "MEMGYM_API_KEY_FILE", value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
     /// Serve Prometheus metrics (`GET /metrics`) on this address. Off unless given (the book's "Operations"
     /// lists every series).
     #[arg(long, env = "MEMGYM_METRICS_ADDR")]

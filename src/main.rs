@@ -151,6 +151,10 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                     embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
                 let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
                 let mut faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
+                if let Some(path) = &a.api_key_file {
+                    faces.keys = Some(memgym::api::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
+                    tracing::info!("API keys required on every face");
+                }
                 if let Some(addr) = a.metrics_addr {
                     let addr = faces.bind_metrics(addr).await?;
                     tracing::info!(%addr, "metrics listening (path /metrics)");

@@ -74,6 +74,8 @@ pub struct Faces {
     pub mcp: Option<(TcpListener, McpOptions)>,
     /// `--metrics-addr`: Prometheus's `/metrics`, with the recorder that serves it.
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
+    /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
+    pub keys: Option<Arc<crate::api::auth::Keys>>,
 }
 
 impl Faces {
@@ -136,6 +138,15 @@ impl Faces {
             );
             routers.push(("metrics", listener, metrics));
         }
+        if let Some(keys) = &self.keys {
+            routers = routers
+                .into_iter()
+                .map(|(face, l, r)| {
+                    let keys = keys.clone();
+                    (face, l, r.layer(axum::middleware::from_fn(move |req, next| crate::api::auth::http_auth(keys.clone(), req, next))))
+                })
+                .collect();
+        }
         routers
             .into_iter()
             .map(|(face, listener, router)| {
@@ -163,8 +174,9 @@ pub async fn serve_all(
     drain: Duration,
 ) -> anyhow::Result<()> {
     let (faces_stop, faces_stopped) = tokio::sync::watch::channel(false);
+    let keys = faces.keys.clone();
     let faces = faces.spawn(&env, &faces_stopped);
-    let out = serve_grpc(listener, env, banks, shutdown, drain, &faces_stop).await;
+    let out = serve_grpc(listener, env, banks, keys, shutdown, drain, &faces_stop).await;
     let _ = faces_stop.send(true);
     for f in faces {
         f.abort();
@@ -176,6 +188,7 @@ async fn serve_grpc(
     listener: TcpListener,
     env: Arc<Environment>,
     banks: Option<Arc<Banks>>,
+    keys: Option<Arc<crate::api::auth::Keys>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
     faces_stop: &tokio::sync::watch::Sender<bool>,
@@ -216,6 +229,7 @@ async fn serve_grpc(
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
         .layer(crate::api::observe::ObserveLayer::default())
+        .layer(crate::api::around::AroundLayer(crate::api::auth::Auth(keys)))
         .layer(DeadlineLayer::default())
         .add_service(health_service)
         .add_service(reflection_v1)

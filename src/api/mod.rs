@@ -5,6 +5,7 @@
 
 mod agent_service;
 pub mod around;
+pub mod auth;
 mod banks_service;
 pub mod convert;
 mod dataset_service;

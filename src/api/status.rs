@@ -54,6 +54,9 @@ pub const REASONS: &[(&str, bool, &str)] = &[
     ("BANK_PRECONDITION", false, "the bank cannot do this now, or is of another kind"),
     ("BANK_LIMIT", false, "a bank's size or a request's size limit"),
     ("DEADLINE_EXCEEDED", true, "the call's deadline passed inside the server"),
+    ("API_KEY_MISSING", false, "the server wants an API key and the request sent none"),
+    ("API_KEY_INVALID", false, "the API key is not one the server accepts"),
+    ("READ_ONLY_KEY", false, "a read-only API key on anything but a read"),
 ];
 
 /// Whether `reason` is retryable (unknown reasons are not).

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on 127.0.0.1:0, driven by a real gRPC client.
 
 mod agent;
+mod auth;
 mod bad_input;
 mod banks;
 mod banks_pg;
