@@ -480,6 +480,12 @@ pub struct ServeArgs {
     /// is told CAPACITY_REACHED. Episodes also count against --max-episodes.
     #[arg(long, env = "MEMGYM_OPENENV_MAX_SESSIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub openenv_max_sessions: u32,
+    /// TLS: the server's certificate chain (PEM). With --tls-key, the gRPC face serves TLS only (rustls).
+    #[arg(long, env = "MEMGYM_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the certificate's private key (PEM).
+    #[arg(long, env = "MEMGYM_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// API keys every face requires: one per line, `KEY` or `KEY read-only` (read again when the file
     /// changes). Off unless given: anyone who reaches a port may then do anything (the book's "Operations").
     #[arg(long, env = "MEMGYM_API_KEY_FILE", value_name = "FILE")]

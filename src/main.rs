@@ -151,6 +151,16 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                     embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
                 let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
                 let mut faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
+                if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+                    if a.openenv_addr.is_some() || a.mcp_addr.is_some() || a.metrics_addr.is_some() {
+                        anyhow::bail!(
+                            "--tls-cert: TLS covers the gRPC face only so far; the HTTP faces (--openenv-addr, --mcp-addr, \
+                             --metrics-addr) would serve in clear: start them without --tls-cert, or behind a TLS-terminating proxy"
+                        );
+                    }
+                    faces.tls = Some(server::tls_identity(cert, key)?);
+                    tracing::info!("gRPC serves TLS");
+                }
                 if let Some(path) = &a.api_key_file {
                     faces.keys = Some(memgym::api::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
                     tracing::info!("API keys required on every face");

@@ -76,6 +76,8 @@ pub struct Faces {
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
     /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
     pub keys: Option<Arc<crate::api::auth::Keys>>,
+    /// `--tls-cert`/`--tls-key`: the gRPC face's TLS identity.
+    pub tls: Option<tonic::transport::Identity>,
 }
 
 impl Faces {
@@ -164,6 +166,21 @@ impl Faces {
     }
 }
 
+/// The TLS identity of `--tls-cert`/`--tls-key`: both read and checked as PEM before the server starts
+/// (a certificate file without a certificate, or a key file without a key, is refused naming its flag).
+pub fn tls_identity(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<tonic::transport::Identity> {
+    let read = |flag: &str, p: &std::path::Path, marker: &str| -> anyhow::Result<Vec<u8>> {
+        let bytes = std::fs::read(p).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", p.display()))?;
+        if !String::from_utf8_lossy(&bytes).contains(marker) {
+            anyhow::bail!("{flag} {}: no PEM {} in it", p.display(), marker.trim_start_matches("-----BEGIN ").trim_end_matches("-----"));
+        }
+        Ok(bytes)
+    };
+    let cert = read("--tls-cert", cert, "-----BEGIN CERTIFICATE-----")?;
+    let key = read("--tls-key", key, "PRIVATE KEY-----")?;
+    Ok(tonic::transport::Identity::from_pem(cert, key))
+}
+
 /// [`serve_with`] plus the JSON faces.
 pub async fn serve_all(
     listener: TcpListener,
@@ -174,9 +191,9 @@ pub async fn serve_all(
     drain: Duration,
 ) -> anyhow::Result<()> {
     let (faces_stop, faces_stopped) = tokio::sync::watch::channel(false);
-    let keys = faces.keys.clone();
+    let (keys, tls) = (faces.keys.clone(), faces.tls.clone());
     let faces = faces.spawn(&env, &faces_stopped);
-    let out = serve_grpc(listener, env, banks, keys, shutdown, drain, &faces_stop).await;
+    let out = serve_grpc(listener, env, banks, (keys, tls), shutdown, drain, &faces_stop).await;
     let _ = faces_stop.send(true);
     for f in faces {
         f.abort();
@@ -188,7 +205,7 @@ async fn serve_grpc(
     listener: TcpListener,
     env: Arc<Environment>,
     banks: Option<Arc<Banks>>,
-    keys: Option<Arc<crate::api::auth::Keys>>,
+    (keys, tls): (Option<Arc<crate::api::auth::Keys>>, Option<tonic::transport::Identity>),
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
     faces_stop: &tokio::sync::watch::Sender<bool>,
@@ -223,7 +240,13 @@ async fn serve_grpc(
     let mut flusher = banks.as_ref().map(|b| b.spawn_usage_flusher());
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let router = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(identity) = tls {
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| anyhow::anyhow!("--tls-cert/--tls-key: {e}"))?;
+    }
+    let router = builder
         .tcp_nodelay(true)
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))

@@ -22,6 +22,7 @@ mod openenv;
 mod paging;
 mod reasons;
 mod rollout;
+mod tls;
 
 #[path = "../support/fake_openai.rs"]
 mod fake_openai;

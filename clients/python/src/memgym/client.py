@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -185,6 +186,9 @@ class _Base:
         backoff: float = 0.2,
         retry_budget: float = 30.0,
         max_message_mb: int = 32,
+        api_key: Optional[str] = None,
+        root_certificates: Optional[bytes] = None,
+        tls: bool = False,
     ):
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -198,6 +202,11 @@ class _Base:
             ("grpc.max_receive_message_length", max_message_mb * 1024 * 1024),
             ("grpc.max_send_message_length", max_message_mb * 1024 * 1024),
         ]
+        #: ``api_key`` (default ``$MEMGYM_API_KEY``) goes with every call as ``authorization: Bearer KEY``.
+        key = api_key if api_key is not None else os.environ.get("MEMGYM_API_KEY")
+        self._metadata = (("authorization", f"Bearer {key}"),) if key else None
+        #: TLS when ``tls`` or ``root_certificates`` (PEM of the CA to trust; default: the system's roots).
+        self._credentials = grpc.ssl_channel_credentials(root_certificates) if (tls or root_certificates) else None
 
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2**attempt)
@@ -239,7 +248,11 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
 
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
         super().__init__(address, timeout, **kwargs)
-        self._channel = grpc.insecure_channel(address, options=self._options)
+        self._channel = (
+            grpc.secure_channel(address, self._credentials, options=self._options)
+            if self._credentials
+            else grpc.insecure_channel(address, options=self._options)
+        )
         #: Raw stubs (``env``, ``dataset``, ``banks``, ``agent``, ``learn``), for the typed tool RPCs (Search,
         #: Manage, ...) and anything not wrapped here.
         self.env = pb_grpc.MemoryEnvStub(self._channel)
@@ -255,7 +268,7 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
         attempt, waited = 0, 0.0
         while True:
             try:
-                return rpc(request, timeout=self.timeout if timeout is None else timeout)
+                return rpc(request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata)
             except grpc.RpcError as err:
                 error = from_rpc_error(err, method=method, address=self.address)
                 delay = self._retry_after(error, idempotent, attempt, waited) if retry else None
@@ -360,7 +373,11 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base
 
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 30.0, **kwargs: Any):
         super().__init__(address, timeout, **kwargs)
-        self._channel = grpc.aio.insecure_channel(address, options=self._options)
+        self._channel = (
+            grpc.aio.secure_channel(address, self._credentials, options=self._options)
+            if self._credentials
+            else grpc.aio.insecure_channel(address, options=self._options)
+        )
         self.env = pb_grpc.MemoryEnvStub(self._channel)
         self.dataset = pb_grpc.DatasetStub(self._channel)
         self.banks = banks_pb2_grpc.BanksStub(self._channel)
@@ -373,7 +390,7 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base
         attempt, waited = 0, 0.0
         while True:
             try:
-                return await rpc(request, timeout=self.timeout if timeout is None else timeout)
+                return await rpc(request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata)
             except grpc.RpcError as err:
                 error = from_rpc_error(err, method=method, address=self.address)
                 delay = self._retry_after(error, idempotent, attempt, waited) if retry else None
