@@ -48,7 +48,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install --quiet --upgrade pip
 fi
 echo "== installing clients/python and the test requirements into $VENV"
-"$VENV/bin/pip" install --quiet "$ROOT/clients/python" "pytest>=7" grpcio-health-checking "pydantic>=2" omegaconf pyarrow vermin prometheus-client
+"$VENV/bin/pip" install --quiet "$ROOT/clients/python" "pytest>=7" grpcio-health-checking "pydantic>=2" omegaconf pyarrow vermin prometheus-client trustme
 
 export MEMGYM_VERL_WHEELS=${MEMGYM_VERL_WHEELS:-$HOME/.cache/memgym/verl-wheels}
 for v in 0.5.0 0.7.0 0.7.1 0.9.1; do

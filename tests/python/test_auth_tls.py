@@ -1,9 +1,9 @@
 """API keys and TLS with the released grpcio, through the Python client, against the real binary.
 
 Why this exists: the Rust tests (tests/api/auth.rs, tests/api/tls.rs) use tonic and reqwest; trainers use
-grpcio. This shows that grpcio's TLS (trusting the server's certificate, or not) and the client's
-``api_key`` meet the server's rustls and key checks as documented: no key, a wrong key, a read-only key on a
-write, plain text against TLS. (An expired certificate is tested in Rust, where rcgen can date one.)
+grpcio. This shows that grpcio's TLS (trusting the server's CA, or not) and the client's ``api_key`` meet
+the server's rustls and key checks as documented: no key, a wrong key, a read-only key on a write, plain
+text against TLS. Certificates come from trustme (an expired one is tested in Rust, where rcgen dates it).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import grpc
 import pytest
+import trustme
 
 from conftest import free_port, memgym_bin
 from memgym import MemgymClient, MemgymError
@@ -23,19 +23,12 @@ RW = "rw-key-0123456789abcdef"
 RO = "ro-key-0123456789abcdef"
 
 
-def certificate(dir: Path, name: str) -> tuple:
-    """A self-signed certificate for localhost and 127.0.0.1, made by openssl: (cert, key) paths."""
-    cert, key = dir / f"{name}.pem", dir / f"{name}-key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )
-    return cert, key
-
-
 def test_grpcio_over_tls_with_api_keys(tmp_path):
-    cert, key = certificate(tmp_path, "server")
+    ca = trustme.CA()
+    issued = ca.issue_cert("localhost", "127.0.0.1")
+    cert, key = tmp_path / "server.pem", tmp_path / "server-key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
     keys = tmp_path / "keys"
     keys.write_text(f"{RW}\n{RO} read-only\n")
     port = free_port()
@@ -54,7 +47,7 @@ def test_grpcio_over_tls_with_api_keys(tmp_path):
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "memgym serve did not listen"
                 time.sleep(0.1)
-        ca = cert.read_bytes()
+        ca = ca.cert_pem.bytes()
         with MemgymClient(address, api_key=RW, root_certificates=ca, retries=0) as c:
             assert c.create_episode("conv-26:q0", episode_id="tls-1").created
             assert len(c.list_tools()) == 6
@@ -74,8 +67,7 @@ def test_grpcio_over_tls_with_api_keys(tmp_path):
         with MemgymClient(address, api_key=RW, retries=0, timeout=3) as plain, pytest.raises(MemgymError) as err:
             plain.list_tools()
         assert err.value.code == grpc.StatusCode.UNAVAILABLE
-        other, _ = certificate(tmp_path, "other")
-        untrusting = MemgymClient(address, api_key=RW, root_certificates=other.read_bytes(), retries=0, timeout=3)
+        untrusting = MemgymClient(address, api_key=RW, root_certificates=trustme.CA().cert_pem.bytes(), retries=0, timeout=3)
         with untrusting, pytest.raises(MemgymError) as err:
             untrusting.list_tools()
         assert err.value.code == grpc.StatusCode.UNAVAILABLE
