@@ -149,8 +149,9 @@ pub fn presented(headers: &http::HeaderMap) -> Option<&str> {
     bearer.or_else(|| headers.get("api-key").and_then(|v| v.to_str().ok())).map(str::trim)
 }
 
-/// Why a request is refused, if it is: (code, reason, message).
-pub fn decide(keys: &Keys, headers: &http::HeaderMap, rpc: &str) -> Option<(Code, &'static str, String)> {
+/// Why a request for `what` is refused, if it is: (code, reason, message). `read`: a read-only key may
+/// make it.
+pub fn decide(keys: &Keys, headers: &http::HeaderMap, what: &str, read: bool) -> Option<(Code, &'static str, String)> {
     let Some(key) = presented(headers) else {
         return Some((
             Code::Unauthenticated,
@@ -161,8 +162,8 @@ pub fn decide(keys: &Keys, headers: &http::HeaderMap, rpc: &str) -> Option<(Code
     match keys.access(key) {
         None => Some((Code::Unauthenticated, "API_KEY_INVALID", "the API key is not one the server accepts".into())),
         Some(Access::ReadWrite) => None,
-        Some(Access::ReadOnly) if is_read(rpc) => None,
-        Some(Access::ReadOnly) => Some((Code::PermissionDenied, "READ_ONLY_KEY", format!("a read-only API key may not call {rpc}"))),
+        Some(Access::ReadOnly) if read => None,
+        Some(Access::ReadOnly) => Some((Code::PermissionDenied, "READ_ONLY_KEY", format!("a read-only API key may not call {what}"))),
     }
 }
 
@@ -188,7 +189,7 @@ impl Hook for Auth {
         if OPEN_SERVICES.iter().any(|s| rpc.split('/').next() == Some(*s)) {
             return None;
         }
-        decide(keys, req.headers(), rpc).map(|(code, reason, message)| refusal(code, reason, message, None))
+        decide(keys, req.headers(), rpc, is_read(rpc)).map(|(code, reason, message)| refusal(code, reason, message, None))
     }
 
     fn around<E: Send + 'static>(refused: Option<tonic::Status>, call: Call<E>) -> Call<E> {
@@ -205,8 +206,8 @@ pub async fn http_auth(keys: Arc<Keys>, req: axum::extract::Request, next: axum:
     if req.uri().path() == "/health" {
         return next.run(req).await;
     }
-    let what = if req.method() == http::Method::GET { "memgym.v1.Dataset/http-read" } else { "http/write" };
-    match decide(&keys, req.headers(), what) {
+    let what = format!("{} {}", crate::quote::name(req.method().as_str()), crate::quote::quoted(req.uri().path()));
+    match decide(&keys, req.headers(), &what, req.method() == http::Method::GET) {
         None => next.run(req).await,
         Some((code, reason, message)) => {
             let status = if code == Code::Unauthenticated { http::StatusCode::UNAUTHORIZED } else { http::StatusCode::FORBIDDEN };

@@ -66,8 +66,7 @@ impl Hook for Observe {
 
     fn around<E: Send + 'static>((method, started): Self::Seen, call: Call<E>) -> Call<E> {
         // Counted now, uncounted when the future ends or is dropped unpolled.
-        obs::in_flight("grpc", 1.0);
-        let guard = InFlight("grpc");
+        let guard = InFlight::start("grpc");
         Box::pin(async move {
             let r = call.await;
             let code = match &r {
@@ -81,8 +80,16 @@ impl Hook for Observe {
     }
 }
 
-/// Ends a request's in-flight count when dropped (a call the client abandons too).
+/// A request in flight on a face: counted when started, uncounted when dropped (a call the client
+/// abandons too).
 struct InFlight(&'static str);
+
+impl InFlight {
+    fn start(face: &'static str) -> InFlight {
+        obs::in_flight(face, 1.0);
+        InFlight(face)
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -98,8 +105,7 @@ pub async fn observe_http(face: &'static str, req: axum::extract::Request, next:
         None => "other",
     };
     let started = Instant::now();
-    obs::in_flight(face, 1.0);
-    let _guard = InFlight(face);
+    let _guard = InFlight::start(face);
     let resp = next.run(req).await;
     obs::request(face, route, status_label(resp.status().as_u16()), started.elapsed().as_secs_f64());
     resp

@@ -138,20 +138,13 @@ impl Environment {
         match self.registry.insert_with(&id, self.clock.now_ms(), make) {
             Inserted::New(e) => {
                 crate::obs::episodes(crate::obs::EpisodeEvent::Created, 1);
-                crate::obs::episodes_open(self.registry.len());
                 Ok(Created { state: e.episode.lock().await.state(), created: true })
             }
             Inserted::Existing(e) => self.existing(&e, &definition).await,
             Inserted::Ended(t) => Err(self.ended(&id, t)),
-            Inserted::Full => {
-                crate::obs::episodes(crate::obs::EpisodeEvent::RefusedAtCap, 1);
-                Err(EpisodeError::ResourceExhausted {
-                    message: format!(
-                        "{} episodes are open, the server's cap; close finished episodes",
-                        self.config.limits.max_open_episodes
-                    ),
-                })
-            }
+            Inserted::Full => Err(EpisodeError::ResourceExhausted {
+                message: format!("{} episodes are open, the server's cap; close finished episodes", self.config.limits.max_open_episodes),
+            }),
         }
     }
 

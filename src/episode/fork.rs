@@ -111,15 +111,12 @@ impl Environment {
                     EpisodeError::AlreadyExists { message: format!("fork_ids[{i}]: episode {} is live", crate::quote::quoted(id)) }
                 }
                 Inserted::Ended(t) => self.ended(id, t),
-                Inserted::Full => {
-                    crate::obs::episodes(crate::obs::EpisodeEvent::RefusedAtCap, 1);
-                    EpisodeError::ResourceExhausted {
-                        message: format!(
-                            "{} episodes are open, the server's cap; {n} forks would pass it (close finished episodes)",
-                            self.config.limits.max_open_episodes
-                        ),
-                    }
-                }
+                Inserted::Full => EpisodeError::ResourceExhausted {
+                    message: format!(
+                        "{} episodes are open, the server's cap; {n} forks would pass it (close finished episodes)",
+                        self.config.limits.max_open_episodes
+                    ),
+                },
             };
             // All or nothing: the forks made so far are withdrawn, as if never opened.
             for (id, e) in &made {
@@ -130,7 +127,6 @@ impl Environment {
         let n = states.len() as u64;
         crate::obs::episodes(crate::obs::EpisodeEvent::Created, n);
         crate::obs::episodes(crate::obs::EpisodeEvent::Forked, n);
-        crate::obs::episodes_open(self.registry.len());
         Ok(states)
     }
 }

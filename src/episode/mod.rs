@@ -201,8 +201,6 @@ impl Environment {
         let t = Tombstone { ending: Ending::Closed, scored: ep.scored.is_some(), steps_used: ep.steps_used, at_ms: self.clock.now_ms() };
         ep.ended = Some(t);
         self.registry.close(episode_id, &entry, t);
-        crate::obs::episodes(crate::obs::EpisodeEvent::Closed, 1);
-        crate::obs::episodes_open(self.registry.len());
         Ok(Some(ep.state()))
     }
 
@@ -211,8 +209,6 @@ impl Environment {
     pub fn reap_idle(&self) -> Swept {
         let now = self.clock.now_ms();
         let reaped = self.registry.reap_idle(now, self.config.limits.idle_ttl.as_millis() as u64);
-        crate::obs::episodes(crate::obs::EpisodeEvent::Reaped, reaped as u64);
-        crate::obs::episodes_open(self.registry.len());
         Swept { reaped, forgotten: self.registry.forget_expired(now), remembered: self.registry.remembered() }
     }
 }

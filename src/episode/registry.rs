@@ -112,6 +112,11 @@ impl Registry {
         }
     }
 
+    /// The open-episodes gauge ([`crate::obs`]), set wherever the count changes.
+    fn observe_open(&self) {
+        crate::obs::episodes_open(self.count.load(Ordering::Acquire));
+    }
+
     /// Inserts `make()` under `id` unless the id is taken, remembered, or the cap is reached.
     pub fn insert_with(&self, id: &str, now_ms: u64, make: impl FnOnce() -> Episode) -> Inserted {
         let mut shard = self.shards[shard_of(id)].lock();
@@ -123,10 +128,12 @@ impl Registry {
         }
         if self.count.fetch_add(1, Ordering::AcqRel) >= self.max {
             self.count.fetch_sub(1, Ordering::AcqRel);
+            crate::obs::episodes(crate::obs::EpisodeEvent::RefusedAtCap, 1);
             return Inserted::Full;
         }
         let entry = Arc::new(Entry { episode: tokio::sync::Mutex::new(make()), last_used_ms: AtomicU64::new(now_ms) });
         shard.insert(id.to_string(), entry.clone());
+        self.observe_open();
         Inserted::New(entry)
     }
 
@@ -138,6 +145,8 @@ impl Registry {
             shard.remove(id);
             self.count.fetch_sub(1, Ordering::AcqRel);
             self.ended.lock().bury(id, tombstone);
+            crate::obs::episodes(crate::obs::EpisodeEvent::Closed, 1);
+            self.observe_open();
         }
     }
 
@@ -148,6 +157,7 @@ impl Registry {
         if shard.get(id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
             shard.remove(id);
             self.count.fetch_sub(1, Ordering::AcqRel);
+            self.observe_open();
         }
     }
 
@@ -184,6 +194,8 @@ impl Registry {
             }
         }
         self.count.fetch_sub(reaped, Ordering::AcqRel);
+        crate::obs::episodes(crate::obs::EpisodeEvent::Reaped, reaped as u64);
+        self.observe_open();
         reaped
     }
 

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::learn::Summary;
-use super::record::{Outcome, Trajectory};
-use super::report::{bootstrap, Mean, Report};
+use super::record::Trajectory;
+use super::report::{bootstrap, CallCounts, Mean, Report};
 use crate::dataset::category_name;
 
 /// One arm as played.
@@ -114,35 +114,25 @@ pub fn contrast(a: &Arm, b: &Arm) -> Contrast {
     Contrast { a: a.name.clone(), b: b.name.clone(), significant: all.n > 0 && (all.lo > 0.0 || all.hi < 0.0), all, categories }
 }
 
+/// An arm's figures, from its report (every call is counted once there, under its parse mode; the A/B
+/// only compares runs whose rollouts are all scored).
 fn summary(arm: &Arm) -> ArmSummary {
-    let mut clusters: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let (mut calls, mut done, mut refused, mut unread) = (0usize, 0usize, 0usize, 0usize);
-    for t in &arm.trajectories {
-        if let Some(r) = t.reward() {
-            clusters.entry(t.job.question_id.as_str()).or_default().push(r);
-            for c in t.calls() {
-                calls += 1;
-                match c.outcome {
-                    Outcome::Done => done += 1,
-                    Outcome::Refused => refused += 1,
-                    Outcome::Unread => unread += 1,
-                }
-            }
-        }
-    }
+    let r = &arm.report;
+    let count = |f: fn(&CallCounts) -> usize| r.modes.values().map(f).sum::<usize>();
+    let calls = count(|c| c.calls);
     let share = |x: usize| if calls == 0 { 0.0 } else { x as f64 / calls as f64 };
     ArmSummary {
         name: arm.name.clone(),
         experiences: arm.experiences,
         library_fnv: arm.library_fnv.clone(),
-        scored: arm.report.scored,
-        failed: arm.report.failed,
-        reward: bootstrap(&clusters.into_values().collect::<Vec<_>>()),
+        scored: r.scored,
+        failed: r.failed,
+        reward: r.categories.first().map_or(Mean::EMPTY, |c| c.policy),
         calls,
-        done: share(done),
-        refused: share(refused),
-        unread: share(unread),
-        edited: arm.report.edited_share,
+        done: share(count(|c| c.done)),
+        refused: share(count(|c| c.refused)),
+        unread: share(count(|c| c.unread)),
+        edited: r.edited_share,
         rollout_seconds: arm.trajectories.iter().map(|t| t.timings.total_ms / 1e3).sum(),
     }
 }
@@ -219,7 +209,7 @@ pub fn learn_markdown(r: &Summary) -> String {
     );
     s.push_str("| epoch | rollouts scored (failed) | mean train reward [95% CI] | groups with signal | steps applied | experiences after | learning time |\n|---|---|---|---|---|---|---|\n");
     for e in &r.epochs {
-        let all = e.rollouts.categories.first().map(|c| c.policy).unwrap_or(Mean { n: 0, mean: 0.0, lo: 0.0, hi: 0.0 });
+        let all = e.rollouts.categories.first().map_or(Mean::EMPTY, |c| c.policy);
         let g = &e.rollouts.grpo;
         s.push_str(&format!(
             "| {} | {} ({}) | {} | {} of {} | {} of {} | {} | {:.0} s |\n",

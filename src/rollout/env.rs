@@ -49,6 +49,16 @@ impl ToolAnswer {
     }
 }
 
+/// A channel to the server at `addr` (`host:port` or a URL), for any of its services.
+pub async fn channel(addr: &str) -> Result<Channel, String> {
+    let url = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
+    Channel::from_shared(url.clone())
+        .map_err(|e| format!("--addr {}: {e}", crate::quote::quoted(addr)))?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {url}: {}", crate::openai_compat::error_chain(&e)))
+}
+
 impl Env {
     /// The in-process environment.
     pub fn local(env: Arc<Environment>) -> Env {
@@ -57,13 +67,7 @@ impl Env {
 
     /// Connects to a server at `addr` (`host:port` or a URL).
     pub async fn connect(addr: &str) -> Result<Env, String> {
-        let url = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
-        let channel = Channel::from_shared(url.clone())
-            .map_err(|e| format!("--addr {}: {e}", crate::quote::quoted(addr)))?
-            .connect()
-            .await
-            .map_err(|e| format!("cannot connect to {url}: {}", crate::openai_compat::error_chain(&e)))?;
-        Ok(Env::Remote(MemoryEnvClient::new(channel).max_decoding_message_size(64 << 20)))
+        Ok(Env::Remote(MemoryEnvClient::new(channel(addr).await?).max_decoding_message_size(64 << 20)))
     }
 
     /// A server at `addr`, or else `local` (built by the caller before its runtime: embedding M₀ blocks).

@@ -14,7 +14,7 @@
 //! branched; they go to [`FILE`] (never into `trajectories.jsonl`, whose groups stay fresh). A rerun plays
 //! again every group with a fork not scored (the whole group: its forks share one prefix).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 use anyhow::Context;
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::play::{self, Job, Table};
 use super::record::{self, Status, Stop, Trajectory};
-use super::report::{bootstrap, Mean, SIGN_EPSILON};
+use super::report::{all_equal, bootstrap, complete_groups, moments, Mean};
 use super::{episode_seed, fresh_episode_id, Plan, Progress};
 use crate::dataset::Question;
 use crate::fnv::fnv1a;
@@ -203,38 +203,9 @@ pub struct Comparison {
     pub fresh_mean_reward: f64,
 }
 
-/// Groups by question of the trajectories whose samples are all scored: (rewards, group size).
-fn complete_groups(ts: &[Trajectory]) -> BTreeMap<&str, (Vec<f64>, &Trajectory)> {
-    let mut groups: BTreeMap<&str, (Vec<f64>, u32, &Trajectory)> = BTreeMap::new();
-    let mut failed: HashSet<&str> = HashSet::new();
-    for t in ts {
-        let g = groups.entry(t.job.question_id.as_str()).or_insert((Vec::new(), t.job.group, t));
-        match t.reward() {
-            Some(r) => g.0.push(r),
-            None => {
-                failed.insert(t.job.question_id.as_str());
-            }
-        }
-    }
-    groups
-        .into_iter()
-        .filter(|(q, (r, size, _))| !failed.contains(q) && r.len() as u32 == *size && r.len() > 1)
-        .map(|(q, (r, _, t))| (q, (r, t)))
-        .collect()
-}
-
-fn moments(r: &[f64]) -> (f64, f64) {
-    let n = r.len() as f64;
-    let m = r.iter().sum::<f64>() / n;
-    (m, r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n)
-}
-
 fn spread(groups: &[&Vec<f64>], group: u32) -> Spread {
     let n = groups.len().max(1) as f64;
-    let equal = groups
-        .iter()
-        .filter(|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max) - r.iter().copied().fold(f64::INFINITY, f64::min) <= SIGN_EPSILON)
-        .count();
+    let equal = groups.iter().filter(|r| all_equal(r)).count();
     Spread {
         group,
         mean_std: groups.iter().map(|r| moments(r).1.sqrt()).sum::<f64>() / n,

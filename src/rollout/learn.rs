@@ -30,7 +30,7 @@ use super::ab::{self, Arm};
 use super::env::Env;
 use super::record::{Outcome, Status, Stop, Trajectory};
 use super::report::Report;
-use super::{finish, plan_for, play_all, with_library, Plan};
+use super::{finish_run, plan_for, play_all, with_library, Plan};
 use crate::api::pb;
 use crate::api::pb::banks_client::BanksClient;
 use crate::api::pb::learn_client::LearnClient;
@@ -43,9 +43,9 @@ pub const SCHEMA: &str = "memgym.learn/1";
 /// Characters of a call's arguments, and of its result, a summary step keeps.
 pub const SUMMARY_CHARS: usize = 160;
 
-/// A channel to the server at `addr` (host:port).
+/// A channel to the server at `addr` ([`super::env::channel`]).
 async fn channel(addr: &str) -> anyhow::Result<Channel> {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await.with_context(|| format!("--addr {addr}"))
+    super::env::channel(addr).await.map_err(anyhow::Error::msg)
 }
 
 /// A banks client on `addr` (host:port).
@@ -140,8 +140,8 @@ pub fn trajectory_of(t: &Trajectory, gold: Option<&str>) -> pb::Trajectory {
 }
 
 /// The group of one question: its scored rollouts, in sample order.
-pub fn group_of(ts: &[&Trajectory], q: &Question) -> pb::TrajectoryGroup {
-    let mut mine: Vec<&&Trajectory> = ts.iter().filter(|t| t.job.question_id == q.id && t.status == Status::Scored).collect();
+pub fn group_of(ts: &[Trajectory], q: &Question) -> pb::TrajectoryGroup {
+    let mut mine: Vec<&Trajectory> = ts.iter().filter(|t| t.job.question_id == q.id && t.status == Status::Scored).collect();
     mine.sort_by_key(|t| t.job.sample);
     pb::TrajectoryGroup { trajectories: mine.into_iter().map(|t| trajectory_of(t, q.answer.as_deref())).collect() }
 }
@@ -305,8 +305,8 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
         let mut plan = plan_for(&a.policy, a.group, a.seed + u64::from(e), &a.evaluator, environment.clone(), train)?;
         with_library(&mut plan, &format!("bank {} before epoch {e}", a.bank), &text);
         eprintln!("epoch {e}: {} train questions × {} rollouts", train.len(), a.group);
-        let rollouts = play_scored(&plan, train, &env, &dir, a.policy.concurrency).await?;
-        let steps = learn_epoch(a, e, &plan, train, &dir, &mut banks, &mut learner).await?;
+        let (rollouts, ts) = play_scored(&plan, train, &env, &dir, a.policy.concurrency).await?;
+        let steps = learn_epoch(a, e, &ts, train, &dir, &mut banks, &mut learner).await?;
         // Written once, when the epoch's last step is done (a resumed run reads it: the bank has moved on).
         let after = dir.join("library.txt");
         let text = match std::fs::read_to_string(&after) {
@@ -323,10 +323,7 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
                 text
             }
         };
-        let keys: std::collections::HashSet<String> =
-            train.iter().flat_map(|q| (0..a.group).map(|s| super::record::key(&q.id, s))).collect();
-        let traj = super::record::read(&dir.join("trajectories.jsonl"))?;
-        let rollout_seconds = traj.iter().filter(|t| keys.contains(&t.key)).map(|t| t.timings.total_ms / 1e3).sum();
+        let rollout_seconds = ts.iter().map(|t| t.timings.total_ms / 1e3).sum();
         epochs.push(Epoch { epoch: e, rollouts, steps, library_size: experiences_in(&text), library: text, rollout_seconds });
     }
     let ab = if test.is_empty() { None } else { Some(run_ab(a, test, &env, &environment).await?) };
@@ -345,15 +342,21 @@ pub const PASSES: usize = 3;
 
 /// Plays the run until every rollout is scored, at most [`PASSES`] passes (a failed rollout — an endpoint
 /// that gave up, an episode reaped while a slow policy thought — is played again on a fresh episode, as a
-/// rerun would), then writes its report. Learning and the A/B wait for every rollout: a group learned from
+/// rerun would), then writes its report; returns it with the run's trajectories. Learning and the A/B wait for every rollout: a group learned from
 /// with a sample missing would not be the group the report shows.
-async fn play_scored(plan: &Plan, questions: &[Question], env: &Env, dir: &Path, concurrency: usize) -> anyhow::Result<Report> {
+async fn play_scored(
+    plan: &Plan,
+    questions: &[Question],
+    env: &Env,
+    dir: &Path,
+    concurrency: usize,
+) -> anyhow::Result<(Report, Vec<Trajectory>)> {
     let mut pass = 1;
     loop {
         play_all(plan, questions, env, dir, concurrency).await?;
-        let report = finish(plan, questions, env, dir).await?;
+        let (report, ts) = finish_run(plan, questions, env, dir).await?;
         if report.failed == 0 {
-            return Ok(report);
+            return Ok((report, ts));
         }
         if pass == PASSES {
             bail!(
@@ -378,7 +381,7 @@ pub fn epoch_dir(out: &Path, e: u32) -> PathBuf {
 async fn learn_epoch(
     a: &LearnArgs,
     e: u32,
-    plan: &Plan,
+    ts: &[Trajectory],
     train: &[Question],
     dir: &Path,
     banks: &mut BanksClient<Channel>,
@@ -394,10 +397,6 @@ async fn learn_epoch(
             .with_context(|| format!("{}", path.display()))?,
         Err(_) => Vec::new(),
     };
-    let ts = super::record::read(&dir.join("trajectories.jsonl"))?;
-    let keys: std::collections::HashSet<String> =
-        train.iter().flat_map(|q| (0..plan.settings.group).map(|s| super::record::key(&q.id, s))).collect();
-    let mine: Vec<&Trajectory> = ts.iter().filter(|t| keys.contains(&t.key)).collect();
     for (k, batch) in train.chunks(a.learn_batch).enumerate() {
         if steps.iter().any(|s| s.step == k) {
             continue;
@@ -415,7 +414,7 @@ async fn learn_epoch(
         };
         // A question whose rollouts all failed has no group (LearnFromGroup refuses an empty one).
         let (asked, groups): (Vec<&Question>, Vec<pb::TrajectoryGroup>) =
-            batch.iter().map(|q| (q, group_of(&mine, q))).filter(|(_, g)| !g.trajectories.is_empty()).unzip();
+            batch.iter().map(|q| (q, group_of(ts, q))).filter(|(_, g)| !g.trajectories.is_empty()).unzip();
         let clock = Instant::now();
         if groups.is_empty() {
             let step = Step {
@@ -520,11 +519,7 @@ async fn run_ab(a: &LearnArgs, test: &[Question], env: &Env, environment: &str) 
         let mut plan = plan_for(&a.policy, a.ab_group, a.seed, &a.evaluator, environment.to_string(), test)?;
         with_library(&mut plan, &format!("A/B arm {name}"), &text);
         eprintln!("A/B arm {name}: {} test questions × {} rollouts", test.len(), a.ab_group);
-        let report = play_scored(&plan, test, env, &dir, a.policy.concurrency).await?;
-        let ts = super::record::read(&dir.join("trajectories.jsonl"))?;
-        let keys: std::collections::HashSet<String> =
-            test.iter().flat_map(|q| (0..a.ab_group).map(|s| super::record::key(&q.id, s))).collect();
-        let ts: Vec<Trajectory> = ts.into_iter().filter(|t| keys.contains(&t.key)).collect();
+        let (report, ts) = play_scored(&plan, test, env, &dir, a.policy.concurrency).await?;
         played.push(Arm {
             name,
             experiences: experiences_in(&text),

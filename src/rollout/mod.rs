@@ -358,6 +358,11 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
 
 /// The scripted agents, the parquet file and the report, from the whole trajectories file.
 pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<report::Report> {
+    finish_run(plan, questions, env, out).await.map(|(r, _)| r)
+}
+
+/// [`finish`], returning the run's trajectories too (the plan's questions × group, read once).
+pub async fn finish_run(plan: &Plan, questions: &[Question], env: &Env, out: &Path) -> anyhow::Result<(report::Report, Vec<Trajectory>)> {
     if !out.join("trajectories.jsonl").exists() {
         bail!("{} holds no trajectories.jsonl: nothing to report", out.display());
     }
@@ -397,7 +402,7 @@ pub async fn finish(plan: &Plan, questions: &[Question], env: &Env, out: &Path) 
     }
     crate::dataset::atomic_write(&out.join("report.json"), serde_json::to_string_pretty(&r)?.as_bytes())?;
     crate::dataset::atomic_write(&out.join("report.md"), report::markdown(&r).as_bytes())?;
-    Ok(r)
+    Ok((r, ts))
 }
 
 /// The scripted no-op and oracle on the same questions, on episodes with the same seeds, kept in

@@ -103,6 +103,11 @@ pub struct Mean {
     pub hi: f64,
 }
 
+impl Mean {
+    /// The mean of nothing.
+    pub const EMPTY: Mean = Mean { n: 0, mean: 0.0, lo: 0.0, hi: 0.0 };
+}
+
 /// One row of the per-category table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CategoryRow {
@@ -378,7 +383,7 @@ pub fn bootstrap(clusters: &[Vec<f64>]) -> Mean {
     let all: Vec<f64> = clusters.iter().flatten().copied().collect();
     let n = all.len();
     if n == 0 {
-        return Mean { n: 0, mean: 0.0, lo: 0.0, hi: 0.0 };
+        return Mean::EMPTY;
     }
     let mean = all.iter().sum::<f64>() / n as f64;
     let mut rng = ChaCha8Rng::seed_from_u64(0x6d656d67);
@@ -399,29 +404,41 @@ pub fn bootstrap(clusters: &[Vec<f64>]) -> Mean {
     Mean { n, mean, lo: at(0.025), hi: at(0.975) }
 }
 
-/// The GRPO signal of the groups whose every sample was scored.
-pub fn group_signal(ts: &[Trajectory]) -> GroupSignal {
-    let mut groups: BTreeMap<&str, (u32, Vec<f64>)> = BTreeMap::new();
+/// Each question's group whose every sample was scored, with two samples or more: its rewards and one of
+/// its trajectories, by question.
+pub fn complete_groups(ts: &[Trajectory]) -> BTreeMap<&str, (Vec<f64>, &Trajectory)> {
+    let mut groups: BTreeMap<&str, (Vec<f64>, &Trajectory)> = BTreeMap::new();
     for t in ts {
-        let g = groups.entry(t.job.question_id.as_str()).or_insert((t.job.group, Vec::new()));
+        let g = groups.entry(t.job.question_id.as_str()).or_insert((Vec::new(), t));
         if let Some(r) = t.reward() {
-            g.1.push(r);
+            g.0.push(r);
         }
     }
-    let full: Vec<&Vec<f64>> = groups.values().filter(|(size, r)| r.len() as u32 == *size && r.len() > 1).map(|(_, r)| r).collect();
+    groups.retain(|_, (r, t)| r.len() as u32 == t.job.group && r.len() > 1);
+    groups
+}
+
+/// The mean and the population variance of a group's rewards.
+pub fn moments(r: &[f64]) -> (f64, f64) {
+    let n = r.len() as f64;
+    let m = r.iter().sum::<f64>() / n;
+    (m, r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n)
+}
+
+/// Whether a group's rewards are all equal (max − min ≤ [`SIGN_EPSILON`]): a zero advantage for each.
+pub fn all_equal(r: &[f64]) -> bool {
+    r.iter().copied().fold(f64::NEG_INFINITY, f64::max) - r.iter().copied().fold(f64::INFINITY, f64::min) <= SIGN_EPSILON
+}
+
+/// The GRPO signal of the groups whose every sample was scored.
+pub fn group_signal(ts: &[Trajectory]) -> GroupSignal {
+    let full = complete_groups(ts);
     let count = full.len();
-    let equal = full
-        .iter()
-        .filter(|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max) - r.iter().copied().fold(f64::INFINITY, f64::min) <= SIGN_EPSILON)
-        .count();
-    let std = |r: &Vec<f64>| {
-        let m = r.iter().sum::<f64>() / r.len() as f64;
-        (r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / r.len() as f64).sqrt()
-    };
+    let equal = full.values().filter(|(r, _)| all_equal(r)).count();
     GroupSignal {
         groups: count,
         all_equal: if count == 0 { 0.0 } else { equal as f64 / count as f64 },
-        mean_std: if count == 0 { 0.0 } else { full.iter().map(|r| std(r)).sum::<f64>() / count as f64 },
+        mean_std: if count == 0 { 0.0 } else { full.values().map(|(r, _)| moments(r).1.sqrt()).sum::<f64>() / count as f64 },
     }
 }
 
