@@ -469,9 +469,16 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "MEMGYM_ADDR", default_value = "127.0.0.1:50051")]
     pub addr: SocketAddr,
-    /// Seconds to let in-flight calls finish after SIGTERM/Ctrl-C.
+    /// Seconds a drain may take after SIGTERM/Ctrl-C: the server opens no new episodes and takes no bank
+    /// calls (a retryable DRAINING), serves the episodes it holds until each is scored or closed, then lets
+    /// in-flight calls finish. A second signal stops it at once (in-flight calls still finish).
     #[arg(long, env = "MEMGYM_DRAIN_SECS", default_value_t = 10)]
     pub drain_secs: u64,
+    /// This server's name as one of several replicas behind a proxy (lowercase letters, digits, '-'):
+    /// every episode id it gives out starts with `NAME.`, so the proxy routes each call to the replica
+    /// that holds its episode (the book's "Operations → Replicas"). Off: a lone server.
+    #[arg(long, env = "MEMGYM_REPLICA", value_name = "NAME", value_parser = replica_name)]
+    pub replica: Option<String>,
     /// Also serve OpenEnv's HTTP + WebSocket protocol on this address (`/ws`, `/reset`, `/step`, `/state`,
     /// `/health`, `/metadata`, `/schema`, `/openapi.json`, `/mcp`). Off unless given.
     #[arg(long, env = "MEMGYM_OPENENV_ADDR")]
@@ -480,7 +487,8 @@ pub struct ServeArgs {
     /// is told CAPACITY_REACHED. Episodes also count against --max-episodes.
     #[arg(long, env = "MEMGYM_OPENENV_MAX_SESSIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub openenv_max_sessions: u32,
-    /// TLS: the server's certificate chain (PEM). With --tls-key, the gRPC face serves TLS only (rustls).
+    /// TLS: the server's certificate chain (PEM). With --tls-key, every face (gRPC, OpenEnv, MCP, metrics)
+    /// serves TLS only (rustls).
     #[arg(long, env = "MEMGYM_TLS_CERT", value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// TLS: the certificate's private key (PEM).
@@ -779,6 +787,11 @@ pub(crate) fn eval_args(flags: &[&str]) -> EvalArgs {
         panic!("`memgym eval` parses as Command::Eval")
     };
     a
+}
+
+/// `--replica`: the name rule of [`crate::episode::replica`].
+fn replica_name(s: &str) -> Result<String, String> {
+    crate::episode::replica::valid_replica_name(s).map(|()| s.to_string())
 }
 
 #[cfg(test)]

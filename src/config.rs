@@ -190,6 +190,11 @@ fn progress_reporter(name: String) -> impl FnMut(usize, usize) {
 /// vectors come from a matching `vectors-<embedder>.parquet` when there is one; otherwise they are
 /// embedded now, before the server accepts any episode.
 pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
+    build_replica_environment(a, None)
+}
+
+/// [`build_environment`] for one of several replicas (`serve --replica`): its ids name it.
+pub fn build_replica_environment(a: &EnvArgs, replica: Option<String>) -> anyhow::Result<Arc<Environment>> {
     let config = env_config(a)?;
     let gold = GoldMode::parse(&a.gold).map_err(anyhow::Error::msg).context("--gold")?;
     let dataset = Arc::new(load_dataset_with_gold(a.data_dir.as_deref(), gold)?);
@@ -219,7 +224,8 @@ pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
     let llm = llm_client(&a.llm)?;
     let env = Environment::with_vectors(config, dataset, embed, Arc::new(SystemClock::default()), vectors.as_ref(), &mut progress)
         .context("embedding the initial memories")?
-        .with_llm(llm)?;
+        .with_llm(llm)?
+        .with_replica(replica)?;
     Ok(Arc::new(env))
 }
 

@@ -139,7 +139,7 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             })
         }
         Command::Serve(a) => {
-            let env = config::build_environment(&a.env)?;
+            let env = config::build_replica_environment(&a.env, a.replica.clone())?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 // Installed before the address is logged: a SIGTERM from then on is a graceful shutdown.
@@ -152,15 +152,10 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                 let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
                 let mut faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
                 if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
-                    if a.openenv_addr.is_some() || a.mcp_addr.is_some() || a.metrics_addr.is_some() {
-                        anyhow::bail!(
-                            "--tls-cert: TLS covers the gRPC face only so far; the HTTP faces (--openenv-addr, --mcp-addr, \
-                             --metrics-addr) would serve in clear: start them without --tls-cert, or behind a TLS-terminating proxy"
-                        );
-                    }
-                    faces.tls = Some(server::tls_identity(cert, key)?);
-                    tracing::info!("gRPC serves TLS");
+                    faces.tls = Some(server::TlsFiles::load(cert, key)?);
+                    tracing::info!("every face serves TLS only");
                 }
+                faces.second_signal = true;
                 if let Some(path) = &a.api_key_file {
                     faces.keys = Some(memgym::api::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
                     tracing::info!("API keys required on every face");

@@ -30,6 +30,9 @@ use crate::api::{AgentService, BanksService, DatasetService, LearnService, Memor
 use crate::banks::Banks;
 use crate::episode::Environment;
 
+pub mod tls;
+pub use tls::TlsFiles;
+
 /// Largest request the server decodes: the one cap of every face ([`crate::api::MAX_MESSAGE_BYTES`]).
 pub const MAX_MESSAGE_BYTES: usize = crate::api::MAX_MESSAGE_BYTES;
 
@@ -76,8 +79,11 @@ pub struct Faces {
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
     /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
     pub keys: Option<Arc<crate::api::auth::Keys>>,
-    /// `--tls-cert`/`--tls-key`: the gRPC face's TLS identity.
-    pub tls: Option<tonic::transport::Identity>,
+    /// `--tls-cert`/`--tls-key`: every face serves TLS only.
+    pub tls: Option<TlsFiles>,
+    /// Whether a second SIGTERM/SIGINT during the drain stops the server at once (the binary; tests
+    /// that shut down with their own future leave the process's signals alone).
+    pub second_signal: bool,
 }
 
 impl Faces {
@@ -131,13 +137,33 @@ impl Faces {
             })
             .collect();
         if let Some((listener, handle)) = self.metrics {
-            let metrics = axum::Router::new().route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let handle = handle.clone();
-                    async move { ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], crate::obs::render(&handle)) }
-                }),
-            );
+            let env = env.clone();
+            let metrics =
+                axum::Router::new()
+                    .route(
+                        "/metrics",
+                        axum::routing::get(move || {
+                            let handle = handle.clone();
+                            async move {
+                                ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], crate::obs::render(&handle))
+                            }
+                        }),
+                    )
+                    // What a proxy's health check asks: 503 from the moment a drain starts, so that no new
+                    // episode is sent here while the episodes held here are still served.
+                    .route(
+                        "/ready",
+                        axum::routing::get(move || {
+                            let draining = env.replica().draining();
+                            async move {
+                                if draining {
+                                    (http::StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                                } else {
+                                    (http::StatusCode::OK, "ready\n")
+                                }
+                            }
+                        }),
+                    );
             routers.push(("metrics", listener, metrics));
         }
         if let Some(keys) = &self.keys {
@@ -149,36 +175,30 @@ impl Faces {
                 })
                 .collect();
         }
+        let tls = self.tls;
         routers
             .into_iter()
             .map(|(face, listener, router)| {
                 let mut stop = stop.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let stopped = async move {
                         let _ = stop.wait_for(|s| *s).await;
                     };
-                    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+                    let served = match tls {
+                        Some(tls) => match tls.listen(face, listener) {
+                            Ok(l) => axum::serve(l, router).with_graceful_shutdown(stopped).await,
+                            Err(e) => Err(e),
+                        },
+                        None => axum::serve(listener, router).with_graceful_shutdown(stopped).await,
+                    };
+                    if let Err(e) = served {
                         tracing::error!(face, error = %e, "HTTP face stopped");
                     }
                 })
             })
             .collect()
     }
-}
-
-/// The TLS identity of `--tls-cert`/`--tls-key`: both read and checked as PEM before the server starts
-/// (a certificate file without a certificate, or a key file without a key, is refused naming its flag).
-pub fn tls_identity(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<tonic::transport::Identity> {
-    let read = |flag: &str, p: &std::path::Path, marker: &str| -> anyhow::Result<Vec<u8>> {
-        let bytes = std::fs::read(p).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", p.display()))?;
-        if !String::from_utf8_lossy(&bytes).contains(marker) {
-            anyhow::bail!("{flag} {}: no PEM {} in it", p.display(), marker.trim_start_matches("-----BEGIN ").trim_end_matches("-----"));
-        }
-        Ok(bytes)
-    };
-    let cert = read("--tls-cert", cert, "-----BEGIN CERTIFICATE-----")?;
-    let key = read("--tls-key", key, "PRIVATE KEY-----")?;
-    Ok(tonic::transport::Identity::from_pem(cert, key))
 }
 
 /// [`serve_with`] plus the JSON faces.
@@ -191,9 +211,9 @@ pub async fn serve_all(
     drain: Duration,
 ) -> anyhow::Result<()> {
     let (faces_stop, faces_stopped) = tokio::sync::watch::channel(false);
-    let (keys, tls) = (faces.keys.clone(), faces.tls.clone());
+    let (keys, tls, second_signal) = (faces.keys.clone(), faces.tls.clone(), faces.second_signal);
     let faces = faces.spawn(&env, &faces_stopped);
-    let out = serve_grpc(listener, env, banks, (keys, tls), shutdown, drain, &faces_stop).await;
+    let out = serve_grpc(listener, env, banks, (keys, tls, second_signal), shutdown, drain, &faces_stop).await;
     let _ = faces_stop.send(true);
     for f in faces {
         f.abort();
@@ -205,7 +225,7 @@ async fn serve_grpc(
     listener: TcpListener,
     env: Arc<Environment>,
     banks: Option<Arc<Banks>>,
-    (keys, tls): (Option<Arc<crate::api::auth::Keys>>, Option<tonic::transport::Identity>),
+    (keys, tls, second_signal): (Option<Arc<crate::api::auth::Keys>>, Option<TlsFiles>, bool),
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
     faces_stop: &tokio::sync::watch::Sender<bool>,
@@ -241,9 +261,9 @@ async fn serve_grpc(
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let mut builder = Server::builder();
-    if let Some(identity) = tls {
+    if let Some(tls) = tls {
         builder = builder
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(tls.identity()))
             .map_err(|e| anyhow::anyhow!("--tls-cert/--tls-key: {e}"))?;
     }
     let router = builder
@@ -253,6 +273,7 @@ async fn serve_grpc(
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
         .layer(crate::api::observe::ObserveLayer::default())
         .layer(crate::api::around::AroundLayer(crate::api::auth::Auth(keys)))
+        .layer(crate::api::around::AroundLayer(crate::api::drain::Drain(env.clone())))
         .layer(DeadlineLayer::default())
         .add_service(health_service)
         .add_service(reflection_v1)
@@ -273,11 +294,34 @@ async fn serve_grpc(
         r = &mut server => { reaper.abort(); stop_banks(flusher.take(), banks.as_ref()).await; return Ok(r??); }
         () = shutdown => {}
     }
-    tracing::info!("shutting down: health NOT_SERVING, draining in-flight calls");
-    let _ = faces_stop.send(true);
+    // The drain: no new episodes or bank calls (a retryable DRAINING), health NOT_SERVING and /ready 503,
+    // while the episodes held here are played to their score; then the listeners close and the calls in
+    // flight finish. All within `drain`; a second signal skips to the end.
+    let deadline = tokio::time::Instant::now() + drain;
+    env.replica().start_drain();
     for name in &health_names {
         health_reporter.set_service_status(name, ServingStatus::NotServing).await;
     }
+    tracing::info!(unscored = env.unscored_episodes(), ?drain, "draining: no new episodes, serving the open ones");
+    let episodes_done = async {
+        while env.unscored_episodes() > 0 {
+            tokio::time::sleep(EPISODE_POLL).await;
+        }
+    };
+    let forced = async {
+        if second_signal {
+            shutdown_signal().await
+        } else {
+            std::future::pending().await
+        }
+    };
+    tokio::select! {
+        () = episodes_done => tracing::info!("drain: every open episode scored or closed"),
+        () = tokio::time::sleep_until(deadline) => tracing::warn!(unscored = env.unscored_episodes(), "drain deadline passed with episodes open"),
+        () = forced => tracing::warn!(unscored = env.unscored_episodes(), "second signal: stopping now"),
+    }
+    tracing::info!("shutting down: closing the listeners, letting in-flight calls finish");
+    let _ = faces_stop.send(true);
     let _ = stop_tx.send(());
     reaper.abort();
     let drained = async {
@@ -293,7 +337,8 @@ async fn serve_grpc(
             }
         }
     };
-    let out = match tokio::time::timeout(drain, drained).await {
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(IN_FLIGHT_FLOOR);
+    let out = match tokio::time::timeout(left, drained).await {
         Ok(r) => r.map_err(anyhow::Error::from).and_then(|r| r.map_err(anyhow::Error::from)),
         Err(_) => {
             tracing::warn!(?drain, "drain deadline passed with connections still open; stopping");
@@ -319,6 +364,12 @@ async fn stop_banks(flusher: Option<JoinHandle<()>>, banks: Option<&Arc<Banks>>)
 /// service is added when served).
 const HEALTH_NAMES: [&str; 3] =
     ["", <MemoryEnvServer<MemoryEnvService> as NamedService>::NAME, <DatasetServer<DatasetService> as NamedService>::NAME];
+
+/// How often the drain looks at the open episodes.
+const EPISODE_POLL: Duration = Duration::from_millis(100);
+
+/// The least time calls in flight get to finish, even when the episodes used up the drain.
+const IN_FLIGHT_FLOOR: Duration = Duration::from_secs(1);
 
 /// How often the drain ends health Watch streams opened since the last sweep.
 const WATCH_SWEEP: Duration = Duration::from_millis(200);

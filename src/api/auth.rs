@@ -200,10 +200,10 @@ impl Hook for Auth {
     }
 }
 
-/// Axum middleware of the HTTP faces: the same keys, `/health` open; a read-only key may only `GET`.
+/// Axum middleware of the HTTP faces: the same keys, `/health` and `/ready` open; a read-only key may only `GET`.
 pub async fn http_auth(keys: Arc<Keys>, req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if req.uri().path() == "/health" {
+    if matches!(req.uri().path(), "/health" | "/ready") {
         return next.run(req).await;
     }
     let what = format!("{} {}", crate::quote::name(req.method().as_str()), crate::quote::quoted(req.uri().path()));

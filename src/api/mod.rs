@@ -10,6 +10,7 @@ mod banks_service;
 pub mod convert;
 mod dataset_service;
 pub mod deadline;
+pub mod drain;
 mod env_service;
 pub mod gateway;
 mod learn_service;

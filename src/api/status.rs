@@ -40,6 +40,8 @@ pub const REASONS: &[(&str, bool, &str)] = &[
     ("EPISODE_PRECONDITION", false, "the episode is scored, or its step budget is spent"),
     ("EPISODE_ENDED", false, "the episode was closed or reaped; ids are not reused"),
     ("EPISODE_CAP", true, "the server holds its most open episodes; others will close"),
+    ("WRONG_REPLICA", false, "the episode id names another replica: the call was misrouted (see Operations → Replicas)"),
+    ("DRAINING", true, "the server is shutting down: it opens no new episodes and takes no bank calls; another replica will"),
     ("EMBEDDER_UNAVAILABLE", true, "the embedder failed or is down"),
     ("EMBEDDER_BROKEN", false, "the embedder returned vectors of the wrong shape"),
     ("LLM_TIMEOUT", true, "the LLM endpoint did not answer in time"),
@@ -152,6 +154,8 @@ impl From<EpisodeError> for Status {
             EpisodeError::FailedPrecondition { .. } => (Code::FailedPrecondition, "EPISODE_PRECONDITION", None),
             EpisodeError::EpisodeEnded { .. } => (Code::FailedPrecondition, "EPISODE_ENDED", None),
             EpisodeError::ResourceExhausted { .. } => (Code::ResourceExhausted, "EPISODE_CAP", None),
+            EpisodeError::WrongReplica { .. } => (Code::FailedPrecondition, "WRONG_REPLICA", None),
+            EpisodeError::Draining { .. } => (Code::Unavailable, "DRAINING", None),
         };
         refusal(code, reason, e.to_string(), field.as_deref())
     }

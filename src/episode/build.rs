@@ -69,6 +69,7 @@ impl Environment {
             p_old: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             id_salt,
+            replica: super::replica::Replica::default(),
         })
     }
 

@@ -31,14 +31,16 @@ impl Environment {
         let mut z = n.wrapping_add(self.id_salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        format!("ep-{:016x}", z ^ (z >> 31))
+        self.replica.prefixed(format!("ep-{:016x}", z ^ (z >> 31)))
     }
 
     /// Opens an episode, or returns the live one with the same id.
     pub async fn create_episode(&self, mut req: CreateRequest) -> Result<Created, EpisodeError> {
         if let Some(id) = &req.episode_id {
             valid_episode_id(id)?;
+            req.episode_id = Some(self.replica.own("episode_id", id)?);
         }
+        self.replica.admit_new()?;
         let max_steps = req.max_steps.unwrap_or(self.config.limits.default_max_steps);
         if max_steps == 0 || max_steps > self.config.limits.max_steps_cap {
             return Err(EpisodeError::invalid("max_steps", format!("must be 1 to {}, got {max_steps}", self.config.limits.max_steps_cap)));

@@ -62,6 +62,27 @@ pub enum EpisodeError {
         /// Which cap.
         message: String,
     },
+    /// The id names another replica: the call was routed to the wrong server.
+    #[error(
+        "episode {} is not on this replica ({replica}): an id names its replica before its first '.' ({}); send each \
+         call with the memgym-episode header so that the proxy routes it to that replica",
+        quoted(.id), .named.as_deref().unwrap_or("none here")
+    )]
+    WrongReplica {
+        /// The id.
+        id: String,
+        /// The replica it names, if any.
+        named: Option<String>,
+        /// This server's replica.
+        replica: String,
+    },
+    /// The server is draining (shutting down): it opens no new episode.
+    #[error("this server{} is draining: it opens no new episodes; retry, and the proxy sends the call to another replica",
+        .replica.as_deref().map(|r| format!(" (replica {r})")).unwrap_or_default())]
+    Draining {
+        /// This server's replica, if named.
+        replica: Option<String>,
+    },
     /// The tool refused the call.
     #[error(transparent)]
     Tool(#[from] ToolError),

@@ -54,16 +54,22 @@ fn fork_count(req: &ForkRequest) -> Result<usize, EpisodeError> {
 
 impl Environment {
     /// Copies a live episode into independent forks (module doc); returns their states in order.
-    pub async fn fork_episode(&self, req: ForkRequest) -> Result<Vec<EpisodeState>, EpisodeError> {
+    pub async fn fork_episode(&self, mut req: ForkRequest) -> Result<Vec<EpisodeState>, EpisodeError> {
         let n = fork_count(&req)?;
         let mut seen = HashSet::with_capacity(req.fork_ids.len());
-        for (i, id) in req.fork_ids.iter().enumerate() {
+        for (i, id) in req.fork_ids.iter_mut().enumerate() {
             let field = format!("fork_ids[{i}]");
             super::create::valid_id(&field, id)?;
+            *id = self.replica.own(&field, id)?;
+        }
+        for (i, id) in req.fork_ids.iter().enumerate() {
+            let field = format!("fork_ids[{i}]");
             if id == &req.episode_id || !seen.insert(id.as_str()) {
                 return Err(EpisodeError::invalid(&field, format!("{} is named twice (or is the parent's id)", crate::quote::quoted(id))));
             }
         }
+        self.replica.check(&req.episode_id)?;
+        self.replica.admit_new()?;
         let now = self.clock.now_ms();
         let entry = match self.registry.find(&req.episode_id, now) {
             Lookup::Live(e) => e,

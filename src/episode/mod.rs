@@ -14,6 +14,7 @@ mod error;
 mod fork;
 mod limits;
 mod registry;
+pub mod replica;
 mod score;
 pub use score::score_metrics;
 mod step;
@@ -57,6 +58,7 @@ pub struct Environment {
     p_old: Mutex<HashMap<POldKey, Arc<tokio::sync::OnceCell<POld>>>>,
     next_id: AtomicU64,
     id_salt: u64,
+    replica: replica::Replica,
 }
 
 impl std::fmt::Debug for Environment {
@@ -114,6 +116,26 @@ impl Environment {
         self.registry.len()
     }
 
+    /// Names this server as one of several replicas (`--replica`): every id it gives out starts with
+    /// `name.`, and calls for ids naming another replica are refused ([`replica`]).
+    pub fn with_replica(mut self, name: Option<String>) -> Result<Self, EpisodeError> {
+        if let Some(n) = &name {
+            replica::valid_replica_name(n).map_err(|m| EpisodeError::invalid("replica", m))?;
+        }
+        self.replica = replica::Replica::new(name);
+        Ok(self)
+    }
+
+    /// The replica this server is, and whether it drains.
+    pub fn replica(&self) -> &replica::Replica {
+        &self.replica
+    }
+
+    /// Open episodes not yet scored: what a drain waits for.
+    pub fn unscored_episodes(&self) -> usize {
+        self.registry.count_unscored()
+    }
+
     /// The shared M₀ of a conversation.
     pub fn base(&self, conversation_id: &str) -> Option<&Arc<BaseMemory>> {
         self.bases.get(conversation_id)
@@ -121,6 +143,7 @@ impl Environment {
 
     /// The open entry of `id`; EpisodeEnded for a remembered ended id, else EpisodeNotFound.
     fn entry(&self, id: &str) -> Result<Arc<Entry>, EpisodeError> {
+        self.replica.check(id)?;
         let now = self.clock.now_ms();
         match self.registry.find(id, now) {
             Lookup::Live(e) => {
@@ -189,6 +212,7 @@ impl Environment {
     /// Closes the episode (after a call in flight on it) and remembers its id; returns its last state.
     /// Idempotent: an episode already closed or reaped whose id is remembered gives `None`.
     pub async fn close_episode(&self, episode_id: &str) -> Result<Option<EpisodeState>, EpisodeError> {
+        self.replica.check(episode_id)?;
         let entry = match self.registry.find(episode_id, self.clock.now_ms()) {
             Lookup::Live(e) => e,
             Lookup::Ended(_) => return Ok(None),

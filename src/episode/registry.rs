@@ -90,6 +90,14 @@ impl Registry {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// Open episodes not yet scored; one whose lock is held (a call in flight) counts as unscored.
+    pub fn count_unscored(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().values().filter(|e| e.episode.try_lock().map_or(true, |ep| ep.scored.is_none())).count())
+            .sum()
+    }
+
     /// True when none is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -8,6 +8,7 @@ mod banks_pg;
 mod bench;
 mod binary;
 mod dataset;
+mod drain;
 mod ended;
 mod episodes;
 mod helpers;

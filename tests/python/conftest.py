@@ -65,6 +65,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_port(port: int, proc: subprocess.Popen, what: str, limit: float = 120.0) -> None:
+    """Waits until something listens on 127.0.0.1:``port``; fails if ``proc`` exits or ``limit`` s pass."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            assert proc.poll() is None, f"{what} exited"
+            assert time.monotonic() < deadline, f"{what} did not listen"
+            time.sleep(0.1)
+
+
 def _serving(address: str) -> bool:
     from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore
 

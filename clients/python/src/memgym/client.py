@@ -46,6 +46,8 @@ from memgym.v1 import memgym_pb2 as pb
 from memgym.v1 import memgym_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+#: The request header naming the episode of a call; a proxy routes by the replica the id names.
+EPISODE_HEADER = "memgym-episode"
 
 #: Evaluator names accepted by ``create_episode(evaluator=...)``, as the server's CLI spells them.
 EVALUATORS = {
@@ -208,6 +210,14 @@ class _Base:
         #: TLS when ``tls`` or ``root_certificates`` (PEM of the CA to trust; default: the system's roots).
         self._credentials = grpc.ssl_channel_credentials(root_certificates) if (tls or root_certificates) else None
 
+    def _metadata_for(self, request: Any) -> Optional[Tuple[Tuple[str, str], ...]]:
+        """The call's metadata: the API key, and for a call on an episode its id as ``memgym-episode``, the
+        header a proxy in front of several replicas routes by (the id names its replica)."""
+        episode_id = getattr(request, "episode_id", "")
+        if not episode_id:
+            return self._metadata
+        return (self._metadata or ()) + ((EPISODE_HEADER, episode_id),)
+
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2**attempt)
 
@@ -268,7 +278,7 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
         attempt, waited = 0, 0.0
         while True:
             try:
-                return rpc(request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata)
+                return rpc(request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata_for(request))
             except grpc.RpcError as err:
                 error = from_rpc_error(err, method=method, address=self.address)
                 delay = self._retry_after(error, idempotent, attempt, waited) if retry else None
@@ -390,7 +400,7 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base
         attempt, waited = 0, 0.0
         while True:
             try:
-                return await rpc(request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata)
+                return await rpc(request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata_for(request))
             except grpc.RpcError as err:
                 error = from_rpc_error(err, method=method, address=self.address)
                 delay = self._retry_after(error, idempotent, attempt, waited) if retry else None

@@ -176,7 +176,8 @@ class MemgymTRLEnv:
         kwargs = {**self._defaults, **kwargs}
         episode_id = new_episode_id({"question_id": question_id})
         created = self._rpc().create_episode(question_id, episode_id=episode_id, **kwargs)
-        self.episode_id = episode_id
+        # The server's id: the same, or behind a proxy of replicas, the id with its replica's name in front.
+        self.episode_id = created.episode_id or episode_id
         self.question = created.question
         self.step_metrics, self.score_metrics = [], {}
         return "\n\n" + created.question

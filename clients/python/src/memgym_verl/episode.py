@@ -92,11 +92,12 @@ def create_request_kwargs(create_kwargs: Mapping[str, Any]) -> Tuple[str, Dict[s
 
 
 async def open_episode(address: str, create_kwargs: Mapping[str, Any], timeout: float = 30.0) -> str:
-    """Opens a fresh episode (``new_episode_id``) of the row ``create_kwargs``; returns its id."""
+    """Opens a fresh episode (``new_episode_id``) of the row ``create_kwargs``; returns the id the server
+    gave it (the same id, or behind a proxy of replicas that id with the replica's name in front)."""
     episode_id = new_episode_id(create_kwargs)
     question_id, create_args = create_request_kwargs(create_kwargs)
-    await async_client(address, timeout).create_episode(question_id, episode_id=episode_id, **create_args)
-    return episode_id
+    created = await async_client(address, timeout).create_episode(question_id, episode_id=episode_id, **create_args)
+    return created.episode_id or episode_id
 
 
 _lock = threading.Lock()
