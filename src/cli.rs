@@ -39,10 +39,33 @@ pub enum Command {
     /// bank's library, LearnFromGroup on each group, then an A/B on test questions of the final library
     /// against none and the first epoch's (the book's "Learning on episodes").
     Learn(LearnArgs),
+    /// Ask a running server's gRPC health service whether it serves: prints the status, exits 0 only when
+    /// SERVING (the container image's health check; a draining server is NOT_SERVING).
+    Health(HealthArgs),
     /// Print a reference chapter of the book as Markdown, generated from this binary: the CLI (every
     /// command's help) or the gRPC API (the protos' comments).
     #[command(subcommand)]
     Reference(ReferenceCommand),
+}
+
+/// `memgym health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// The server's gRPC address.
+    #[arg(long, env = "MEMGYM_HEALTH_ADDR", default_value = "127.0.0.1:50051")]
+    pub addr: String,
+    /// The service to ask about; empty: the whole server.
+    #[arg(long, default_value = "")]
+    pub service: String,
+    /// Give up after this many milliseconds (connecting, then the answer).
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: u64,
+    /// Connect with TLS, trusting this CA certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// The name the server's certificate must carry (with --tls-ca).
+    #[arg(long, default_value = "localhost", requires = "tls_ca")]
+    pub tls_domain: String,
 }
 
 /// `memgym reference`.
@@ -663,6 +686,10 @@ pub struct BenchArgs {
     /// Drive an already running server at this address instead of starting one in-process.
     #[arg(long, conflicts_with = "spawn_server")]
     pub addr: Option<SocketAddr>,
+    /// With --addr (a proxy in front of replicas): also drive one replica directly at this address, in
+    /// alternating rounds, and report both and their ratio (the book's "Operations → Replicas").
+    #[arg(long, requires = "addr")]
+    pub compare_addr: Option<SocketAddr>,
     /// Two-process mode: start `memgym serve` as a child process on a free loopback port (with this
     /// command's environment flags) and report the server's own RSS and CPU time.
     #[arg(long)]

@@ -323,6 +323,7 @@ mod tests {
             | Command::Rollout(_)
             | Command::Replay(_)
             | Command::Learn(_)
+            | Command::Health(_)
             | Command::Reference(_) => {
                 unreachable!("parsed `serve`")
             }

@@ -44,6 +44,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
     match cli.command {
+        Command::Health(a) => {
+            let ca =
+                a.tls_ca.as_ref().map(|p| std::fs::read(p).map_err(|e| anyhow::anyhow!("--tls-ca {}: {e}", p.display()))).transpose()?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let timeout = Duration::from_millis(a.timeout_ms);
+            let status =
+                rt.block_on(server::health::check(&a.addr, &a.service, timeout, ca.as_deref().map(|c| (c, a.tls_domain.as_str()))))?;
+            println!("{}", status.as_str_name());
+            if status != tonic_health::pb::health_check_response::ServingStatus::Serving {
+                anyhow::bail!("{} is {}", a.addr, status.as_str_name());
+            }
+            Ok(())
+        }
         Command::Reference(what) => {
             let md = match what {
                 memgym::cli::ReferenceCommand::Cli => memgym::reference::cli_markdown(),

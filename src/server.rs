@@ -30,6 +30,7 @@ use crate::api::{AgentService, BanksService, DatasetService, LearnService, Memor
 use crate::banks::Banks;
 use crate::episode::Environment;
 
+pub mod health;
 pub mod tls;
 pub use tls::TlsFiles;
 

@@ -33,6 +33,17 @@ pub use learn_service::LearnService;
 /// HTTP 413, or the WebSocket closed with 1009 (message too big).
 pub const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
 
+/// A request on an episode, its id in the `memgym-episode` header: the header a proxy in front of
+/// replicas routes by (the id names its replica, [`crate::episode::replica`]). Memgym's own gRPC clients
+/// (the bench, the rollout harness) send every episode call this way.
+pub fn on_episode<T>(episode_id: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Ok(v) = tonic::metadata::MetadataValue::try_from(episode_id) {
+        request.metadata_mut().insert(crate::episode::replica::EPISODE_HEADER, v);
+    }
+    request
+}
+
 /// Generated protobuf and tonic code for `memgym.v1`.
 #[allow(missing_docs, clippy::all)]
 pub mod pb {

@@ -19,8 +19,8 @@ use tonic::Code;
 use super::hist::Hist;
 use super::probe::Probe;
 use super::run_tag;
-use crate::api::pb;
 use crate::api::pb::memory_env_client::MemoryEnvClient;
+use crate::api::{on_episode, pb};
 use crate::cli::BenchArgs;
 
 /// Per-RPC latencies and outcomes of some episodes.
@@ -135,14 +135,15 @@ async fn episode(s: &Shared, channel: Channel, id: String, q: pb::QuestionRecord
         ..Default::default()
     };
     let created = s.timed("create", false, c.create_episode(request)).await;
-    let ok = match created {
-        Ok(_) => true,
+    // The id the server gave (behind replicas: with the replica's name in front).
+    let (ok, id) = match created {
+        Ok(r) => (true, r.into_inner().episode_id),
         Err(st) => {
             if std::env::var_os("MEMGYM_BENCH_DEBUG").is_some() {
                 eprintln!("create failed: {st:?}");
             }
             s.count(false, format!("create {:?}", st.code()));
-            false
+            (false, id)
         }
     };
     if ok {
@@ -156,7 +157,7 @@ async fn episode(s: &Shared, channel: Channel, id: String, q: pb::QuestionRecord
     if !ok {
         return;
     }
-    match s.timed("score", false, c.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() })).await {
+    match s.timed("score", false, c.score_episode(on_episode(&id, pb::ScoreEpisodeRequest { episode_id: id.clone() }))).await {
         Ok(r) => {
             let mut t = s.tally.lock();
             t.reward_sum += r.into_inner().reward;
@@ -164,7 +165,7 @@ async fn episode(s: &Shared, channel: Channel, id: String, q: pb::QuestionRecord
         }
         Err(st) => s.count(false, format!("score {:?}", st.code())),
     }
-    if let Err(st) = s.timed("close", false, c.close_episode(pb::CloseEpisodeRequest { episode_id: id })).await {
+    if let Err(st) = s.timed("close", false, c.close_episode(on_episode(&id, pb::CloseEpisodeRequest { episode_id: id.clone() }))).await {
         s.count(false, format!("close {:?}", st.code()));
     }
 }
@@ -208,7 +209,7 @@ async fn tool_calls(s: &Shared, c: &mut MemoryEnvClient<Channel>, id: &str, q: &
             _ => ("search_memory", search_args(rng, &words)),
         };
         let request = pb::CallToolRequest { episode_id: id.to_string(), tool_name: tool.to_string(), arguments_json: args.to_string() };
-        let r = s.timed(tool, true, c.call_tool(request)).await;
+        let r = s.timed(tool, true, c.call_tool(on_episode(id, request))).await;
         match r {
             Ok(resp) => collect_ids(resp.into_inner(), &mut known, &mut merged),
             Err(st) => {

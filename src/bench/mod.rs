@@ -13,11 +13,14 @@
 //! as a share of it and the CPU per call that is transport rather than memgym's own work. Servers:
 //! in-process on `127.0.0.1:0` (default; RSS and CPU are the whole process, client included),
 //! `--spawn-server` (a child `memgym serve`: RSS and CPU are the server's alone), or `--addr` (an
-//! external server: no RSS/CPU). Speed is reported here, never asserted in tests.
+//! external server: no RSS/CPU). `--addr PROXY --compare-addr DIRECT` compares a proxy in front of
+//! replicas with one replica reached directly (`compare.rs`). Speed is reported here, never asserted in
+//! tests.
 
 pub mod banks;
 mod baseline;
 mod ceiling;
+mod compare;
 mod hist;
 mod load;
 mod probe;
@@ -47,6 +50,10 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.in_flight != Some(0), "--in-flight must be positive");
     anyhow::ensure!(a.embedder_baseline_secs.is_finite() && a.embedder_baseline_secs >= 0.0, "--embedder-baseline-secs must be ≥ 0");
     anyhow::ensure!(a.grpc_ceiling_secs.is_finite() && a.grpc_ceiling_secs >= 0.0, "--grpc-ceiling-secs must be ≥ 0");
+    if let (Some(through), Some(direct)) = (a.addr, a.compare_addr) {
+        anyhow::ensure!(a.duration.is_none(), "--compare-addr runs fixed rounds: drop --duration");
+        return compare::run(&a, through, direct).await;
+    }
     let (mut target, addr) = Target::start(&a).await?;
     let channel = target::connect(addr, &mut target).await?;
     let mut channels = vec![channel.clone()];

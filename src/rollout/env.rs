@@ -110,7 +110,7 @@ impl Env {
             pb::CallToolRequest { episode_id: episode_id.to_string(), tool_name: tool.to_string(), arguments_json: arguments.to_string() };
         let r = match self {
             Env::Local(s) => s.call_tool(Request::new(req)).await.map(tonic::Response::into_inner),
-            Env::Remote(c) => c.clone().call_tool(req).await.map(tonic::Response::into_inner),
+            Env::Remote(c) => c.clone().call_tool(crate::api::on_episode(episode_id, req)).await.map(tonic::Response::into_inner),
         };
         match r {
             Ok(r) => Ok(ToolAnswer::Done(r.text)),
@@ -127,7 +127,7 @@ impl Env {
         let req = pb::ScoreEpisodeRequest { episode_id: episode_id.to_string() };
         Ok(match self {
             Env::Local(s) => s.score_episode(Request::new(req)).await?.into_inner(),
-            Env::Remote(c) => c.clone().score_episode(req).await?.into_inner(),
+            Env::Remote(c) => c.clone().score_episode(crate::api::on_episode(episode_id, req)).await?.into_inner(),
         })
     }
 
@@ -141,7 +141,7 @@ impl Env {
         };
         match self {
             Env::Local(s) => s.fork_episode(Request::new(req)).await.map(drop),
-            Env::Remote(c) => c.clone().fork_episode(req).await.map(drop),
+            Env::Remote(c) => c.clone().fork_episode(crate::api::on_episode(episode_id, req)).await.map(drop),
         }
     }
 
@@ -150,7 +150,7 @@ impl Env {
         let req = pb::CloseEpisodeRequest { episode_id: episode_id.to_string() };
         let _ = match self {
             Env::Local(s) => s.close_episode(Request::new(req)).await.map(drop),
-            Env::Remote(c) => c.clone().close_episode(req).await.map(drop),
+            Env::Remote(c) => c.clone().close_episode(crate::api::on_episode(episode_id, req)).await.map(drop),
         };
     }
 }

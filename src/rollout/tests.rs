@@ -33,6 +33,7 @@ fn args(url: &str, out: &Path, extra: &[&str]) -> RolloutArgs {
         | Command::Eval(_)
         | Command::Replay(_)
         | Command::Learn(_)
+        | Command::Health(_)
         | Command::Reference(_) => {
             unreachable!()
         }

@@ -1,7 +1,8 @@
 //! `serve --replica` and the drain, with the real binary and a real gRPC client: ids name their replica,
 //! every reply says which replica answered, a misrouted id is refused as such, and after SIGTERM the
 //! server opens no new episode and takes no bank call (a retryable DRAINING, `/ready` 503) while it still
-//! serves the episode it holds, then exits as soon as that episode is scored.
+//! serves the episode it holds, then exits as soon as that episode is scored. `memgym health` says
+//! SERVING before the drain and fails with NOT_SERVING during it.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic_types::StatusExt;
 
 use crate::binary::start_binary_logging;
+use crate::rollout::{memgym, strings, text};
 
 fn reason(s: &tonic::Status) -> (tonic::Code, String, bool) {
     let d = s.get_error_details();
@@ -38,6 +40,8 @@ async fn a_replica_names_its_ids_and_drains_without_losing_its_episodes() {
     let channel = tonic::transport::Channel::from_shared(format!("http://{grpc}")).unwrap().connect().await.unwrap();
     let (mut env, mut banks) = (MemoryEnvClient::new(channel.clone()), BanksClient::new(channel));
     assert_eq!(http_status(metrics, "/ready").await, 200);
+    let health = memgym(strings(&["health", "--addr", grpc])).await;
+    assert!(health.status.success() && text(&health).contains("SERVING"), "{}", text(&health));
 
     // Ids name the replica: the server's own, and a client's (prefixed once; a retry with the returned id
     // stays the same episode). Every reply names the replica.
@@ -75,6 +79,8 @@ async fn a_replica_names_its_ids_and_drains_without_losing_its_episodes() {
     let bank = banks.list_banks(pb::ListBanksRequest::default()).await.unwrap_err();
     assert_eq!(reason(&bank), (tonic::Code::Unavailable, "DRAINING".into(), true), "{bank:?}");
     assert_eq!(http_status(metrics, "/ready").await, 503);
+    let health = memgym(strings(&["health", "--addr", grpc])).await;
+    assert!(!health.status.success() && text(&health).contains("NOT_SERVING"), "{}", text(&health));
     // The episode held here is still served, and the server stays up for it.
     let call = pb::CallToolRequest {
         episode_id: "r7.job-1".into(),

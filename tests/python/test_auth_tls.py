@@ -110,6 +110,8 @@ def test_http_faces_over_https_with_api_keys(tmp_path):
         assert status == 200 and "memgym_" in body
         status, body = call(metrics, "/metrics")
         assert status == 401 and json.loads(body)["detail"][0]["reason"] == "API_KEY_MISSING"
+        status, body = call(metrics, "/metrics", key="wrong-key-0123456789")
+        assert status == 401 and json.loads(body)["detail"][0]["reason"] == "API_KEY_INVALID" and "wrong-key" not in body
         status, body = call(openenv, "/reset", key=RW, body={"episode_id": "https-1", "question_id": "conv-26:q0"})
         assert status == 200, body
         status, body = call(openenv, "/reset", key=RO, body={"episode_id": "https-2", "question_id": "conv-26:q0"})

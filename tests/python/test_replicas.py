@@ -21,6 +21,7 @@ Needs ``haproxy`` and ``$MEMGYM_TEST_POSTGRES_URL`` (scripts/test provides both)
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -197,3 +198,19 @@ def test_three_replicas_behind_haproxy_with_a_drain_and_a_kill(cluster):
     assert survived["r1"] > 0 and survived["r3"] > 0 and lost, (survived, len(lost))
     print(f"\nsecond wave: scored per replica {survived}, failed on r2 {len(lost)} "
           f"({sorted({(x.error.code.name, x.error.reason) for x in lost})})")
+
+
+def test_bench_through_the_proxy_against_one_replica(cluster):
+    """``memgym bench --addr PROXY --compare-addr R1`` drives both sides without a failed call (its speed is
+    reported by scripts/bench-replicas.sh, never asserted)."""
+    out = subprocess.run(
+        [str(memgym_bin()), "bench", "--addr", cluster["proxy"], "--compare-addr", cluster["direct"]["r1"],
+         "--episodes", "24", "--calls", "4", "--embedder-baseline-secs", "0", "--grpc-ceiling-secs", "0", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [s["side"] for s in report["sides"]] == ["direct", "proxy"]
+    for side in report["sides"]:
+        assert side["failed"] == 0 and side["tool_calls_per_s"] > 0, side
+    assert "proxy ÷ direct" in out.stdout
