@@ -131,18 +131,20 @@ impl Env {
         })
     }
 
-    /// `ForkEpisode` of `episode_id` into forks with these ids (the parent's seed).
-    pub async fn fork(&self, episode_id: &str, ids: &[String]) -> Result<(), Status> {
+    /// `ForkEpisode` of `episode_id` into forks with these ids (the parent's seed); the forks' ids as the
+    /// server gave them (behind replicas, with the replica's name in front), in order.
+    pub async fn fork(&self, episode_id: &str, ids: &[String]) -> Result<Vec<String>, Status> {
         let req = pb::ForkEpisodeRequest {
             episode_id: episode_id.to_string(),
             count: u32::try_from(ids.len()).unwrap_or(u32::MAX),
             fork_ids: ids.to_vec(),
             seeds: Vec::new(),
         };
-        match self {
-            Env::Local(s) => s.fork_episode(Request::new(req)).await.map(drop),
-            Env::Remote(c) => c.clone().fork_episode(crate::api::on_episode(episode_id, req)).await.map(drop),
-        }
+        let forks = match self {
+            Env::Local(s) => s.fork_episode(Request::new(req)).await?.into_inner().forks,
+            Env::Remote(c) => c.clone().fork_episode(crate::api::on_episode(episode_id, req)).await?.into_inner().forks,
+        };
+        Ok(forks.into_iter().map(|f| f.episode_id).collect())
     }
 
     /// `CloseEpisode`; errors are ignored (the episode may already be gone).

@@ -131,26 +131,27 @@ pub async fn play_group(t: &Table<'_>, plan: &Plan, f: Fork, q: &Question, concu
     let at = u32::try_from(prefix.turns.len()).unwrap_or(u32::MAX);
     let ids: Vec<String> = (0..f.group).map(|i| fresh_episode_id("fork", &q.id, i)).collect();
     let forked = match (opened, &prefix.failure) {
-        (true, None) => t.env.fork(&base.episode_id, &ids).await.map_err(|s| format!("ForkEpisode: {}: {}", s.code(), s.message())),
+        (true, None) => t.env.fork(&prefix.job.episode_id, &ids).await.map_err(|s| format!("ForkEpisode: {}: {}", s.code(), s.message())),
         (_, failure) => Err(format!("the prefix failed: {}", failure.as_deref().unwrap_or("CreateEpisode"))),
     };
     if opened {
         play::close(t, &mut prefix).await;
     }
     let prefix_ms = started.elapsed().as_secs_f64() * 1e3;
-    let branch = ForkOf { parent: base.episode_id.clone(), requested_at: f.at, at, prefix_seed: base.sampling_seed };
+    let branch = ForkOf { parent: prefix.job.episode_id.clone(), requested_at: f.at, at, prefix_seed: base.sampling_seed };
     let forks = ids.iter().enumerate().map(|(i, id)| {
         let i = u32::try_from(i).unwrap_or(u32::MAX);
         let mut traj = prefix.clone();
         traj.key = key(&q.id, i);
-        traj.job =
-            Job { sample: i, sampling_seed: fork_seed(seed, &q.id, i), episode_id: id.clone(), fork: Some(branch.clone()), ..base.clone() };
+        // The server's id for the fork when it forked (the same as asked, but behind replicas).
+        let id = forked.as_ref().ok().and_then(|given| given.get(i as usize)).unwrap_or(id).clone();
+        traj.job = Job { sample: i, sampling_seed: fork_seed(seed, &q.id, i), episode_id: id, fork: Some(branch.clone()), ..base.clone() };
         let forked = &forked;
         async move {
             let clock = std::time::Instant::now();
             match forked {
                 Err(why) => traj.failure = Some(why.clone()),
-                Ok(()) => {
+                Ok(_) => {
                     traj.failure = None;
                     match play::turns(t, &mut traj, t.max_turns).await {
                         Err(why) => traj.failure = Some(why),

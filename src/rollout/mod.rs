@@ -421,10 +421,12 @@ async fn scripted(plan: &Plan, questions: &[Question], env: &Env, out: &Path) ->
                 continue;
             }
             let job = Job::of(q, 0, 1, episode_seed(plan.settings.seed, &q.id), 0, &format!("rollout-{agent}"));
-            let id = job.episode_id.clone();
-            env.create(play::create_request(&job, evaluator))
+            // The server's id (behind replicas, the replica's name in front of the one asked for).
+            let id = env
+                .create(play::create_request(&job, evaluator))
                 .await
-                .map_err(|s| anyhow::anyhow!("CreateEpisode for the {agent} on {}: {}", q.id, s.message()))?;
+                .map_err(|s| anyhow::anyhow!("CreateEpisode for the {agent} on {}: {}", q.id, s.message()))?
+                .episode_id;
             let scored = async {
                 if agent == "oracle" {
                     if let Some(content) = crate::eval::agents::oracle_memory(q) {

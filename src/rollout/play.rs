@@ -130,7 +130,14 @@ pub async fn open(t: &Table<'_>, traj: &mut Trajectory) -> bool {
             traj.failure = Some(format!("CreateEpisode: {}: {}", s.code(), s.message()));
             false
         }
-        Ok(_) => true,
+        Ok(r) => {
+            // From now on the episode is the server's id: the same, or behind replicas, the one that
+            // names its replica (the trajectory records it, so a replay finds the same replica).
+            if !r.episode_id.is_empty() {
+                traj.job.episode_id = r.episode_id;
+            }
+            true
+        }
     }
 }
 

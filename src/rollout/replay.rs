@@ -144,9 +144,13 @@ async fn episode(
     check: bool,
 ) -> Result<(pb::ScoreEpisodeResponse, usize, Vec<String>), String> {
     let job = Job { episode_id: super::fresh_episode_id("replay", &t.job.question_id, t.job.sample), ..t.job.clone() };
-    let id = job.episode_id.clone();
     let pb_evaluator: pb::Evaluator = crate::api::convert::evaluator_out(evaluator);
-    env.create(create_request(&job, pb_evaluator)).await.map_err(|s| format!("CreateEpisode: {}: {}", s.code(), s.message()))?;
+    // The server's id (behind replicas, the replica's name in front of the one asked for).
+    let id = env
+        .create(create_request(&job, pb_evaluator))
+        .await
+        .map_err(|s| format!("CreateEpisode: {}: {}", s.code(), s.message()))?
+        .episode_id;
     let result = async {
         let mut divergences = Vec::new();
         let mut sent = 0;

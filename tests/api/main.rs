@@ -22,6 +22,7 @@ mod metrics;
 mod openenv;
 mod paging;
 mod reasons;
+mod replicas;
 mod rollout;
 mod tls;
 

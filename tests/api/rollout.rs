@@ -29,7 +29,7 @@ pub(crate) fn text(o: &Output) -> String {
 }
 
 /// Turn 1 searches for the question and deletes an id it made up; turn 2 writes a memory; turn 3 stops.
-fn policy(body: &Value) -> Canned {
+pub(crate) fn policy(body: &Value) -> Canned {
     let turn = body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").count();
     let user = body["messages"][1]["content"].as_str().unwrap();
     let q = user.strip_prefix("Target question: ").unwrap().split("\n\n").next().unwrap();
