@@ -25,6 +25,9 @@ pub struct Arm {
     pub experiences: usize,
     /// FNV-1a of its library's text.
     pub library_fnv: String,
+    /// The earlier arm whose library is the same text: this arm was not played again (same prompt, same
+    /// seeds), its figures are that arm's, and a contrast between the two is 0 by construction.
+    pub same_as: Option<String>,
     /// Its rollouts' report.
     pub report: Report,
     /// Its trajectories.
@@ -40,6 +43,9 @@ pub struct ArmSummary {
     pub experiences: usize,
     /// FNV-1a of its library's text.
     pub library_fnv: String,
+    /// The earlier arm with the same library, whose rollouts stand for this one's (not played again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
     /// Rollouts, scored.
     pub scored: usize,
     /// Rollouts failed.
@@ -125,6 +131,7 @@ fn summary(arm: &Arm) -> ArmSummary {
         name: arm.name.clone(),
         experiences: arm.experiences,
         library_fnv: arm.library_fnv.clone(),
+        same_as: arm.same_as.clone(),
         scored: r.scored,
         failed: r.failed,
         reward: r.categories.first().map_or(Mean::EMPTY, |c| c.policy),
@@ -133,7 +140,8 @@ fn summary(arm: &Arm) -> ArmSummary {
         refused: share(count(|c| c.refused)),
         unread: share(count(|c| c.unread)),
         edited: r.edited_share,
-        rollout_seconds: arm.trajectories.iter().map(|t| t.timings.total_ms / 1e3).sum(),
+        // An arm that reuses another's rollouts cost nothing.
+        rollout_seconds: if arm.same_as.is_some() { 0.0 } else { arm.trajectories.iter().map(|t| t.timings.total_ms / 1e3).sum() },
     }
 }
 
@@ -158,8 +166,9 @@ pub fn markdown(ab: &Ab) -> String {
     let mut s = String::from("| arm | experiences | rollouts scored (failed) | mean reward [95% CI] | calls | done | refused | unread | rollouts editing |\n|---|---|---|---|---|---|---|---|---|\n");
     for a in &ab.arms {
         s.push_str(&format!(
-            "| {} | {} | {} ({}) | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% |\n",
+            "| {}{} | {} | {} ({}) | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% |\n",
             a.name,
+            a.same_as.as_ref().map(|s| format!(" (the same library as {s}: its rollouts, not played again)")).unwrap_or_default(),
             a.experiences,
             a.scored,
             a.failed,
@@ -253,6 +262,7 @@ mod tests {
             name: name.into(),
             experiences: 0,
             library_fnv: String::new(),
+            same_as: None,
             report: crate::rollout::report::build(run_info(), &ts, &[]),
             trajectories: ts,
         }
@@ -283,5 +293,19 @@ mod tests {
         let b = arm("none", &[("q1", 1, 0.0)]);
         let c = contrast(&a, &b);
         assert_eq!((c.all.n, c.all.mean), (1, 1.0));
+    }
+
+    #[test]
+    fn an_arm_that_reuses_another_says_so_and_costs_nothing() {
+        let rs = [("q1", 1, 0.0), ("q2", 2, 0.5)];
+        let none = arm("none", &rs);
+        let fin = Arm { same_as: Some("none".into()), ..arm("final", &rs) };
+        let ab = compare(&[none, fin]);
+        assert_eq!(ab.arms[1].same_as.as_deref(), Some("none"));
+        assert_eq!(ab.arms[1].rollout_seconds, 0.0, "not played: no compute");
+        assert!(!ab.contrasts[0].significant && ab.contrasts[0].all.mean == 0.0);
+        assert!(markdown(&ab).contains("| final (the same library as none: its rollouts, not played again) |"), "{}", markdown(&ab));
+        let json = serde_json::to_value(&ab.arms[0]).unwrap();
+        assert!(json.get("same_as").is_none(), "absent when the arm was played");
     }
 }

@@ -506,7 +506,8 @@ async fn run_ab(a: &LearnArgs, test: &[Question], env: &Env, environment: &str) 
         arms.push(("epoch-0".into(), Some(0)));
     }
     arms.push(("final".into(), Some(last)));
-    let mut played = Vec::new();
+    let mut played: Vec<Arm> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
     for (name, epoch) in arms {
         let text = match epoch {
             None => String::new(),
@@ -515,6 +516,23 @@ async fn run_ab(a: &LearnArgs, test: &[Question], env: &Env, environment: &str) 
                 std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?
             }
         };
+        // The same library is the same prompt, and the arms share their seeds: playing it again would
+        // repeat the earlier arm's requests. Its rollouts stand for this arm's (the report says so).
+        if let Some(i) = texts.iter().position(|t| *t == text) {
+            let earlier = &played[i];
+            eprintln!("A/B arm {name}: the same library as {}, not played again", earlier.name);
+            let arm = Arm {
+                name,
+                experiences: earlier.experiences,
+                library_fnv: earlier.library_fnv.clone(),
+                same_as: Some(earlier.name.clone()),
+                report: earlier.report.clone(),
+                trajectories: earlier.trajectories.clone(),
+            };
+            played.push(arm);
+            texts.push(text);
+            continue;
+        }
         let dir = a.out.join("ab").join(&name);
         let mut plan = plan_for(&a.policy, a.ab_group, a.seed, &a.evaluator, environment.to_string(), test)?;
         with_library(&mut plan, &format!("A/B arm {name}"), &text);
@@ -524,9 +542,11 @@ async fn run_ab(a: &LearnArgs, test: &[Question], env: &Env, environment: &str) 
             name,
             experiences: experiences_in(&text),
             library_fnv: format!("{:016x}", fnv1a(text.as_bytes())),
+            same_as: None,
             report,
             trajectories: ts,
         });
+        texts.push(text);
     }
     Ok(ab::compare(&played))
 }
