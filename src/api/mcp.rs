@@ -276,7 +276,12 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {e}")}});
                 return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
             }
-            Err(crate::json::StrictError::Syntax(_)) => None, // rmcp answers its own parse error
+            Err(crate::json::StrictError::Syntax(e)) => {
+                // JSON-RPC's parse error (rmcp would answer 415 "fail to deserialize").
+                let message = format!("Parse error: {}", crate::quote::cut(&e.to_string()));
+                let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": message}});
+                return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+            }
         };
         let session_less = !parts.headers.contains_key("mcp-session-id") && !other_method;
         let opening = parsed.filter(|v| session_less && v["method"] == "initialize");

@@ -162,13 +162,9 @@ async fn sessions_are_capped_and_the_stateless_wire_is_not() {
     let _ = b.cancel().await;
 }
 
-/// Strict JSON on the MCP face: a request body that repeats a key inside one object is refused with a
-/// JSON-RPC error naming the key (rmcp alone would keep one of the two values), and nothing runs.
-#[tokio::test]
-async fn a_repeated_json_key_is_refused_before_rmcp_reads_it() {
-    let face = spawn_face(&["127.0.0.1"]).await;
-    let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_episode","arguments":{"question_id":"conv-26:q3","episode_id":"dup-a","episode_id":"dup-b"}}}"#;
-    let raw = reqwest::Client::new()
+/// A raw POST of `body` to the MCP endpoint, as a 2025-11-25 client sends it.
+async fn raw_post(face: &Face, body: &'static str) -> reqwest::Response {
+    reqwest::Client::new()
         .post(face.url.as_str())
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
@@ -176,7 +172,16 @@ async fn a_repeated_json_key_is_refused_before_rmcp_reads_it() {
         .body(body)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Strict JSON on the MCP face: a request body that repeats a key inside one object is refused with a
+/// JSON-RPC error naming the key (rmcp alone would keep one of the two values), and nothing runs.
+#[tokio::test]
+async fn a_repeated_json_key_is_refused_before_rmcp_reads_it() {
+    let face = spawn_face(&["127.0.0.1"]).await;
+    let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_episode","arguments":{"question_id":"conv-26:q3","episode_id":"dup-a","episode_id":"dup-b"}}}"#;
+    let raw = raw_post(&face, body).await;
     assert_eq!(raw.status().as_u16(), 400);
     let reply: Value = serde_json::from_slice(&raw.bytes().await.unwrap()).unwrap();
     assert_eq!(reply["error"]["code"], json!(-32600), "{reply}");
@@ -185,5 +190,23 @@ async fn a_repeated_json_key_is_refused_before_rmcp_reads_it() {
     for id in ["dup-a", "dup-b"] {
         let e = grpc.get_episode(pb::GetEpisodeRequest { episode_id: id.into(), include_trace: false }).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound, "no episode was created: {e:?}");
+    }
+}
+
+/// Malformed JSON gets JSON-RPC's parse error (-32700, id null) with HTTP 400, as the JSON-RPC and MCP
+/// specifications say; rmcp alone answers 415 "fail to deserialize".
+#[tokio::test]
+async fn malformed_json_is_a_json_rpc_parse_error() {
+    let face = spawn_face(&["127.0.0.1"]).await;
+    for body in ["{not json", "", r#"{"jsonrpc":"2.0","id":1,"method":"initialize""#] {
+        let raw = raw_post(&face, body).await;
+        assert_eq!(raw.status().as_u16(), 400, "{body:?}");
+        let reply: Value = serde_json::from_slice(&raw.bytes().await.unwrap()).unwrap();
+        assert_eq!(
+            (reply["jsonrpc"].as_str(), reply["id"].is_null(), reply["error"]["code"].as_i64()),
+            (Some("2.0"), true, Some(-32700)),
+            "{reply}"
+        );
+        assert!(reply["error"]["message"].as_str().unwrap().starts_with("Parse error"), "{reply}");
     }
 }

@@ -468,3 +468,26 @@ async fn a_repeated_json_key_is_refused_on_every_door() {
         assert_eq!(e.code(), tonic::Code::NotFound, "no episode was opened: {e:?}");
     }
 }
+
+/// A message over the cap closes the connection with 1009 (message too big) and a reason naming the cap,
+/// not with no status (1005); a message under it on a new connection is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_cap_closes_with_1009() {
+    let face = spawn_face(&[], 4).await;
+    let mut ws = connect(&face).await;
+    let big = format!(r#"{{"type":"state","pad":"{}"}}"#, "x".repeat(memgym::api::MAX_MESSAGE_BYTES + 1));
+    ws.send(Message::Text(big.into())).await.expect("sent");
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await.expect("an answer in time") {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    };
+    let frame = close.expect("a close frame with a status");
+    assert_eq!(u16::from(frame.code), 1009, "{frame:?}");
+    assert!(frame.reason.contains("message too big") && frame.reason.contains(&memgym::api::MAX_MESSAGE_BYTES.to_string()), "{frame:?}");
+    let mut again = connect(&face).await;
+    send(&mut again, json!({"type": "state"})).await;
+    assert_eq!(recv(&mut again).await["type"], "state");
+}

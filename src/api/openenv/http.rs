@@ -23,6 +23,10 @@ use crate::api::gateway::kind;
 /// connection can make the server hold.
 pub(super) const MAX_BODY: usize = crate::api::MAX_MESSAGE_BYTES;
 
+/// How far past [`MAX_BODY`] a WebSocket message is still read whole, so that it can be refused with a
+/// proper close frame rather than a dropped connection.
+const WS_SLACK: usize = 1024 * 1024;
+
 /// The WebSocket read buffer. tungstenite zero-fills up to this much before every socket read (128 KiB by
 /// default: 11 % of the CPU of `memgym bench protocols`' OpenEnv run went to that memset); requests are
 /// small, and a larger frame takes more reads.
@@ -106,7 +110,11 @@ pub(super) async fn websocket(
     Query(query): Query<std::collections::HashMap<String, String>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let upgrade = upgrade.max_message_size(MAX_BODY).max_frame_size(MAX_BODY).read_buffer_size(WS_READ_BUFFER);
+    // The WebSocket library reads up to the cap plus a slack; the session closes anything over the cap with
+    // 1009 once read whole. Past the slack the library stops reading at once (its error also closes with
+    // 1009, but a client still sending may see a reset first).
+    let limit = MAX_BODY + WS_SLACK;
+    let upgrade = upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER);
     let attach = query.get("session_id").cloned();
     upgrade.on_upgrade(move |socket| async move {
         let slot = match &attach {

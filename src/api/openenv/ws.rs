@@ -4,11 +4,12 @@
 //! The socket is read by its own task the whole time, so pings are answered while a long step runs (an
 //! LLM evaluator's score takes seconds; OpenEnv's client pings every 20 s and drops the connection when a
 //! pong is 20 s late). Requests queue in order behind the step being served. An error frame leaves the
-//! connection usable; `close` gets no reply; a disconnect closes the episode.
+//! connection usable; `close` gets no reply; a disconnect closes the episode. A message over the cap
+//! closes the connection with 1009 (message too big) and a reason naming the cap.
 
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
@@ -33,10 +34,26 @@ pub(super) enum Request {
     Mcp(Value),
 }
 
+/// What the reader hands the loop: a request frame, or that the client sent a message over the cap.
+enum Incoming {
+    Frame(String),
+    TooBig,
+}
+
+/// WebSocket close code 1009 (RFC 6455 §7.4.1): a message too big to process.
+const MESSAGE_TOO_BIG: u16 = 1009;
+
+/// Whether a read failed because a message or frame was over the cap (tungstenite's capacity error; axum
+/// wraps it, so only its text says so).
+fn too_big(e: &axum::Error) -> bool {
+    let text = e.to_string();
+    text.contains("Space limit exceeded") || text.contains("too long")
+}
+
 /// Serves one accepted connection holding `slot` until it closes.
 pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
     let (mut sink, mut stream) = socket.split();
-    let (tx, mut rx) = mpsc::channel::<String>(QUEUE);
+    let (tx, mut rx) = mpsc::channel::<Incoming>(QUEUE);
     let heard = Arc::new(Mutex::new(Instant::now()));
     let reader = tokio::spawn({
         let heard = heard.clone();
@@ -44,12 +61,27 @@ pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
             while let Some(frame) = stream.next().await {
                 *heard.lock() = Instant::now();
                 let text = match frame {
+                    // Read whole within the library's slack, but over the cap: refused.
+                    Ok(Message::Text(t)) if t.len() > super::http::MAX_BODY => {
+                        let _ = tx.send(Incoming::TooBig).await;
+                        break;
+                    }
+                    Ok(Message::Binary(b)) if b.len() > super::http::MAX_BODY => {
+                        let _ = tx.send(Incoming::TooBig).await;
+                        break;
+                    }
                     Ok(Message::Text(t)) => t.to_string(),
                     Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).into_owned(),
                     Ok(Message::Ping(_) | Message::Pong(_)) => continue,
-                    Ok(Message::Close(_)) | Err(_) => break,
+                    Ok(Message::Close(_)) => break,
+                    Err(e) => {
+                        if too_big(&e) {
+                            let _ = tx.send(Incoming::TooBig).await;
+                        }
+                        break;
+                    }
                 };
-                if tx.send(text).await.is_err() {
+                if tx.send(Incoming::Frame(text)).await.is_err() {
                     break;
                 }
             }
@@ -63,10 +95,16 @@ pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
     let mut tick = tokio::time::interval_at(Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut pinged: Option<Instant> = None;
+    let mut close: Option<CloseFrame> = None;
     loop {
         let frame = tokio::select! {
             frame = rx.recv() => match frame {
-                Some(f) => f,
+                Some(Incoming::Frame(f)) => f,
+                Some(Incoming::TooBig) => {
+                    let reason = format!("message too big: at most {} bytes", super::http::MAX_BODY);
+                    close = Some(CloseFrame { code: MESSAGE_TOO_BIG, reason: reason.into() });
+                    break;
+                }
                 None => break,
             },
             _ = tick.tick() => {
@@ -95,7 +133,7 @@ pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
     }
     reader.abort();
     session.end_now().await;
-    let _ = sink.send(Message::Close(None)).await;
+    let _ = sink.send(Message::Close(close)).await;
     let _ = sink.close().await;
     drop(slot);
 }
