@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the released client packages the protocols test tier (tests/python/protocols) runs against, from
-# PyPI only, into three venvs under one root (the pins cannot share one: openenv 0.10.0 requires
+# PyPI only, into four venvs under one root (the pins cannot share one: openenv 0.10.0 requires
 # fastmcp>=3,<4, and every fastmcp 3 requires mcp<2, while the MCP client under test is mcp 2.3.0):
 #   - $VENV/openenv: openenv==0.10.0 (GenericEnvClient over /ws, MCPToolClient, `openenv validate`), for
 #     test_openenv.py;
 #   - $VENV/mcp: mcp==2.3.0 (the official MCP Python SDK: streamable HTTP, modes "auto" and "legacy"), for
 #     test_mcp.py;
+#   - $VENV/mcp1: mcp==1.30.0 (the newest 1.x, the major openenv and fastmcp 3 still pin), for test_mcp1.py;
 #   - $VENV/trl: trl==1.16.0 and transformers==5.23.0 (get_json_schema, the tool schemas TRL renders), with
 #     torch from PyPI as trl's dependency (its CUDA libraries come along and load fine without a GPU), and
 #     gguf (scripts/install-qwen.sh writes the Qwen2.5 tokenizer from its GGUF with it), for test_trl.py
@@ -25,6 +26,7 @@
 #   cd tests/python
 #   "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest protocols/test_openenv.py
 #   "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest protocols/test_mcp.py
+#   "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest protocols/test_mcp1.py
 #   MEMGYM_QWEN_TOKENIZER=... "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest protocols/test_trl.py protocols/test_trl_grpo.py
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,5 +55,6 @@ install_venv() {  # NAME PIP-REQUIREMENTS...
 mkdir -p "$VENV"
 install_venv openenv openenv==0.10.0
 install_venv mcp mcp==2.3.0
+install_venv mcp1 mcp==1.30.0
 install_venv trl trl==1.16.0 transformers==5.23.0 gguf
 echo "MEMGYM_PROTOCOLS_VENV=$VENV"

@@ -39,6 +39,7 @@ from conftest import free_port, running_server
 #: The released client versions this tier is written against (scripts/install-protocols.sh pins them).
 OPENENV_VERSION = "0.10.0"
 MCP_VERSION = "2.3.0"
+MCP1_VERSION = "1.30.0"
 TRANSFORMERS_VERSION = "5.23.0"
 
 
