@@ -85,6 +85,8 @@ if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
     export MEMGYM_QWEN_TOKENIZER MEMGYM_PROTOCOLS_REQUIRE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
     echo "== pytest tests/python/protocols/test_openenv.py with openenv 0.10.0"
     "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest -q -p no:cacheprovider protocols/test_openenv.py "$@"
+    echo "== pytest tests/python/protocols/test_openenv_rfc008.py (RFC 008's runtime contracts) with openenv 0.10.0"
+    "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest -q -p no:cacheprovider protocols/test_openenv_rfc008.py "$@"
     echo "== pytest tests/python/protocols/test_mcp.py with mcp 2.3.0"
     "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp.py "$@"
     echo "== pytest tests/python/protocols/test_mcp1.py with mcp 1.30.0"
