@@ -142,6 +142,17 @@ def test_three_replicas_behind_haproxy_with_a_drain_and_a_kill(cluster):
     refs = _references(cluster["direct"]["r1"])
     assert all(final == initial - 1 for _, final, initial in refs.values())
 
+    # A client-chosen id (as the verl and TRL adapters send) goes through the pool, since no backend has its
+    # name, and comes back naming its replica; the same request again finds the same episode there.
+    with MemgymClient(cluster["proxy"], retries=0) as c:
+        chosen = f"job.{uuid.uuid4().hex[:8]}"
+        made = c.create_episode(QUESTIONS[0], episode_id=chosen)
+        assert made.created and made.episode_id.endswith("." + chosen) and _replica_of(made.episode_id) in REPLICAS
+        again = c.create_episode(QUESTIONS[0], episode_id=made.episode_id)
+        assert not again.created and again.episode_id == made.episode_id
+        assert c.score_episode(made.episode_id).final_memory_count == made.initial_memory_count  # scored where it lives
+        c.close_episode(made.episode_id)
+
     # Banks are shared: written on r1, read on r3.
     bank = f"shared-{uuid.uuid4().hex[:8]}"
     with MemgymClient(cluster["direct"]["r1"], retries=0) as r1, MemgymClient(cluster["direct"]["r3"], retries=0) as r3:
