@@ -271,6 +271,14 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
         };
         // Strict JSON: rmcp would keep one of a repeated key's values without a word.
         let parsed = match crate::json::strict_value_bytes(&bytes) {
+            // JSON-RPC batches left MCP in 2025-06-18: an Invalid Request, as JSON-RPC answers what it
+            // cannot take (rmcp alone answers 415 "fail to deserialize").
+            Ok(serde_json::Value::Array(_)) => {
+                let message =
+                    "Invalid request: JSON-RPC batches are not supported (MCP removed them in 2025-06-18); send one message per request";
+                let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+                return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+            }
             Ok(v) => Some(v),
             Err(e @ crate::json::StrictError::Duplicate(_)) => {
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {e}")}});

@@ -193,8 +193,8 @@ async fn a_repeated_json_key_is_refused_before_rmcp_reads_it() {
     }
 }
 
-/// Malformed JSON gets JSON-RPC's parse error (-32700, id null) with HTTP 400, as the JSON-RPC and MCP
-/// specifications say; rmcp alone answers 415 "fail to deserialize".
+/// Malformed JSON gets JSON-RPC's parse error (-32700, id null) and a batch an Invalid Request (-32600), each
+/// with HTTP 400, as the JSON-RPC and MCP specifications say; rmcp alone answers 415 "fail to deserialize".
 #[tokio::test]
 async fn malformed_json_is_a_json_rpc_parse_error() {
     let face = spawn_face(&["127.0.0.1"]).await;
@@ -209,4 +209,10 @@ async fn malformed_json_is_a_json_rpc_parse_error() {
         );
         assert!(reply["error"]["message"].as_str().unwrap().starts_with("Parse error"), "{reply}");
     }
+    // A batch (MCP removed them in 2025-06-18) is an Invalid Request, not rmcp's 415.
+    let raw = raw_post(&face, r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#).await;
+    assert_eq!(raw.status().as_u16(), 400);
+    let reply: Value = serde_json::from_slice(&raw.bytes().await.unwrap()).unwrap();
+    assert_eq!(reply["error"]["code"].as_i64(), Some(-32600), "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("batches"), "{reply}");
 }

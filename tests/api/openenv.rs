@@ -386,6 +386,9 @@ async fn a_reset_never_takes_over_a_live_episode() {
 #[tokio::test]
 async fn stateless_routes_answer_http_statuses_by_cause() {
     let face = spawn_face(&[], 4).await;
+    // FastAPI's bodies for an unknown path and for another method on a known one.
+    assert_eq!(get(&format!("{}/nope", face.http)).await, (404, json!({"detail": "Not Found"})));
+    assert_eq!(get(&format!("{}/reset", face.http)).await, (405, json!({"detail": "Method Not Allowed"})));
     let url = format!("{}/reset", face.http);
     let (s, r) = post(&url, r#"{"question_id": "conv-99:q1"}"#, "*/*").await;
     assert_eq!(s, 422, "an unknown question is bad input: {r}");

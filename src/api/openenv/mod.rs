@@ -20,6 +20,7 @@ mod schema;
 mod session;
 mod ws;
 
+use ::http::StatusCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -90,6 +91,11 @@ pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
         .route("/state", get(http::state))
         .route("/ws", get(http::websocket))
         .route("/mcp", any(http::mcp))
+        // FastAPI's bodies for an unknown path and a known one with another method, as OpenEnv's server sends.
+        .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
+        .method_not_allowed_fallback(|| async {
+            (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
+        })
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(Arc::new(options.mcp.allowed_hosts.clone()), http::check_host))
 }
