@@ -37,11 +37,16 @@ impl MemoryEnvService {
     {
         let Typed { episode_id: id, raw } = req.try_into()?;
         let call = raw.and_then(|raw| validate(raw, &self.env.config().limits.tools));
-        Ok(self.run(&id, call).await?.1)
+        Ok(self.run(&id, call, None).await?.1)
     }
 
     /// Validates raw arguments (counting a refusal against the episode) and runs the call.
-    async fn run(&self, id: &str, call: Result<ToolCall, ToolError>) -> Result<(String, R, HashMap<String, f64>), Status> {
+    async fn run(
+        &self,
+        id: &str,
+        call: Result<ToolCall, ToolError>,
+        call_id: Option<&str>,
+    ) -> Result<(String, R, HashMap<String, f64>), Status> {
         let call = match call {
             Ok(call) => call,
             Err(e) => {
@@ -49,7 +54,7 @@ impl MemoryEnvService {
                 return Err(e.into());
             }
         };
-        let result = self.env.call_tool(id, call).await?;
+        let result = self.env.call_tool_once(id, call, call_id).await?;
         let metrics = named(&result.metrics.pairs());
         let (text, r) = tool_result(result);
         Ok((text, r, metrics))
@@ -134,13 +139,14 @@ impl MemoryEnv for MemoryEnvService {
     }
 
     async fn call_tool(&self, request: Request<pb::CallToolRequest>) -> Result<Response<pb::CallToolResponse>, Status> {
-        let pb::CallToolRequest { episode_id: id, tool_name, arguments_json } = request.into_inner();
+        let pb::CallToolRequest { episode_id: id, tool_name, arguments_json, call_id } = request.into_inner();
         let span = tracing::info_span!("tool", episode_id = %name(&id), tool = %name(&tool_name));
         logged(
             async {
                 let id = episode_id(id)?;
                 let call = json::parse_call(&tool_name, &arguments_json, &self.env.config().limits.tools);
-                let (text, result, metrics) = self.run(&id, call).await?;
+                let call_id = (!call_id.is_empty()).then_some(call_id.as_str());
+                let (text, result, metrics) = self.run(&id, call, call_id).await?;
                 Ok(Response::new(pb::CallToolResponse { text, result: Some(result), metrics }))
             }
             .instrument(span)

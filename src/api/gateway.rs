@@ -141,14 +141,14 @@ impl Gateway {
         Ok(pool[i].to_string())
     }
 
-    /// Calls `tool` with the JSON `arguments` on episode `id`. A refused call changes nothing (and counts
-    /// as a rejection, as over gRPC).
-    pub async fn call(&self, id: &str, tool: &str, arguments: &Value) -> Result<Called, Status> {
+    /// Calls `tool` with the JSON `arguments` on episode `id`, once per `call_id` when one is given. A
+    /// refused call changes nothing (and counts as a rejection, as over gRPC).
+    pub async fn call(&self, id: &str, tool: &str, arguments: &Value, call_id: Option<&str>) -> Result<Called, Status> {
         let span = tracing::info_span!("tool", episode_id = %name(id), tool = %name(tool));
-        logged(self.call_inner(id, tool, arguments).instrument(span).await)
+        logged(self.call_inner(id, tool, arguments, call_id).instrument(span).await)
     }
 
-    async fn call_inner(&self, id: &str, tool: &str, arguments: &Value) -> Result<Called, Status> {
+    async fn call_inner(&self, id: &str, tool: &str, arguments: &Value, call_id: Option<&str>) -> Result<Called, Status> {
         let args = match arguments {
             Value::Null => String::new(),
             Value::Object(_) => arguments.to_string(),
@@ -163,7 +163,7 @@ impl Gateway {
                 return Err(e.into());
             }
         };
-        let result = self.env.call_tool(id, call).await?;
+        let result = self.env.call_tool_once(id, call, call_id).await?;
         let done = result.step.done;
         let metrics: serde_json::Map<String, Value> = result.metrics.pairs().iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let (text, typed) = tool_result(result);

@@ -33,6 +33,10 @@ pub const EPISODE_TOOLS: [&str; 4] = ["create_episode", "score_episode", "close_
 /// What the `episode_id` argument of the editing tools says.
 const EPISODE_ID: &str = "The episode to act on (from create_episode).";
 
+/// What the optional `call_id` argument of the six memory tools says (CallToolRequest.call_id).
+const CALL_ID: &str = "Optional idempotency key, new for each call: the same call sent again with it (a retry after a \
+    lost connection) returns the first result without applying it again.";
+
 /// The ten tools as MCP describes them: `{"name", "description", "inputSchema"}`.
 pub fn tools_json() -> Vec<Value> {
     let mut out = Vec::with_capacity(9);
@@ -44,6 +48,7 @@ pub fn tools_json() -> Vec<Value> {
         if let Some(p) = schema["properties"].as_object() {
             props.extend(p.clone());
         }
+        props.insert("call_id".into(), json!({"type": "string", "description": CALL_ID}));
         schema["properties"] = Value::Object(props);
         let mut required = vec![Value::from("episode_id")];
         required.extend(schema["required"].as_array().cloned().unwrap_or_default());
@@ -119,10 +124,22 @@ pub async fn call(gw: &Gateway, name: &str, mut args: Map<String, Value>) -> Opt
                 .fork(&id, &args)
                 .await
                 .map(|forks| Reply::json(json!({"forks": forks.iter().map(|s| episode_json(s, None)).collect::<Vec<_>>()}))),
-            Ok(id) => gw.call(&id, name, &Value::Object(args)).await.map(|c| Reply::ok(c.text, c.structured)),
+            Ok(id) => match take_call_id(&mut args) {
+                Err(s) => Err(s),
+                Ok(call_id) => gw.call(&id, name, &Value::Object(args), call_id.as_deref()).await.map(|c| Reply::ok(c.text, c.structured)),
+            },
         }
     };
     Some(r.unwrap_or_else(|s| Reply::refused(&s)))
+}
+
+/// The optional `call_id` of a memory tool's arguments, taken out of them.
+fn take_call_id(args: &mut Map<String, Value>) -> Result<Option<String>, Status> {
+    match args.remove("call_id") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(super::status::invalid(format!("call_id: must be a string, got {}", super::gateway::kind(&v)))),
+    }
 }
 
 fn take_episode_id(args: &mut Map<String, Value>) -> Result<String, Status> {

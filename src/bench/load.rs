@@ -208,7 +208,12 @@ async fn tool_calls(s: &Shared, c: &mut MemoryEnvClient<Channel>, id: &str, q: &
             }
             _ => ("search_memory", search_args(rng, &words)),
         };
-        let request = pb::CallToolRequest { episode_id: id.to_string(), tool_name: tool.to_string(), arguments_json: args.to_string() };
+        let request = pb::CallToolRequest {
+            episode_id: id.to_string(),
+            tool_name: tool.to_string(),
+            arguments_json: args.to_string(),
+            ..Default::default()
+        };
         let r = s.timed(tool, true, c.call_tool(on_episode(id, request))).await;
         match r {
             Ok(resp) => collect_ids(resp.into_inner(), &mut known, &mut merged),

@@ -179,7 +179,13 @@ async fn grpc_episode(channel: Channel, i: usize, plan: Plan, hist: Arc<Mutex<Hi
     .await?;
     for (tool, args) in &plan.calls {
         let t = Instant::now();
-        c.call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.to_string(), arguments_json: args.to_string() }).await?;
+        c.call_tool(pb::CallToolRequest {
+            episode_id: id.clone(),
+            tool_name: tool.to_string(),
+            arguments_json: args.to_string(),
+            ..Default::default()
+        })
+        .await?;
         record(&hist, t.elapsed());
     }
     c.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await?;

@@ -134,6 +134,7 @@ impl Environment {
             rejected: 0,
             scored: None,
             trace: Vec::new(),
+            applied: super::once::Applied::default(),
             definition: definition.clone(),
             ended: None,
         };

@@ -103,6 +103,7 @@ impl Environment {
                 rejected: parent.rejected,
                 scored: None,
                 trace: parent.trace.clone(),
+                applied: parent.applied.clone(),
                 definition: format!("{} fork of {}", parent.definition, parent.id),
                 ended: None,
             };

@@ -13,6 +13,7 @@ mod ended;
 mod error;
 mod fork;
 mod limits;
+pub mod once;
 mod registry;
 pub mod replica;
 mod score;

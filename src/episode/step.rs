@@ -18,9 +18,18 @@ impl Environment {
 
     /// Runs one tool call: validate, embed, apply, count the step, record the trace (and its metrics).
     pub async fn call_tool(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
+        self.call_tool_once(episode_id, call, None).await
+    }
+
+    /// [`Self::call_tool`] with an optional `call_id`: a call already applied under that id returns its
+    /// first result without a new step ([`super::once`]).
+    pub async fn call_tool_once(&self, episode_id: &str, call: ToolCall, call_id: Option<&str>) -> Result<ToolResult, EpisodeError> {
+        if let Some(id) = call_id {
+            super::create::valid_id("call_id", id)?;
+        }
         let started = std::time::Instant::now();
         let tool = call.name();
-        let mut r = self.call_tool_unobserved(episode_id, call).await;
+        let mut r = self.call_tool_unobserved(episode_id, call, call_id).await;
         let seconds = started.elapsed().as_secs_f64();
         crate::obs::tool_call(tool, r.is_ok(), seconds);
         if let Ok(r) = &mut r {
@@ -29,10 +38,16 @@ impl Environment {
         r
     }
 
-    async fn call_tool_unobserved(&self, episode_id: &str, call: ToolCall) -> Result<ToolResult, EpisodeError> {
+    async fn call_tool_unobserved(&self, episode_id: &str, call: ToolCall, call_id: Option<&str>) -> Result<ToolResult, EpisodeError> {
         let entry = self.entry(episode_id)?;
         let mut ep = entry.episode.lock().await;
         self.check_open(&ep)?;
+        // A retry of an applied call gets its result, even once the episode is scored or its budget spent.
+        if let Some(id) = call_id {
+            if let super::once::Seen::Again(result) = ep.applied.seen(id, &call)? {
+                return Ok(*result);
+            }
+        }
         if ep.scored.is_some() {
             ep.rejected += 1;
             return Err(EpisodeError::precondition(format!("episode {episode_id} is scored; no further edits")));
@@ -70,7 +85,11 @@ impl Environment {
             steps_used: step,
             steps_left,
         };
-        Ok(ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 }, metrics })
+        let result = ToolResult { output, step: StepInfo { step, steps_left, done: steps_left == 0 }, metrics };
+        if let Some(id) = call_id {
+            ep.applied.record(id, &call, &result);
+        }
+        Ok(result)
     }
 
     /// Prepare → embed → apply for one tool; a refused call is counted and changes nothing.

@@ -630,3 +630,4 @@ async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_question
 }
 
 mod fork;
+mod once;

@@ -133,6 +133,8 @@ pub struct Episode {
     pub(super) rejected: u32,
     pub(super) scored: Option<Arc<RewardBreakdown>>,
     pub(super) trace: Vec<TraceEntry>,
+    /// The calls applied under a `call_id`, for exactly-once retries ([`super::once`]).
+    pub(super) applied: super::once::Applied,
     pub(super) definition: String,
     /// Set, under the episode's lock, when it is closed or reaped: a call that fetched the entry before
     /// then and waited for the lock must not run on it.

@@ -106,8 +106,12 @@ impl Env {
 
     /// `CallTool`: the policy's answer, or the failure that ends the rollout.
     pub async fn call(&self, episode_id: &str, tool: &str, arguments: &str) -> Result<ToolAnswer, Status> {
-        let req =
-            pb::CallToolRequest { episode_id: episode_id.to_string(), tool_name: tool.to_string(), arguments_json: arguments.to_string() };
+        let req = pb::CallToolRequest {
+            episode_id: episode_id.to_string(),
+            tool_name: tool.to_string(),
+            arguments_json: arguments.to_string(),
+            ..Default::default()
+        };
         let r = match self {
             Env::Local(s) => s.call_tool(Request::new(req)).await.map(tonic::Response::into_inner),
             Env::Remote(c) => c.clone().call_tool(crate::api::on_episode(episode_id, req)).await.map(tonic::Response::into_inner),

@@ -21,7 +21,7 @@ fn raw_tool(name: &'static str, args: String) -> Call {
     Box::new(move |mut app: App| {
         let args = args.clone();
         Box::pin(async move {
-            let req = pb::CallToolRequest { episode_id: "bad".into(), tool_name: name.into(), arguments_json: args };
+            let req = pb::CallToolRequest { episode_id: "bad".into(), tool_name: name.into(), arguments_json: args, ..Default::default() };
             let r = app.env.call_tool(req).await.map(|_| ());
             (app, r)
         }) as futures_like::BoxFuture<_>
@@ -358,7 +358,7 @@ async fn adversarial_questions_need_the_flag() {
 
 /// A CallTool with any tool name and raw arguments.
 fn call_tool(episode_id: String, name: String, args: String) -> Call {
-    rpc!(call_tool, pb::CallToolRequest { episode_id, tool_name: name, arguments_json: args })
+    rpc!(call_tool, pb::CallToolRequest { episode_id, tool_name: name, arguments_json: args, ..Default::default() })
 }
 
 /// Issue 12: a refused value is quoted as a short prefix (a 20 KB value used to come back whole and

@@ -86,6 +86,7 @@ async fn a_replica_names_its_ids_and_drains_without_losing_its_episodes() {
         episode_id: "r7.job-1".into(),
         tool_name: "search_memory".into(),
         arguments_json: r#"{"query": "bees"}"#.into(),
+        ..Default::default()
     };
     env.call_tool(call).await.expect("an open episode is served while draining");
     tokio::time::sleep(Duration::from_millis(500)).await;

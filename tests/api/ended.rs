@@ -30,7 +30,12 @@ async fn every_call(app: &mut App, id: &str) -> Vec<(&'static str, Status)> {
 }
 
 async fn call_tool_json(e: &mut pb::memory_env_client::MemoryEnvClient<tonic::transport::Channel>, id: &str) -> Result<(), Status> {
-    let req = pb::CallToolRequest { episode_id: id.into(), tool_name: "search_memory".into(), arguments_json: r#"{"query": "x"}"#.into() };
+    let req = pb::CallToolRequest {
+        episode_id: id.into(),
+        tool_name: "search_memory".into(),
+        arguments_json: r#"{"query": "x"}"#.into(),
+        ..Default::default()
+    };
     e.call_tool(req).await.map(drop)
 }
 

@@ -194,8 +194,13 @@ async fn many_concurrent_episodes_leak_nothing() {
                 let args =
                     if j % 2 == 0 { json!({"query": "painting"}) } else { json!({"operation": "create", "content": format!("note {j}")}) };
                 let tool = if j % 2 == 0 { "search_memory" } else { "manage_memory" };
-                c.call_tool(pb::CallToolRequest { episode_id: id.clone(), tool_name: tool.into(), arguments_json: args.to_string() })
-                    .await?;
+                c.call_tool(pb::CallToolRequest {
+                    episode_id: id.clone(),
+                    tool_name: tool.into(),
+                    arguments_json: args.to_string(),
+                    ..Default::default()
+                })
+                .await?;
             }
             c.score_episode(pb::ScoreEpisodeRequest { episode_id: id.clone() }).await?;
             let closed = c.close_episode(pb::CloseEpisodeRequest { episode_id: id }).await?.into_inner();
@@ -262,6 +267,7 @@ async fn fork_episode_over_grpc() {
             episode_id: "parent".into(),
             tool_name: "manage_memory".into(),
             arguments_json: update.to_string(),
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -279,6 +285,7 @@ async fn fork_episode_over_grpc() {
             episode_id: a.clone(),
             tool_name: "delete_memory".into(),
             arguments_json: r#"{"memory_id": "m0000"}"#.into(),
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -45,7 +45,12 @@ impl App {
     /// Calls a tool by name with JSON arguments.
     pub async fn tool(&mut self, id: &str, name: &str, args: serde_json::Value) -> Result<pb::CallToolResponse, tonic::Status> {
         self.env
-            .call_tool(pb::CallToolRequest { episode_id: id.into(), tool_name: name.into(), arguments_json: args.to_string() })
+            .call_tool(pb::CallToolRequest {
+                episode_id: id.into(),
+                tool_name: name.into(),
+                arguments_json: args.to_string(),
+                ..Default::default()
+            })
             .await
             .map(tonic::Response::into_inner)
     }

@@ -216,3 +216,34 @@ async fn malformed_json_is_a_json_rpc_parse_error() {
     assert_eq!(reply["error"]["code"].as_i64(), Some(-32600), "{reply}");
     assert!(reply["error"]["message"].as_str().unwrap().contains("batches"), "{reply}");
 }
+
+/// `call_id` on the six memory tools: optional in their schemas; the same call sent again with it is applied
+/// once (the first result again, no new step); the same id with another call, or an id that is not a
+/// string, is a tool error naming `call_id`.
+#[tokio::test]
+async fn a_call_id_makes_a_retried_mcp_call_apply_once() {
+    let mut face = spawn_face(&["127.0.0.1"]).await;
+    let (_, mode) = modes().into_iter().next().unwrap();
+    let c = client(&face.url, mode).await;
+    let tools = c.peer().list_tools(None).await.expect("tools/list").tools;
+    for t in &tools[..6] {
+        assert_eq!(t.input_schema["properties"]["call_id"]["type"], "string", "{}", t.name);
+        assert!(!t.input_schema["required"].as_array().unwrap().contains(&json!("call_id")), "{}", t.name);
+    }
+    let (err, text, _) = call(&c, "create_episode", json!({"question_id": "conv-26:q3", "episode_id": "mcp-once"})).await;
+    assert!(!err, "{text}");
+    let note = json!({"episode_id": "mcp-once", "operation": "create", "content": "Caroline keeps a garden journal.", "call_id": "r-1"});
+    let (err1, text1, first) = call(&c, "manage_memory", note.clone()).await;
+    let (err2, text2, again) = call(&c, "manage_memory", note).await;
+    assert!(!err1 && !err2 && text1 == text2, "{text1} / {text2}");
+    assert_eq!((first["step"].clone(), first["memory"].clone()), (again["step"].clone(), again["memory"].clone()));
+    let state = face.grpc.get_episode(pb::GetEpisodeRequest { episode_id: "mcp-once".into(), include_trace: false }).await.unwrap();
+    assert_eq!(state.into_inner().state.unwrap().steps_used, 1, "applied once");
+    let other = json!({"episode_id": "mcp-once", "operation": "create", "content": "Another note.", "call_id": "r-1"});
+    let (err, text, _) = call(&c, "manage_memory", other).await;
+    assert!(err && text.contains("call_id"), "{text}");
+    let (err, text, _) = call(&c, "search_memory", json!({"episode_id": "mcp-once", "query": "garden", "call_id": 7})).await;
+    assert!(err && text.contains("call_id: must be a string"), "{text}");
+    let _ = c.cancel().await;
+    face.server.stop().await.unwrap();
+}

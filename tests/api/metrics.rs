@@ -51,8 +51,12 @@ async fn metrics_count_requests_episodes_tools_and_rewards() {
     env.create_episode(pb::CreateEpisodeRequest { episode_id: "m1".into(), question_id: "conv-26:q0".into(), ..Default::default() })
         .await
         .unwrap();
-    let call =
-        |tool: &str, args: &str| pb::CallToolRequest { episode_id: "m1".into(), tool_name: tool.into(), arguments_json: args.into() };
+    let call = |tool: &str, args: &str| pb::CallToolRequest {
+        episode_id: "m1".into(),
+        tool_name: tool.into(),
+        arguments_json: args.into(),
+        ..Default::default()
+    };
     env.call_tool(call("search_memory", r#"{"query": "Caroline"}"#)).await.unwrap();
     let refused = env.call_tool(call("delete_memory", r#"{"memory_ids": ["m99999"]}"#)).await.unwrap_err();
     env.call_tool(call("manage_memory", r#"{"operation": "create", "content": "Caroline went to a support group."}"#)).await.unwrap();

@@ -197,7 +197,12 @@ async fn a_websocket_episode_scores_what_the_same_calls_score_over_grpc() {
         .unwrap();
     for (tool, args) in &calls {
         face.grpc
-            .call_tool(pb::CallToolRequest { episode_id: "grpc-1".into(), tool_name: tool.to_string(), arguments_json: args.to_string() })
+            .call_tool(pb::CallToolRequest {
+                episode_id: "grpc-1".into(),
+                tool_name: tool.to_string(),
+                arguments_json: args.to_string(),
+                ..Default::default()
+            })
             .await
             .unwrap();
     }

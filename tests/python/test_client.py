@@ -122,8 +122,28 @@ def test_server_down_is_memgym_unavailable_naming_the_address():
         assert time.monotonic() - started >= 0.15
         assert address in str(err.value) and err.value.code == grpc.StatusCode.UNAVAILABLE
         assert isinstance(err.value, MemgymError)
+        started = time.monotonic()
         with pytest.raises(MemgymUnavailable):
-            down.call_tool("x", "search_memory", {"query": "q"})  # not idempotent: no retry
+            down.call_tool("x", "search_memory", {"query": "q"})  # carries a call_id: retried like the others
+        assert time.monotonic() - started >= 0.15
+
+
+def test_a_tool_call_sent_again_with_its_call_id_is_applied_once(client):
+    """A retry after a lost reply: the same call_id gets the first response, and the memory changes once."""
+    ep = client.create_episode("conv-26:q0", episode_id="py-once")
+    note = {"operation": "create", "content": "Caroline keeps a garden journal."}
+    first_text, first = client.call_tool(ep.episode_id, "manage_memory", note, call_id="retry-1")
+    again_text, again = client.call_tool(ep.episode_id, "manage_memory", note, call_id="retry-1")
+    assert (again_text, again.manage) == (first_text, first.manage)
+    state = client.get_episode(ep.episode_id).state
+    assert (state.steps_used, state.memory_count) == (1, ep.initial_memory_count + 1)
+    with pytest.raises(MemgymError) as err:
+        client.call_tool(ep.episode_id, "search_memory", {"query": "garden"}, call_id="retry-1")
+    assert (err.value.code, err.value.field) == (grpc.StatusCode.INVALID_ARGUMENT, "call_id")
+    client.call_tool(ep.episode_id, "search_memory", {"query": "garden"})  # a fresh id each time by default
+    client.call_tool(ep.episode_id, "search_memory", {"query": "garden"})
+    assert client.get_episode(ep.episode_id).state.steps_used == 3
+    client.close_episode(ep.episode_id)
 
 
 def test_async_client_round_trip(server_address):

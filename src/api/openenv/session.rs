@@ -193,7 +193,7 @@ impl Session {
     }
 
     async fn call(&self, id: &str, name: String, arguments: &Value) -> Result<Obs, Failure> {
-        let called = self.gw.call(id, &name, arguments).await;
+        let called = self.gw.call(id, &name, arguments, None).await;
         // The name goes back in the observation: a prefix of an unknown one at most.
         let name = if is_tool(&name) { name } else { crate::quote::cut(&name) };
         match called {

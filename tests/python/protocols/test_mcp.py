@@ -68,7 +68,9 @@ def test_connect_and_list_the_ten_tools(mode, servers, grpc_client):
         assert by_name[name].description == served["description"]
         expected = copy.deepcopy(served["parameters"])
         assert schema["properties"]["episode_id"]["type"] == "string"
+        assert schema["properties"]["call_id"]["type"] == "string"  # optional: the retry key
         expected["properties"]["episode_id"] = schema["properties"]["episode_id"]
+        expected["properties"]["call_id"] = schema["properties"]["call_id"]
         expected["required"] = sorted(expected.get("required", []) + ["episode_id"])
         assert dict(schema, required=sorted(schema["required"])) == expected, name
     assert set(by_name["create_episode"].input_schema["properties"]) == {

@@ -6,7 +6,8 @@ A full episode: the ten tools listed, ``create_episode``, two memory tools, and 
 breakdown equals gRPC's ScoreEpisode for the same episode. Then the client reconnects (a new connection and
 a new MCP session) and goes on with the same episode: its state lives in the episode id, not in the MCP
 session, so the reconnect-and-retry that MCP clients do under load (prime-rl #3084, verifiers #2062) loses
-nothing. test_mcp.py covers mcp 2.x.
+nothing; the call sent again with its ``call_id`` after the reconnect is not applied twice. test_mcp.py
+covers mcp 2.x.
 """
 
 from __future__ import annotations
@@ -38,10 +39,17 @@ def test_a_full_episode_with_mcp_1x_scores_as_over_grpc_and_survives_a_reconnect
         created = await session.call_tool("create_episode", {"question_id": "conv-26:q0", "seed": 7, "max_steps": 10})
         assert created.isError is False, created
         eid = created.structuredContent["episode_id"]
-        found = await session.call_tool("search_memory", {"episode_id": eid, "query": "LGBTQ support group", "top_k": 3})
+        found = await session.call_tool(
+            "search_memory", {"episode_id": eid, "query": "LGBTQ support group", "top_k": 3, "call_id": "mcp1-search"}
+        )
         return tools, eid, found
 
     async def second(session, eid):
+        # The call is sent again with its call_id, as a client that lost the reply would: not applied twice.
+        repeated = await session.call_tool(
+            "search_memory", {"episode_id": eid, "query": "LGBTQ support group", "top_k": 3, "call_id": "mcp1-search"}
+        )
+        assert repeated.isError is False and repeated.structuredContent["step"]["step"] == 1
         made = await session.call_tool(
             "manage_memory", {"episode_id": eid, "operation": "create", "content": "Caroline went to an LGBTQ support group on 7 May 2023."}
         )

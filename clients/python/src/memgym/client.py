@@ -33,6 +33,7 @@ import asyncio
 import json
 import os
 import time
+import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -136,6 +137,13 @@ def _questions_request(
         category=category,
         page_size=page_size,
         page_token=page_token,
+    )
+
+
+def _call_tool_request(episode_id: str, name: str, arguments: Arguments, call_id: Optional[str]) -> pb.CallToolRequest:
+    """A CallTool request with its idempotency key (a fresh one unless given)."""
+    return pb.CallToolRequest(
+        episode_id=episode_id, tool_name=name, arguments_json=_arguments_json(arguments), call_id=call_id or uuid.uuid4().hex
     )
 
 
@@ -308,13 +316,19 @@ class MemgymClient(BanksMixin, AgentMixin, LearnMixin, _Base):
         req = _create_request(question_id, **kwargs)
         return self._call("MemoryEnv/CreateEpisode", self.env.CreateEpisode, req, idempotent=bool(req.episode_id))
 
-    def call_tool(self, episode_id: str, name: str, arguments: Arguments) -> Tuple[str, pb.CallToolResponse]:
-        """Calls one of the six tools with LLM-style arguments (dict or JSON text); never retried.
+    def call_tool(
+        self, episode_id: str, name: str, arguments: Arguments, call_id: Optional[str] = None
+    ) -> Tuple[str, pb.CallToolResponse]:
+        """Calls one of the six tools with LLM-style arguments (dict or JSON text).
+
+        Every call carries a ``call_id`` (a fresh one unless given): the server applies a call once per id
+        and answers a repeat with the first response, so a call whose connection was lost is retried like
+        an idempotent one without editing the memory twice.
 
         Returns ``(text, response)``: the text for the LLM and the full typed response.
         """
-        req = pb.CallToolRequest(episode_id=episode_id, tool_name=name, arguments_json=_arguments_json(arguments))
-        resp = self._call("MemoryEnv/CallTool", self.env.CallTool, req, idempotent=False)
+        req = _call_tool_request(episode_id, name, arguments, call_id)
+        resp = self._call("MemoryEnv/CallTool", self.env.CallTool, req, idempotent=True)
         return resp.text, resp
 
     def list_tools(self) -> List[Dict[str, Any]]:
@@ -426,10 +440,12 @@ class AsyncMemgymClient(AsyncBanksMixin, AsyncAgentMixin, AsyncLearnMixin, _Base
             "MemoryEnv/CreateEpisode", self.env.CreateEpisode, req, idempotent=bool(req.episode_id)
         )
 
-    async def call_tool(self, episode_id: str, name: str, arguments: Arguments) -> Tuple[str, pb.CallToolResponse]:
-        """See ``MemgymClient.call_tool`` (never retried)."""
-        req = pb.CallToolRequest(episode_id=episode_id, tool_name=name, arguments_json=_arguments_json(arguments))
-        resp = await self._call("MemoryEnv/CallTool", self.env.CallTool, req, idempotent=False)
+    async def call_tool(
+        self, episode_id: str, name: str, arguments: Arguments, call_id: Optional[str] = None
+    ) -> Tuple[str, pb.CallToolResponse]:
+        """See ``MemgymClient.call_tool`` (a ``call_id`` with every call, so it is retried safely)."""
+        req = _call_tool_request(episode_id, name, arguments, call_id)
+        resp = await self._call("MemoryEnv/CallTool", self.env.CallTool, req, idempotent=True)
         return resp.text, resp
 
     async def list_tools(self) -> List[Dict[str, Any]]:
