@@ -88,7 +88,7 @@ if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
     echo "== pytest tests/python/protocols/test_openenv_rfc008.py (RFC 008's runtime contracts) with openenv 0.10.0"
     "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest -q -p no:cacheprovider protocols/test_openenv_rfc008.py "$@"
     echo "== pytest tests/python/protocols/test_mcp.py with mcp 2.3.0"
-    "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp.py "$@"
+    "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp.py protocols/test_mcp_stress.py "$@"
     echo "== pytest tests/python/protocols/test_mcp1.py with mcp 1.30.0"
     "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp1.py "$@"
     echo "== pytest tests/python/protocols/test_trl*.py with trl 1.16.0 and transformers 5.23.0"
