@@ -274,7 +274,7 @@ async fn serve_grpc(
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
         .layer(crate::api::observe::ObserveLayer::default())
         .layer(crate::api::around::AroundLayer(crate::api::auth::Auth(keys)))
-        .layer(crate::api::around::AroundLayer(crate::api::drain::Drain(env.clone())))
+        .layer(crate::api::around::AroundLayer(crate::api::drain::Drain::new(env.clone())))
         .layer(DeadlineLayer::default())
         .add_service(health_service)
         .add_service(reflection_v1)

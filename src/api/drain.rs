@@ -26,16 +26,27 @@ const SHARED_SERVICES: [&str; 3] = [
     <LearnServer<LearnService> as NamedService>::NAME,
 ];
 
-/// The hook: the environment whose replica name and drain flag it reads.
+/// The hook: the environment whose drain flag it reads, and its replica name as the reply header (made
+/// once, not per call).
 #[derive(Debug, Clone)]
-pub struct Drain(pub Arc<Environment>);
+pub struct Drain {
+    env: Arc<Environment>,
+    header: Option<http::HeaderValue>,
+}
+
+impl Drain {
+    /// The hook for `env`'s replica.
+    pub fn new(env: Arc<Environment>) -> Drain {
+        let header = env.replica().name().and_then(|n| http::HeaderValue::from_str(n).ok());
+        Drain { env, header }
+    }
+}
 
 impl Hook for Drain {
     type Seen = (Option<Status>, Option<http::HeaderValue>);
 
     fn see<B>(&self, req: &http::Request<B>) -> Self::Seen {
-        let replica = self.0.replica();
-        let name = replica.name().and_then(|n| http::HeaderValue::from_str(n).ok());
+        let replica = self.env.replica();
         let service = req.uri().path().trim_start_matches('/').split('/').next().unwrap_or("");
         let refused = (replica.draining() && SHARED_SERVICES.contains(&service)).then(|| {
             let who = replica.name().map(|r| format!(" (replica {r})")).unwrap_or_default();
@@ -44,7 +55,7 @@ impl Hook for Drain {
             );
             refusal(Code::Unavailable, "DRAINING", message, None)
         });
-        (refused, name)
+        (refused, self.header.clone())
     }
 
     fn around<E: Send + 'static>((refused, name): Self::Seen, call: Call<E>) -> Call<E> {

@@ -6,13 +6,11 @@
 //! so the proxy can route it to the replica that holds it.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use serde_json::json;
-use tokio::sync::{Barrier, Semaphore};
 
-use super::load::{self, Shared, Tally};
+use super::load::{self, Shared};
 use super::target::{self, Target};
 use crate::cli::BenchArgs;
 
@@ -95,21 +93,9 @@ pub(super) async fn run(a: &BenchArgs, through: SocketAddr, direct: SocketAddr) 
 
 /// One round against `addr`: the fixed episode load, timed.
 async fn once(a: &BenchArgs, addr: SocketAddr) -> anyhow::Result<Round> {
-    let mut target = Target::External;
-    let mut channels = Vec::with_capacity(a.connections.max(1));
-    for _ in 0..a.connections.max(1) {
-        channels.push(target::connect(addr, &mut target).await?);
-    }
+    let channels = target::connect_all(addr, &mut Target::External, a.connections).await?;
     let questions = target::load_questions(&channels[0]).await?;
-    let shared = Shared {
-        channels: channels.into(),
-        gate: a.in_flight.map(|n| Arc::new(Semaphore::new(n))),
-        calls: a.calls,
-        barrier: Some(Arc::new(Barrier::new(a.episodes))),
-        open_rss: Arc::new(OnceLock::new()),
-        probe: None,
-        tally: Arc::new(parking_lot::Mutex::new(Tally::default())),
-    };
+    let shared = Shared::new(a, channels, None);
     let started = Instant::now();
     load::drive(a, &questions, &shared).await?;
     let wall = started.elapsed().as_secs_f64();

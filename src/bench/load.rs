@@ -51,6 +51,20 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// What the episodes of one run share: `channels`, the flags' in-flight cap and calls, a fresh tally, and
+    /// for a fixed run (no `--duration`) the barrier they meet at before scoring.
+    pub(super) fn new(a: &BenchArgs, channels: Vec<Channel>, probe: Option<Probe>) -> Shared {
+        Shared {
+            channels: channels.into(),
+            gate: a.in_flight.map(|n| Arc::new(Semaphore::new(n))),
+            calls: a.calls,
+            barrier: a.duration.is_none().then(|| Arc::new(Barrier::new(a.episodes))),
+            open_rss: Arc::new(OnceLock::new()),
+            probe,
+            tally: Arc::new(parking_lot::Mutex::new(Tally::default())),
+        }
+    }
+
     fn latency(&self, rpc: &'static str, d: Duration, tool: bool) {
         let mut t = self.tally.lock();
         t.lat.entry(rpc).or_default().record(d);

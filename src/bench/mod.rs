@@ -29,14 +29,12 @@ mod report;
 pub mod rollout;
 mod target;
 
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::sync::{Barrier, Semaphore};
 use tonic::transport::Channel;
 
-use self::load::{Shared, Tally};
+use self::load::Shared;
 use self::probe::{Probe, RssSampler};
 use self::report::{Cpu, EmbedDelta, Rss};
 use self::target::Target;
@@ -55,11 +53,8 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         return compare::run(&a, through, direct).await;
     }
     let (mut target, addr) = Target::start(&a).await?;
-    let channel = target::connect(addr, &mut target).await?;
-    let mut channels = vec![channel.clone()];
-    for _ in 1..a.connections.max(1) {
-        channels.push(target::connect(addr, &mut target).await?);
-    }
+    let channels = target::connect_all(addr, &mut target, a.connections).await?;
+    let channel = channels[0].clone();
     let questions = target::load_questions(&channel).await?;
 
     let baseline = match &target {
@@ -70,15 +65,7 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
         Target::InProcess { .. } | Target::Spawned { .. } => None,
     };
     let probe = target.probe();
-    let shared = Shared {
-        channels: channels.into(),
-        gate: a.in_flight.map(|n| Arc::new(Semaphore::new(n))),
-        calls: a.calls,
-        barrier: a.duration.is_none().then(|| Arc::new(Barrier::new(a.episodes))),
-        open_rss: Arc::new(OnceLock::new()),
-        probe: probe.clone(),
-        tally: Arc::new(parking_lot::Mutex::new(Tally::default())),
-    };
+    let shared = Shared::new(&a, channels, probe.clone());
     let ceiling = if a.grpc_ceiling_secs > 0.0 {
         Some(ceiling::measure(&shared, a.episodes, a.grpc_ceiling_secs).await.context("measuring the gRPC ceiling")?)
     } else {

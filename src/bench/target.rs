@@ -136,6 +136,15 @@ fn forwarded_serve_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsStrin
     out
 }
 
+/// `--connections` channels to `addr` (at least one), the first waiting for a spawned server to listen.
+pub(super) async fn connect_all(addr: SocketAddr, target: &mut Target, connections: usize) -> anyhow::Result<Vec<Channel>> {
+    let mut channels = Vec::with_capacity(connections.max(1));
+    for _ in 0..connections.max(1) {
+        channels.push(connect(addr, target).await?);
+    }
+    Ok(channels)
+}
+
 pub(super) async fn connect(addr: SocketAddr, target: &mut Target) -> anyhow::Result<Channel> {
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {

@@ -43,11 +43,19 @@ enum Incoming {
 /// WebSocket close code 1009 (RFC 6455 §7.4.1): a message too big to process.
 const MESSAGE_TOO_BIG: u16 = 1009;
 
-/// Whether a read failed because a message or frame was over the cap (tungstenite's capacity error; axum
+/// Whether a frame is over the cap: a message read whole within the library's slack but longer than the
+/// cap, or a read that failed because it was longer than the slack (tungstenite's capacity error; axum
 /// wraps it, so only its text says so).
-fn too_big(e: &axum::Error) -> bool {
-    let text = e.to_string();
-    text.contains("Space limit exceeded") || text.contains("too long")
+fn too_big(frame: &Result<Message, axum::Error>) -> bool {
+    match frame {
+        Ok(Message::Text(t)) => t.len() > super::http::MAX_BODY,
+        Ok(Message::Binary(b)) => b.len() > super::http::MAX_BODY,
+        Ok(_) => false,
+        Err(e) => {
+            let text = e.to_string();
+            text.contains("Space limit exceeded") || text.contains("too long")
+        }
+    }
 }
 
 /// Serves one accepted connection holding `slot` until it closes.
@@ -60,26 +68,15 @@ pub async fn serve(socket: WebSocket, openenv: Arc<OpenEnv>, slot: Slot) {
         async move {
             while let Some(frame) = stream.next().await {
                 *heard.lock() = Instant::now();
+                if too_big(&frame) {
+                    let _ = tx.send(Incoming::TooBig).await;
+                    break;
+                }
                 let text = match frame {
-                    // Read whole within the library's slack, but over the cap: refused.
-                    Ok(Message::Text(t)) if t.len() > super::http::MAX_BODY => {
-                        let _ = tx.send(Incoming::TooBig).await;
-                        break;
-                    }
-                    Ok(Message::Binary(b)) if b.len() > super::http::MAX_BODY => {
-                        let _ = tx.send(Incoming::TooBig).await;
-                        break;
-                    }
                     Ok(Message::Text(t)) => t.to_string(),
                     Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).into_owned(),
                     Ok(Message::Ping(_) | Message::Pong(_)) => continue,
-                    Ok(Message::Close(_)) => break,
-                    Err(e) => {
-                        if too_big(&e) {
-                            let _ = tx.send(Incoming::TooBig).await;
-                        }
-                        break;
-                    }
+                    Ok(Message::Close(_)) | Err(_) => break,
                 };
                 if tx.send(Incoming::Frame(text)).await.is_err() {
                     break;

@@ -14,9 +14,10 @@ errors:
     behind, so such a request is sent again whatever it is, tool calls included;
   - ``UNAVAILABLE`` with no server details (restarting, connection refused or dropped), only for
     idempotent RPCs: ``CreateEpisode`` *with* a client-chosen ``episode_id``, ``ScoreEpisode``,
-    ``GetEpisode``, ``ListMemories``, ``ListTools``, ``CloseEpisode``, the ``Dataset`` RPCs and the reads
-    of ``Banks`` and ``AgentMemory``. A tool call or a bank write whose connection dropped may have been
-    applied, so it is not sent again.
+    ``GetEpisode``, ``ListMemories``, ``ListTools``, ``CloseEpisode``, the ``Dataset`` RPCs, the reads
+    of ``Banks`` and ``AgentMemory``, and ``call_tool``, which sends a ``call_id`` so that the server
+    applies a repeated call once. A bank write, or a call on the raw typed tool stubs, whose connection
+    dropped may have been applied, so it is not sent again.
   The ``Learn`` calls (``memgym._learn_client``) are never retried: each costs LLM requests and
   ``LearnFromGroup`` writes.
 - **Errors**: ``MemgymError`` (``.code``, ``.details``, and the server's ``.reason``, ``.retryable``,
