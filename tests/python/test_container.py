@@ -9,7 +9,7 @@ since no image registry is reachable here), starts it, and checks what the Conta
 - its banks live in the ``/var/lib/memgym`` volume.
 The image's size is printed (the book's "Operations → Container" gives a release build's).
 
-Needs podman, runc and debootstrap (Debian's packages; .ci/run installs them) and root for debootstrap;
+Needs podman, runc and debootstrap (Debian's packages; scripts/test installs them) and root for debootstrap;
 skipped without them unless ``MEMGYM_CONTAINER_REQUIRE=1``.
 """
 
