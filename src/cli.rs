@@ -529,7 +529,11 @@ pub struct ServeArgs {
     /// `/mcp` serves the same tools.
     #[arg(long, env = "MEMGYM_MCP_ADDR")]
     pub mcp_addr: Option<SocketAddr>,
-    /// `Host` header values the OpenEnv and MCP listeners accept (DNS-rebinding protection; OpenEnv also
+    /// Also serve NeMo Gym's resources-server protocol on this address (`/seed_session`, one route per
+    /// tool, `/verify`, `/close_session`, `/aggregate_metrics`; the book's "NeMo Gym"). Off unless given.
+    #[arg(long, env = "MEMGYM_NEMO_GYM_ADDR")]
+    pub nemo_gym_addr: Option<SocketAddr>,
+    /// `Host` header values the OpenEnv, MCP and NeMo Gym listeners accept (DNS-rebinding protection; OpenEnv also
     /// checks a browser's `Origin`), comma-separated; a name without a port matches any port. `*` accepts
     /// any Host (behind a proxy or in a container).
     #[arg(long, alias = "mcp-allowed-hosts", env = "MEMGYM_HTTP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]

@@ -173,6 +173,11 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                     faces.keys = Some(memgym::api::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
                     tracing::info!("API keys required on every face");
                 }
+                if let Some(addr) = a.nemo_gym_addr {
+                    let options = memgym::api::nemo_gym::NemoGymOptions { allowed_hosts: a.mcp_options().allowed_hosts };
+                    let addr = faces.bind_nemo_gym(addr, options).await?;
+                    tracing::info!(%addr, "nemo-gym listening (resources server: /seed_session, /<tool>, /verify)");
+                }
                 if let Some(addr) = a.metrics_addr {
                     let addr = faces.bind_metrics(addr).await?;
                     tracing::info!(%addr, "metrics listening (path /metrics)");

@@ -20,6 +20,7 @@ use tonic_health::ServingStatus;
 use crate::api::deadline::DeadlineLayer;
 use crate::api::gateway::Gateway;
 use crate::api::mcp::{self, McpOptions};
+use crate::api::nemo_gym::{self, NemoGymOptions};
 use crate::api::openenv::{self, OpenEnvOptions};
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
@@ -76,6 +77,8 @@ pub struct Faces {
     pub openenv: Option<(TcpListener, OpenEnvOptions)>,
     /// `--mcp-addr`.
     pub mcp: Option<(TcpListener, McpOptions)>,
+    /// `--nemo-gym-addr`: NeMo Gym's resources-server protocol.
+    pub nemo_gym: Option<(TcpListener, NemoGymOptions)>,
     /// `--metrics-addr`: Prometheus's `/metrics`, with the recorder that serves it.
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
     /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
@@ -103,6 +106,14 @@ impl Faces {
         Ok(faces)
     }
 
+    /// Adds `--nemo-gym-addr`: binds its listener; returns the address.
+    pub async fn bind_nemo_gym(&mut self, addr: SocketAddr, options: NemoGymOptions) -> anyhow::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--nemo-gym-addr: cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr()?;
+        self.nemo_gym = Some((listener, options));
+        Ok(bound)
+    }
+
     /// Adds `--metrics-addr`: installs the metrics recorder and binds its listener; returns the address.
     pub async fn bind_metrics(&mut self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
         let handle = crate::obs::install().map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
@@ -128,6 +139,9 @@ impl Faces {
         }
         if let Some((listener, options)) = self.mcp {
             routers.push(("mcp", listener, mcp::router(gateway.clone(), &options)));
+        }
+        if let Some((listener, options)) = self.nemo_gym {
+            routers.push(("nemo_gym", listener, nemo_gym::router(gateway.clone(), &options)));
         }
         // Request metrics of the JSON faces (recorded only when a recorder is installed).
         let mut routers: Vec<(&'static str, TcpListener, axum::Router)> = routers

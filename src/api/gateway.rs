@@ -217,6 +217,12 @@ impl Gateway {
         Ok(())
     }
 
+    /// Closes episode `id`, or remembers an id that names none as closed, so that it is never opened later.
+    pub async fn retire(&self, id: &str) -> Result<(), Status> {
+        self.env.retire_episode(id).await?;
+        Ok(())
+    }
+
     /// Closes `id` in the background, logging a failure (for disconnects and replaced episodes).
     pub fn close_later(&self, id: String) {
         let gw = self.clone();

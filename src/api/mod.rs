@@ -1,7 +1,7 @@
 //! The wire edge. The only module that names generated protobuf types: services convert requests into
 //! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
-//! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]) and MCP
-//! ([`mcp`]) — reach the same environment through [`gateway`], on the same conversions and errors.
+//! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]), MCP
+//! ([`mcp`]) and NeMo Gym's resources server ([`nemo_gym`]) — reach the same environment through [`gateway`], on the same conversions and errors.
 
 mod agent_service;
 pub mod around;
@@ -16,6 +16,7 @@ pub mod gateway;
 mod learn_service;
 pub mod mcp;
 mod mcp_sessions;
+pub mod nemo_gym;
 pub mod observe;
 pub mod openenv;
 pub mod page;

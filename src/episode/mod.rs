@@ -229,6 +229,26 @@ impl Environment {
         Ok(Some(ep.state()))
     }
 
+    /// Closes `episode_id` as [`Self::close_episode`] does, and remembers an id that names no episode as
+    /// closed all the same, so that no later CreateEpisode opens it: a close that overtook its create (a
+    /// client that lost the create's reply closes the id it chose) must not let that create open it late.
+    pub async fn retire_episode(&self, episode_id: &str) -> Result<Option<EpisodeState>, EpisodeError> {
+        create::valid_id("episode_id", episode_id)?;
+        loop {
+            match self.close_episode(episode_id).await {
+                Err(EpisodeError::EpisodeNotFound { .. }) => {
+                    let now = self.clock.now_ms();
+                    let t = Tombstone { ending: Ending::Closed, scored: false, steps_used: 0, at_ms: now };
+                    if self.registry.retire(episode_id, now, t) {
+                        return Ok(None);
+                    }
+                    // Opened in between: close it.
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Closes episodes idle for at least the TTL (remembering their ids) and forgets remembered ids past
     /// their time.
     pub fn reap_idle(&self) -> Swept {

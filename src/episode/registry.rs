@@ -158,6 +158,20 @@ impl Registry {
         }
     }
 
+    /// Remembers `id`, which names no open episode, as ended with `tombstone` (unless already remembered),
+    /// so that no later create opens it; false when an episode is open under `id` (the caller closes it).
+    pub fn retire(&self, id: &str, now_ms: u64, tombstone: Tombstone) -> bool {
+        let shard = self.shards[shard_of(id)].lock();
+        if shard.contains_key(id) {
+            return false;
+        }
+        let mut ended = self.ended.lock();
+        if ended.get(id, now_ms).is_none() {
+            ended.bury(id, tombstone);
+        }
+        true
+    }
+
     /// Removes `entry` from under `id` without remembering it, as if it had never been opened (a
     /// ForkEpisode that could not open all its forks withdraws the ones it did).
     pub fn withdraw(&self, id: &str, entry: &Arc<Entry>) {

@@ -19,6 +19,7 @@ mod llm;
 mod mcp;
 mod memory_text;
 mod metrics;
+mod nemo_gym;
 mod openenv;
 mod paging;
 mod reasons;

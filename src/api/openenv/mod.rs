@@ -33,6 +33,8 @@ use parking_lot::Mutex;
 use super::gateway::Gateway;
 use super::mcp::{self, McpOptions};
 
+/// The `Host`/`Origin` check every HTTP face applies (`--http-allowed-hosts`).
+pub(crate) use http::check_host;
 pub use http::WS_READ_BUFFER;
 pub use session::{ErrorCode, Session};
 
