@@ -11,12 +11,14 @@
 #    llm-f1 / llm-judge evaluators, --llm-edit merge and split, and the endpoint failure mappings against it
 #    (a few minutes on two cores). MEMGYM_REAL_LLM=skip skips it.
 # 1c. The protocols tier (tests/python/protocols): scripts/install-protocols.sh installs the released clients,
-#    pinned, into four venvs under $MEMGYM_PROTOCOLS_VENV (default ~/.cache/memgym/protocols-venv):
-#    openenv 0.10.0, mcp 2.3.0 (openenv needs mcp < 2, so they cannot share a venv), mcp 1.30.0, and trl 1.16.0 with
-#    transformers 5.23.0 and torch (about 3 minutes and 7 GB cold); scripts/install-qwen.sh writes the
+#    pinned, into five venvs under $MEMGYM_PROTOCOLS_VENV (default ~/.cache/memgym/protocols-venv):
+#    openenv 0.10.0, mcp 2.3.0 (openenv needs mcp < 2, so they cannot share a venv), mcp 1.30.0, nemo-gym 0.7.0
+#    (on Python 3.13), and trl 1.16.0 with
+#    transformers 5.23.0 and torch (about 4 minutes and 8.5 GB cold); scripts/install-qwen.sh writes the
 #    Qwen2.5 tokenizer with the trl venv. The tests start the server with --openenv-addr and --mcp-addr and
 #    run `openenv validate --url`, openenv's GenericEnvClient and MCPToolClient, the MCP Python SDK 2.x in
-#    modes auto and legacy and 1.x with a reconnect mid-episode, memgym_trl's environment class through transformers' get_json_schema, and one
+#    modes auto and legacy and 1.x with a reconnect mid-episode, NeMo Gym's session-contract check and
+#    SimpleAgent against --nemo-gym-addr, memgym_trl's environment class through transformers' get_json_schema, and one
 #    step of TRL's own GRPOTrainer (a tiny random policy on CPU) with it; about a minute.
 #    MEMGYM_PROTOCOLS=skip skips it.
 # 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
@@ -91,6 +93,8 @@ if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
     "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp.py protocols/test_mcp_stress.py "$@"
     echo "== pytest tests/python/protocols/test_mcp1.py with mcp 1.30.0"
     "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp1.py "$@"
+    echo "== pytest tests/python/protocols/test_nemo_gym.py with nemo-gym 0.7.0 (Python 3.13)"
+    "$MEMGYM_PROTOCOLS_VENV/nemo_gym/bin/python" -m pytest -q -p no:cacheprovider protocols/test_nemo_gym.py "$@"
     echo "== pytest tests/python/protocols/test_trl*.py with trl 1.16.0 and transformers 5.23.0"
     "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_trl.py protocols/test_trl_grpo.py "$@"
   )
