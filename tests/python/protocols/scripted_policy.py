@@ -1,7 +1,13 @@
-"""A scripted policy behind an OpenAI-compatible ``/v1/chat/completions`` (plain JSON or SSE stream), for
-driving an agent harness deterministically: each reply is the next step of a script chosen by how many tool
-results the conversation already holds. It records every request it gets (the messages and the tools the
-harness offered), so a test can check what the policy was shown and what the tools answered.
+"""Policies behind an OpenAI-compatible ``/v1/chat/completions`` (plain JSON or an SSE stream), for driving
+an agent harness from a test:
+
+- ``ScriptedPolicy``: deterministic; each reply is the next step of a script chosen by how many tool results
+  the conversation already holds;
+- ``StreamingBridge``: a real model behind an endpoint that does not stream (``scripts/llm-server.py``):
+  each request is sent upstream whole and its reply re-sent as a stream when the harness asked for one.
+
+Both record every request they get (the messages and the tools the harness offered), so a test can check
+what the policy was shown and what the tools answered.
 
 Only the standard library: it runs in any of the protocols tier's venvs.
 """
@@ -10,17 +16,16 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
 
 
-class ScriptedPolicy:
-    """``steps``: the tool calls to make, one per turn (``{"name": ..., "arguments": {...}}``), then ``final``
-    as plain text. ``base_url`` is ``http://127.0.0.1:PORT/v1``."""
+class _ChatServer:
+    """An OpenAI-compatible chat endpoint on a free loopback port whose replies ``reply`` makes;
+    ``base_url`` is ``http://127.0.0.1:PORT/v1``."""
 
-    def __init__(self, steps: List[Dict[str, Any]], final: str = "The memory is ready."):
-        self.steps = steps
-        self.final = final
+    def __init__(self) -> None:
         self.requests: List[Dict[str, Any]] = []
         self._lock = threading.Lock()
         policy = self
@@ -42,7 +47,11 @@ class ScriptedPolicy:
                     return
                 with policy._lock:
                     policy.requests.append(body)
-                message = policy.reply(body.get("messages") or [])
+                try:
+                    message = policy.reply(body)
+                except OSError as e:
+                    self._send(502, {"error": {"message": f"upstream: {e}"}})
+                    return
                 if body.get("stream"):
                     self._stream(body, message)
                 else:
@@ -83,15 +92,9 @@ class ScriptedPolicy:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def reply(self, messages: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """The next message of the script: the n-th tool call after n tool results, then the final text."""
-        done = sum(1 for m in messages if m.get("role") == "tool")
-        if done < len(self.steps):
-            step = self.steps[done]
-            call = {"id": f"call_{done}", "type": "function",
-                    "function": {"name": step["name"], "arguments": json.dumps(step["arguments"])}}  # fmt: skip
-            return {"role": "assistant", "content": None, "tool_calls": [call]}
-        return {"role": "assistant", "content": self.final}
+    def reply(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        """The assistant message answering the request ``body``."""
+        raise NotImplementedError
 
     def tool_results(self) -> List[str]:
         """The tool results of the longest conversation received, in order (what the tools answered)."""
@@ -100,13 +103,51 @@ class ScriptedPolicy:
         last = max(self.requests, key=lambda r: len(r.get("messages") or []))
         return [_text(m.get("content")) for m in last.get("messages") or [] if m.get("role") == "tool"]
 
-    def __enter__(self) -> "ScriptedPolicy":
+    def __enter__(self):
         self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class ScriptedPolicy(_ChatServer):
+    """``steps``: the tool calls to make, one per turn (``{"name": ..., "arguments": {...}}``), then ``final``
+    as plain text."""
+
+    def __init__(self, steps: List[Dict[str, Any]], final: str = "The memory is ready."):
+        super().__init__()
+        self.steps = steps
+        self.final = final
+
+    def reply(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        """The next message of the script: the n-th tool call after n tool results, then the final text."""
+        done = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+        if done < len(self.steps):
+            step = self.steps[done]
+            call = {"id": f"call_{done}", "type": "function",
+                    "function": {"name": step["name"], "arguments": json.dumps(step["arguments"])}}  # fmt: skip
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": self.final}
+
+
+class StreamingBridge(_ChatServer):
+    """The model at ``upstream`` (``http://host:port/v1``), asked without streaming."""
+
+    def __init__(self, upstream: str, timeout: float = 300.0):
+        super().__init__()
+        self.upstream = upstream.rstrip("/")
+        self.timeout = timeout
+
+    def reply(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        request = urllib.request.Request(
+            f"{self.upstream}/chat/completions", data=json.dumps(whole).encode(), headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+            message = json.load(resp)["choices"][0]["message"]
+        return {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
 
 
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
