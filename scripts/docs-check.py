@@ -17,7 +17,7 @@ book runs, in a fresh temporary directory, unless the line above it is a marker:
   gRPC health check (at most 120 s), then it is stopped;
 - ``<!-- run: expect-fail -->``: the block must exit non-zero (a documented refusal);
 - ``<!-- run: venv=NAME -->``: its ``python`` commands run with the protocols tier's venv NAME
-  (``--protocols-venv``/NAME: ``openenv``, ``mcp`` or ``trl``), whose released clients cannot share one venv;
+  (``--protocols-venv``/NAME: ``openenv``, ``mcp``, ``mcp1``, ``trl`` or ``verifiers``), whose released clients cannot share one venv;
   with ``MEMGYM_PROTOCOLS=skip`` (the tier skipped) such a block is counted as not run.
 
 A block whose next block is a ```` ```text ```` block marked ``<!-- output -->`` must print each non-empty
@@ -300,7 +300,7 @@ def main() -> int:
     ap.add_argument(
         "--protocols-venv",
         default=os.environ.get("MEMGYM_PROTOCOLS_VENV", str(Path.home() / ".cache/memgym/protocols-venv")),
-        help="the protocols tier's venvs (openenv, mcp, trl), for blocks marked venv=NAME",
+        help="the protocols tier's venvs (openenv, mcp, mcp1, trl, verifiers), for blocks marked venv=NAME",
     )
     args = ap.parse_args()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the released client packages the protocols test tier (tests/python/protocols) runs against, from
 # PyPI only, into five venvs under one root (the pins cannot share one: openenv 0.10.0 requires
-# fastmcp>=3,<4, and every fastmcp 3 requires mcp<2, while the MCP client under test is mcp 2.3.0):
+# fastmcp>=3,<4, and every fastmcp 3 requires mcp<2, while the MCP client under test is mcp 2.3.0 and
+# verifiers 0.4.0 pins mcp==2.0.0):
 #   - $VENV/openenv: openenv==0.10.0 (GenericEnvClient over /ws, MCPToolClient, `openenv validate`), for
 #     test_openenv.py;
 #   - $VENV/mcp: mcp==2.3.0 (the official MCP Python SDK: streamable HTTP, modes "auto" and "legacy"), for
@@ -16,10 +17,14 @@
 #   - $VENV/trl: trl==1.16.0 and transformers==5.23.0 (get_json_schema, the tool schemas TRL renders), with
 #     torch from PyPI as trl's dependency (its CUDA libraries come along and load fine without a GPU), and
 #     gguf (scripts/install-qwen.sh writes the Qwen2.5 tokenizer from its GGUF with it), for test_trl.py
-#     and test_trl_grpo.py. Measured here: 1 min 47 s and 5.9 GB for this venv alone (torch is most of it).
+#     and test_trl_grpo.py. Measured here: 1 min 47 s and 5.9 GB for this venv alone (torch is most of it);
+#   - $VENV/verifiers: verifiers==0.4.0 (verifiers.v1: vf-eval, the interception server, the null chat harness,
+#     with mcp 2.0.0) and uv (the harness runs as a PEP 723 script through `uv sync --script`, which fetches
+#     its dependencies from PyPI on first use), plus ./environments/memgym_locomo (the Environments Hub
+#     package, id memgym-locomo), for test_verifiers.py. Measured here: 1 min 38 s and 0.8 GB.
 # Each also gets pytest, grpcio-health-checking and pyarrow (reads the `memgym dataset verl` export), and
-# ./clients/python (memgym, memgym_verl, memgym_trl; reinstalled on every run, non-editable: the stubs are
-# generated from proto/ at build time).
+# ./clients/python (memgym, memgym_verl, memgym_trl, memgym_verifiers; reinstalled on every run, non-editable:
+# the stubs are generated from proto/ at build time).
 #
 # VENV = ${MEMGYM_PROTOCOLS_VENV:-$HOME/.cache/memgym/protocols-venv}. Cold: about 4 minutes and 8.5 GB.
 # Idempotent: each venv's pinned packages are installed once (a marker file names the pins; a changed pin
@@ -35,6 +40,7 @@
 #   "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest protocols/test_mcp1.py
 #   "$MEMGYM_PROTOCOLS_VENV/nemo_gym/bin/python" -m pytest protocols/test_nemo_gym.py
 #   MEMGYM_QWEN_TOKENIZER=... "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest protocols/test_trl.py protocols/test_trl_grpo.py
+#   "$MEMGYM_PROTOCOLS_VENV/verifiers/bin/python" -m pytest protocols/test_verifiers.py
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -89,4 +95,8 @@ if py313=$(python313) && [[ -n $py313 ]]; then
 else
   log "no Python 3.13 (set MEMGYM_PYTHON313): the nemo_gym venv is not made, and test_nemo_gym.py cannot run"
 fi
+install_venv verifiers verifiers==0.4.0 uv
+log "installing $ROOT/environments/memgym_locomo into $VENV/verifiers"
+"$VENV/verifiers/bin/pip" uninstall --quiet --yes memgym-locomo >/dev/null 2>&1 || true
+"$VENV/verifiers/bin/pip" install --quiet --no-deps "$ROOT/environments/memgym_locomo" >&2
 echo "MEMGYM_PROTOCOLS_VENV=$VENV"

@@ -10,6 +10,17 @@
 //! fields as `structuredContent`; the episode tools' text is the JSON of their structured content. A refused call (bad argument,
 //! unknown episode, budget spent) is a result with `isError: true` naming the field, never a protocol
 //! error; only an unknown tool name is (invalid params), as the MCP specification has it.
+//!
+//! **Per-episode endpoints**: `/mcp/episodes/{episode_id}` serves the same MCP, bound to one episode by its
+//! URL, for clients that hand a tool server's URL to the policy bare (verifiers' external toolsets, any
+//! agent harness that takes an MCP URL and nothing else). There the tool list is the six memory tools with
+//! ListTools' own schemas (no `episode_id`: the URL names it; `call_id` is accepted, not advertised), and the
+//! episode tools are not served: the policy that holds the URL cannot open, fork, score or close episodes,
+//! so it cannot choose its question, re-score or end its episode early. A URL naming an episode that is not
+//! open here (unknown, closed, reaped, or held by another replica) answers `tools/list` and `tools/call` with
+//! JSON-RPC error -32602 (invalid params: the code MCP 2026-07-28 gives a resource that is not found,
+//! SEP-2164), its message naming the id and its `data` the refusal's code and reason. The id is the path's last segment; behind a proxy, route `/mcp/episodes/NAME.…` to
+//! replica NAME, as the gRPC face's `memgym-episode` header is routed (the book's verifiers chapter).
 
 use std::sync::Arc;
 
@@ -72,6 +83,89 @@ pub fn tools_json() -> Vec<Value> {
             "seeds": {"type": "array", "items": {"type": "integer"}, "description": "The forks' seeds (default: the parent's)."}},
         "required": ["episode_id"]}}));
     out
+}
+
+/// The path of the per-episode endpoints (axum's syntax): the MCP of one episode, named by its URL.
+pub const EPISODE_PATH: &str = "/mcp/episodes/{episode_id}";
+
+/// The episode a per-episode endpoint's URL names. The route puts it into the HTTP request's extensions;
+/// the handler reads it back from the request parts rmcp hands it with every request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundEpisode(pub String);
+
+/// The six memory tools as a per-episode endpoint lists them: ListTools' names, descriptions and parameters.
+pub fn bound_tools_json() -> Vec<Value> {
+    tool_schemas()
+        .iter()
+        .map(|s| {
+            let f = &s["function"];
+            json!({"name": f["name"], "description": f["description"], "inputSchema": f["parameters"]})
+        })
+        .collect()
+}
+
+/// The refusals that mean "this URL names no episode open here": a JSON-RPC error on a per-episode
+/// endpoint, not a tool error the policy could read and retry.
+const GONE: [&str; 3] = ["EPISODE_NOT_FOUND", "EPISODE_ENDED", "WRONG_REPLICA"];
+
+fn gone(s: &Status) -> bool {
+    super::status::reason_of(s).is_some_and(|(reason, _)| GONE.contains(&reason.as_str()))
+}
+
+/// JSON-RPC's invalid params (-32602; on every wire, where rmcp would send its resource-not-found code
+/// as -32002 on older wires and on some paths of the newest) for a per-episode endpoint whose episode is not
+/// open here: the refusal's message (which names the id, quoted short) and, as `data`, its code, reason and
+/// retry flag.
+fn not_open(s: &Status) -> ErrorData {
+    ErrorData::invalid_params(s.message().to_string(), Some(json!({"error": crate::api::status::error_json(s)})))
+}
+
+/// A status that is neither a tool error nor "not open here" (a server failure) as a JSON-RPC error.
+fn server_error(s: &Status) -> ErrorData {
+    ErrorData::internal_error(s.message().to_string(), Some(json!({"error": crate::api::status::error_json(s)})))
+}
+
+/// Checks that episode `id` is open here (a per-episode endpoint's `tools/list`).
+pub async fn check_bound(gw: &Gateway, id: &str) -> Result<(), ErrorData> {
+    match gw.state(id).await {
+        Ok(_) => Ok(()),
+        Err(s) if gone(&s) => Err(not_open(&s)),
+        Err(s) => Err(server_error(&s)),
+    }
+}
+
+/// Runs memory tool `name` with `args` on episode `id`, which a per-episode endpoint's URL names. A bad
+/// argument is a tool error (`is_error`), as on `/mcp`; an episode tool, an unknown tool, or an episode
+/// that is not open here is a JSON-RPC error.
+pub async fn call_bound(gw: &Gateway, id: &str, name: &str, mut args: Map<String, Value>) -> Result<Reply, ErrorData> {
+    let name = name.trim();
+    if EPISODE_TOOLS.contains(&name) {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "tool {name} is not served on /mcp/episodes/{{episode_id}}: this URL is bound to episode {}; open, fork, score \
+                 and close episodes over gRPC or /mcp",
+                crate::quote::quoted(id)
+            ),
+            None,
+        ));
+    }
+    if !is_tool(name) {
+        let message = format!("unknown tool {} (this endpoint serves {})", crate::quote::quoted(name), crate::tools::TOOL_NAMES.join(", "));
+        return Err(ErrorData::invalid_params(message, None));
+    }
+    if args.contains_key("episode_id") {
+        let s = super::status::invalid("episode_id: not an argument here: this endpoint's URL names the episode".to_string());
+        return Ok(Reply::refused(&s));
+    }
+    let call_id = match take_call_id(&mut args) {
+        Ok(call_id) => call_id,
+        Err(s) => return Ok(Reply::refused(&s)),
+    };
+    match gw.call(id, name, &Value::Object(args), call_id.as_deref()).await {
+        Ok(c) => Ok(Reply::ok(c.text, c.structured)),
+        Err(s) if gone(&s) => Err(not_open(&s)),
+        Err(s) => Ok(Reply::refused(&s)),
+    }
 }
 
 /// A tool's answer in MCP terms.
@@ -163,21 +257,32 @@ fn only_episode_id(args: &Map<String, Value>) -> Result<(), Status> {
 pub struct McpServer {
     gw: Gateway,
     tools: Arc<Vec<Tool>>,
+    /// The per-episode endpoints' list.
+    bound_tools: Arc<Vec<Tool>>,
+}
+
+fn rmcp_tools(tools: Vec<Value>) -> Vec<Tool> {
+    tools
+        .into_iter()
+        .filter_map(|t| {
+            let schema = t["inputSchema"].as_object()?.clone();
+            let name = t["name"].as_str()?.to_string();
+            let description = t["description"].as_str().unwrap_or_default().to_string();
+            Some(Tool::new(name, description, schema))
+        })
+        .collect()
+}
+
+/// The episode the request's URL names, on a per-episode endpoint.
+fn bound(context: &RequestContext<RoleServer>) -> Option<&str> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    parts.extensions.get::<BoundEpisode>().map(|b| b.0.as_str())
 }
 
 impl McpServer {
     /// A handler over `gw`.
     pub fn new(gw: Gateway) -> Self {
-        let tools = tools_json()
-            .into_iter()
-            .filter_map(|t| {
-                let schema = t["inputSchema"].as_object()?.clone();
-                let name = t["name"].as_str()?.to_string();
-                let description = t["description"].as_str().unwrap_or_default().to_string();
-                Some(Tool::new(name, description, schema))
-            })
-            .collect();
-        McpServer { gw, tools: Arc::new(tools) }
+        McpServer { gw, tools: Arc::new(rmcp_tools(tools_json())), bound_tools: Arc::new(rmcp_tools(bound_tools_json())) }
     }
 }
 
@@ -197,8 +302,12 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(id) = bound(&context) {
+            check_bound(&self.gw, id).await?;
+            return Ok(ListToolsResult::with_all_items(self.bound_tools.as_ref().clone()));
+        }
         Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
     }
 
@@ -206,12 +315,18 @@ impl ServerHandler for McpServer {
         self.tools.iter().find(|t| t.name == name).cloned()
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, _context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let span = tracing::info_span!("mcp_tool", tool = %crate::quote::name(&name));
         let args = request.arguments.unwrap_or_default();
-        let Some(reply) = call(&self.gw, &name, args).instrument(span).await else {
-            return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::quote::quoted(&name)), None));
+        let reply = if let Some(id) = bound(&context) {
+            let span = tracing::info_span!("mcp_tool", tool = %crate::quote::name(&name), episode_id = %crate::quote::name(id));
+            call_bound(&self.gw, id, &name, args).instrument(span).await?
+        } else {
+            let span = tracing::info_span!("mcp_tool", tool = %crate::quote::name(&name));
+            let Some(reply) = call(&self.gw, &name, args).instrument(span).await else {
+                return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::quote::quoted(&name)), None));
+            };
+            reply
         };
         let mut result = if reply.is_error {
             CallToolResult::error(vec![ContentBlock::text(reply.text)])
@@ -328,14 +443,26 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
     response
 }
 
-/// A router serving MCP alone at `/mcp` (`--mcp-addr`).
+/// A router serving MCP alone (`--mcp-addr`): at `/mcp`, and bound to one episode at [`EPISODE_PATH`].
 pub fn router(gw: Gateway, options: &McpOptions) -> axum::Router {
     let service = Arc::new(service(gw, options));
-    axum::Router::new().route(
-        "/mcp",
-        axum::routing::any(move |request: axum::extract::Request| {
-            let service = service.clone();
-            async move { handle(&service, request).await }
-        }),
-    )
+    let bound = service.clone();
+    axum::Router::new()
+        .route(
+            "/mcp",
+            axum::routing::any(move |request: axum::extract::Request| {
+                let service = service.clone();
+                async move { handle(&service, request).await }
+            }),
+        )
+        .route(
+            EPISODE_PATH,
+            axum::routing::any(move |axum::extract::Path(id): axum::extract::Path<String>, mut request: axum::extract::Request| {
+                let service = bound.clone();
+                async move {
+                    request.extensions_mut().insert(BoundEpisode(id));
+                    handle(&service, request).await
+                }
+            }),
+        )
 }

@@ -17,6 +17,7 @@ mod learn;
 mod learn_loop;
 mod llm;
 mod mcp;
+mod mcp_episode;
 mod memory_text;
 mod metrics;
 mod nemo_gym;

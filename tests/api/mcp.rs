@@ -13,10 +13,10 @@ use rmcp::{ClientServiceExt, RoleClient};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
-struct Face {
-    server: memgym::server::Running,
-    url: String,
-    grpc: MemoryEnvClient<Channel>,
+pub(super) struct Face {
+    pub(super) server: memgym::server::Running,
+    pub(super) url: String,
+    pub(super) grpc: MemoryEnvClient<Channel>,
 }
 
 async fn spawn_face(allowed_hosts: &[&str]) -> Face {
@@ -24,27 +24,32 @@ async fn spawn_face(allowed_hosts: &[&str]) -> Face {
 }
 
 async fn spawn_face_with(options: McpOptions) -> Face {
+    spawn_replica_face(options, None).await
+}
+
+/// The MCP face of a server that is replica `replica` (`serve --replica`), or a lone server.
+pub(super) async fn spawn_replica_face(options: McpOptions, replica: Option<&str>) -> Face {
     use clap::Parser;
     let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_environment(&args.env).expect("environment builds");
+    let env = memgym::config::build_replica_environment(&args.env, replica.map(str::to_string)).expect("environment builds");
     let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), None, Some(options)).await.expect("server starts");
     let url = format!("http://{}/mcp", server.mcp_addr.expect("mcp face"));
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     Face { url, grpc: MemoryEnvClient::new(channel), server }
 }
 
-async fn client(url: &str, mode: ClientLifecycleMode) -> RunningService<RoleClient, ()> {
+pub(super) async fn client(url: &str, mode: ClientLifecycleMode) -> RunningService<RoleClient, ()> {
     ().serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), mode).await.expect("the client connects")
 }
 
-fn modes() -> [(&'static str, ClientLifecycleMode); 2] {
+pub(super) fn modes() -> [(&'static str, ClientLifecycleMode); 2] {
     [
         ("2026-07-28", ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }),
         ("2025-11-25", ClientLifecycleMode::Initialize),
     ]
 }
 
-async fn call(c: &RunningService<RoleClient, ()>, name: &'static str, args: Value) -> (bool, String, Value) {
+pub(super) async fn call(c: &RunningService<RoleClient, ()>, name: &'static str, args: Value) -> (bool, String, Value) {
     let Value::Object(args) = args else { panic!("arguments are an object") };
     let r = c.peer().call_tool(CallToolRequestParams::new(name).with_arguments(args)).await.expect("a tool result, not a protocol error");
     let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
