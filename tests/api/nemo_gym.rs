@@ -183,7 +183,13 @@ async fn the_session_contract_of_nemo_gym_0_7() {
     // Seed and seed again: the same session (and the same episode, whose id is the session's).
     for _ in 0..2 {
         let r = post(&face, "/seed_session", None, "*/*", &typed("rs-1", "r1", data.clone())).await;
-        assert_eq!((r.status, r.json()), (200, json!({"resources_session_id": "rs-1"})), "only the typed response's keys");
+        let tools =
+            json!({"server_name": "memgym", "url_path": "/mcp", "transport": "http", "headers": {"X-NeMo-Gym-Session-Token": "rs-1"}});
+        assert_eq!(
+            (r.status, r.json()),
+            (200, json!({"resources_session_id": "rs-1", "resources_tools": tools})),
+            "only the typed response's keys"
+        );
         assert_eq!(r.cookie.as_deref(), Some("rs-1"));
     }
     // The same session for another episode, task or question is a conflict; nothing changes.
@@ -276,4 +282,59 @@ async fn aggregate_metrics_over_verify_responses() {
     assert_eq!(m["key_metrics"]["mean/steps_used"].as_f64(), Some(2.0 / 3.0));
     assert_eq!(m["group_level_metrics"].as_array().map(Vec::len), Some(2));
     assert_eq!(m["group_level_metrics"][1]["num_rollouts"], 1);
+}
+
+/// An rmcp client (the official Rust SDK) at `url` that sends `headers` on every request, as NeMo Gym's MCP
+/// clients replay the seed's `resources_tools.headers`.
+async fn mcp_client(url: &str, headers: &Value) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::ServiceExt;
+    let mut custom = std::collections::HashMap::new();
+    for (k, v) in headers.as_object().expect("headers are an object") {
+        custom.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), http::HeaderValue::from_str(v.as_str().unwrap()).unwrap());
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(config)).await.expect("the MCP client connects")
+}
+
+#[tokio::test]
+async fn the_seed_hands_out_mcp_access_bound_to_its_session() {
+    let face = spawn_face().await;
+    let seeded = post(&face, "/seed_session", None, "*/*", &typed("rs-mcp", "r1", json!({"question_id": "conv-26:q3", "seed": 5}))).await;
+    assert_eq!(seeded.status, 200, "{}", seeded.text);
+    let access = seeded.json()["resources_tools"].clone();
+    assert_eq!(access["url_path"], "/mcp");
+    let c = mcp_client(&format!("{}{}", face.http, access["url_path"].as_str().unwrap()), &access["headers"]).await;
+    let tools = c.peer().list_tools(None).await.expect("tools/list").tools;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, memgym::tools::TOOL_NAMES.to_vec(), "the six memory tools, no episode tool");
+    assert!(tools.iter().all(|t| t.input_schema["properties"].get("episode_id").is_none()), "the token names the episode");
+
+    // A call over MCP edits the session's episode: the same text as the cookie's route on a twin session.
+    let args = json!({"query": "What did Caroline research?", "top_k": 3});
+    let Value::Object(map) = args.clone() else { unreachable!() };
+    let r = c.peer().call_tool(rmcp::model::CallToolRequestParams::new("search_memory").with_arguments(map)).await.expect("tools/call");
+    let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+    let twin = post(&face, "/seed_session", None, "*/*", &typed("rs-twin", "r2", json!({"question_id": "conv-26:q3", "seed": 5}))).await;
+    let twin_text = post(&face, "/search_memory", twin.cookie.as_deref(), "*/*", &args.to_string()).await.text;
+    assert_eq!(text, twin_text);
+    let verified = post(&face, "/verify", Some("rs-mcp"), "application/json", &verify_body()).await.json();
+    assert_eq!(verified["steps_used"], 1, "the MCP call was a step of the cookie's episode: {verified}");
+
+    // Scoring is not a tool here; without the header the MCP endpoint refuses, naming it.
+    let Value::Object(none) = json!({}) else { unreachable!() };
+    let refused = c.peer().call_tool(rmcp::model::CallToolRequestParams::new("score_episode").with_arguments(none)).await;
+    assert!(refused.is_err() || refused.unwrap().is_error == Some(true), "score_episode is not served");
+    let bare = reqwest::Client::new()
+        .post(format!("{}/mcp", face.http))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 400);
+    let body: Value = bare.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600);
+    assert!(body["error"]["message"].as_str().unwrap().starts_with("X-NeMo-Gym-Session-Token"), "{body}");
 }

@@ -13,12 +13,15 @@
 //! - `POST /close_session` (0.7) closes a typed seed's session, idempotently; an id never seeded is
 //!   remembered as closed, so a late seed cannot open it. `POST /aggregate_metrics` ([`metrics`]) and
 //!   `GET /reverify_mode` (`"unsupported"`: a score needs the live episode) complete the routes.
+//! - `/mcp` ([`mcp`]): the six tools over MCP, each request bound to its session by the
+//!   `X-NeMo-Gym-Session-Token` header the seed's reply hands out (NeMo Gym's `expose_tools_over_mcp`).
 //!
 //! Every route is also served under `/ng-rollout/{rollout_id}/`, the prefix NeMo Gym adds when its
 //! observability is on. Refusals are FastAPI's shape, `{"detail": message}` with memgym's `error` beside it,
 //! at the status a FastAPI server would answer (422 bad input, 404 unknown, 409 a conflict or an ended
 //! episode, 429 at a cap, 503 draining).
 
+pub mod mcp;
 mod metrics;
 pub mod seed;
 
@@ -124,8 +127,10 @@ struct Face {
 /// The resources-server router over `gateway` (served on its own listener, `--nemo-gym-addr`).
 pub fn router(gateway: Gateway, options: &NemoGymOptions) -> Router {
     let cap = gateway.env().config().limits.max_open_episodes;
+    let service = Arc::new(super::mcp::service(gateway.clone(), &super::mcp::McpOptions::new(options.allowed_hosts.clone())));
     let face = Arc::new(Face { gateway, bindings: Bindings::new(cap) });
     let mut routes = Router::new()
+        .route(mcp::PATH, axum::routing::any(move |request: axum::extract::Request| mcp::handle(service.clone(), request)))
         .route("/seed_session", post(seed_session))
         .route("/verify", post(verify))
         .route("/close_session", post(close_session))
@@ -199,7 +204,9 @@ async fn seed_session(State(face): State<Arc<Face>>, headers: HeaderMap, body: B
             }
             let opened = face.gateway.open(&open).await?;
             let id = opened.state.episode_id.clone();
-            Ok(with_cookie(Json(episode_json(&opened.state, Some(opened.created))).into_response(), Some(&id)))
+            let mut reply = episode_json(&opened.state, Some(opened.created));
+            reply["mcp"] = mcp::metadata(&id);
+            Ok(with_cookie(Json(reply).into_response(), Some(&id)))
         }
         Seed::Typed { session, identity, mut open } => {
             let id = face.gateway.env().replica().own("resources_session_id", &session).map_err(Status::from)?;
@@ -209,7 +216,10 @@ async fn seed_session(State(face): State<Arc<Face>>, headers: HeaderMap, body: B
             }
             open.insert("episode_id".into(), Value::String(id.clone()));
             match face.gateway.open(&open).await {
-                Ok(_) => Ok(with_cookie(Json(json!({"resources_session_id": session})).into_response(), Some(&id))),
+                Ok(_) => {
+                    let reply = json!({"resources_session_id": session, "resources_tools": mcp::metadata(&id)});
+                    Ok(with_cookie(Json(reply).into_response(), Some(&id)))
+                }
                 Err(s) => {
                     if bound == Bound::New {
                         face.bindings.unbind(&id);

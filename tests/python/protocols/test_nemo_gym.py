@@ -11,6 +11,8 @@
   the yaml the book shows, and a scripted policy behind a Responses API endpoint. The reward and breakdown
   ``/verify`` returns equal gRPC ``ScoreEpisode``'s for the same calls replayed on a gRPC episode, and every
   tool output the policy read equals the text gRPC ``CallTool`` returns.
+- ``expose_tools_over_mcp``: the typed seed's reply validates as NeMo Gym's ``ResourcesSeedSessionResponse``,
+  and the MCP SDK NeMo Gym pins, with the reply's ``resources_tools`` headers, drives the session's episode.
 """
 
 from __future__ import annotations
@@ -248,3 +250,57 @@ def test_a_full_episode_through_nemo_gyms_simple_agent_scores_as_grpc(memgym_ser
             assert result["breakdown"][field] == expected.get(field), field
     assert result["p_new"] == scored.p_new, "the breakdown's numbers are at the top level, for NeMo Gym's metrics"
     assert result["question_id"] == QUESTION_ID and result["_ng_task_index"] == 0, "the run request comes back"
+
+
+def test_the_seeds_mcp_access_serves_the_sessions_tools_to_nemo_gyms_mcp_client(memgym_server):
+    """``expose_tools_over_mcp``: the typed seed's reply validates as NeMo Gym's ``ResourcesSeedSessionResponse``
+    with ``resources_tools``; the MCP SDK NeMo Gym pins (mcp 1.x), replaying its headers at its ``url_path`` on
+    the resources server's address as NeMo Gym's MCP transport does, lists the six tools and edits the
+    session's episode, with the text gRPC ``CallTool`` gives on a twin episode."""
+    import asyncio
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from nemo_gym.base_resources_server import ResourcesSeedSessionRequest, ResourcesSeedSessionResponse
+    from nemo_gym.episode_types import EpisodeId, TaskId
+
+    grpc_address, port = memgym_server
+    base = f"http://127.0.0.1:{port}"
+    session_id = f"mcp-{uuid.uuid4().hex[:12]}"
+    seed = ResourcesSeedSessionRequest(
+        resources_session_id=session_id,
+        episode_id=EpisodeId(rollout_id="mcp-rollout", attempt=0),
+        task_id=TaskId(taskset="memgym", task_id=QUESTION_ID),
+        task_data={"question_id": QUESTION_ID, "seed": 5},
+    )
+    r = httpx.post(f"{base}/seed_session", json=seed.model_dump(mode="json"))
+    assert r.status_code == 200, r.text
+    reply = ResourcesSeedSessionResponse.model_validate(r.json())
+    access = reply.resources_tools
+    assert access is not None and access.url_path == "/mcp" and access.transport == "http"
+    args = {"query": "What did Caroline research?", "top_k": 3}
+
+    async def drive():
+        async with httpx.AsyncClient(headers=access.headers) as http, streamable_http_client(
+            f"{base}{access.url_path}", http_client=http
+        ) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+                result = await session.call_tool("search_memory", args)
+                return [t.name for t in tools], tools, result
+
+    names, tools, result = asyncio.run(drive())
+    with MemgymClient(grpc_address) as grpc:
+        assert names == [t["function"]["name"] for t in grpc.list_tools()]
+        assert all("episode_id" not in t.inputSchema.get("properties", {}) for t in tools)
+        assert not result.isError
+        twin = grpc.create_episode(QUESTION_ID, seed=5).state.episode_id
+        expected, _ = grpc.call_tool(twin, "search_memory", args)
+        grpc.close_episode(twin)
+    assert result.content[0].text == expected
+    cookies = {"memgym_session": session_id}
+    body = {"responses_create_params": {"input": "Edit the memory."}, "response": {"output": []}}
+    verified = httpx.post(f"{base}/verify", json=body, cookies=cookies).json()
+    assert verified["steps_used"] == 1, verified
