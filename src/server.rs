@@ -488,10 +488,16 @@ pub async fn spawn_all(
     openenv: Option<OpenEnvOptions>,
     mcp: Option<McpOptions>,
 ) -> anyhow::Result<Running> {
-    let listener = TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
     let loopback: SocketAddr = "127.0.0.1:0".parse()?;
     let faces = Faces::bind(openenv.map(|o| (loopback, o)), mcp.map(|o| (loopback, o))).await?;
+    spawn_faces(env, banks, addr, faces).await
+}
+
+/// [`spawn_with`] plus the faces already bound in `faces` (those [`Faces::bind`] takes, and any other a
+/// `Faces::bind_*` added).
+pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr: SocketAddr, faces: Faces) -> anyhow::Result<Running> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
     let (openenv_addr, mcp_addr) = faces.addrs()?;
     let (tx, rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(serve_all(

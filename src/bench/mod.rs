@@ -21,6 +21,7 @@ pub mod banks;
 mod baseline;
 mod ceiling;
 mod compare;
+mod faces;
 mod hist;
 mod load;
 mod probe;

@@ -2,7 +2,8 @@
 //! in-process server (`127.0.0.1:0` for gRPC, OpenEnv and MCP): gRPC `CallTool`, OpenEnv's WebSocket
 //! (one connection per episode, as `GenericEnvClient` opens one per environment), and MCP through the
 //! official Rust SDK's client (rmcp) on the stateless 2026-07-28 wire (`server/discover`, the Python
-//! SDK's default) and on the 2025-11-25 session wire (`initialize`).
+//! SDK's default) and on the 2025-11-25 session wire (`initialize`); then the trainer ecosystems' faces
+//! ([`super::faces`]): MCP at each episode's own URL (verifiers) and NeMo Gym's resources server.
 //!
 //! Each protocol runs `--episodes` concurrent episodes. An episode opens (question `i` of the
 //! non-adversarial questions), makes `--calls` tool calls in a fixed mix (search 60 %, sample 20 %,
@@ -26,6 +27,7 @@ use tonic::transport::Channel;
 
 use super::hist::Hist;
 use crate::api::mcp::McpOptions;
+use crate::api::nemo_gym::NemoGymOptions;
 use crate::api::openenv::OpenEnvOptions;
 use crate::api::pb;
 use crate::api::pb::memory_env_client::MemoryEnvClient;
@@ -33,7 +35,7 @@ use crate::cli::ProtocolBenchArgs;
 use crate::{config, server};
 
 /// The protocols measured, in report order.
-const PROTOCOLS: [&str; 4] = ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25"];
+const PROTOCOLS: [&str; 6] = ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25", "mcp-episode-url", "nemo-gym"];
 
 /// One protocol's measurement.
 #[derive(Debug)]
@@ -54,10 +56,10 @@ impl Row {
 /// The work of one episode: its question, its step budget (one more than its calls, so no call ends it)
 /// and its tool calls.
 #[derive(Debug, Clone)]
-struct Plan {
-    question_id: String,
-    max_steps: u32,
-    calls: Vec<(&'static str, Value)>,
+pub(super) struct Plan {
+    pub(super) question_id: String,
+    pub(super) max_steps: u32,
+    pub(super) calls: Vec<(&'static str, Value)>,
 }
 
 fn plans(questions: &[(String, String)], episodes: usize, calls: u32) -> Vec<Plan> {
@@ -93,7 +95,10 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!questions.is_empty(), "the dataset has no questions");
     let mcp = McpOptions::new(vec!["127.0.0.1".into()]);
     let openenv = OpenEnvOptions::new(a.episodes, mcp.clone());
-    let running = server::spawn_all(env, None, "127.0.0.1:0".parse()?, Some(openenv), Some(mcp)).await?;
+    let loopback: std::net::SocketAddr = "127.0.0.1:0".parse()?;
+    let mut faces = server::Faces::bind(Some((loopback, openenv)), Some((loopback, mcp.clone()))).await?;
+    let nemo_gym = faces.bind_nemo_gym(loopback, NemoGymOptions { allowed_hosts: mcp.allowed_hosts.clone() }).await?;
+    let running = server::spawn_faces(env, None, loopback, faces).await?;
     let plans = Arc::new(plans(&questions, a.episodes, a.calls));
     let grpc = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;
     let ws = format!("ws://{}/ws", running.openenv_addr.context("openenv face")?);
@@ -130,6 +135,15 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if wanted("mcp-episode-url") {
+        let mcp = format!("http://{}", running.mcp_addr.context("mcp face")?);
+        rows.push(measure("mcp-episode-url", &plans, |i, p, h| super::faces::mcp_episode_url(grpc.clone(), mcp.clone(), i, p, h)).await);
+    }
+    if wanted("nemo-gym") {
+        let http = reqwest::Client::builder().pool_max_idle_per_host(a.episodes).build()?;
+        let base = format!("http://{nemo_gym}");
+        rows.push(measure("nemo-gym", &plans, |_, p, h| super::faces::nemo_gym_episode(http.clone(), base.clone(), p, h)).await);
+    }
     running.stop().await?;
     report(&a, &mut rows);
     Ok(())
@@ -163,7 +177,7 @@ where
     Row { protocol, wall, calls, failures, hist }
 }
 
-fn record(hist: &Mutex<Hist>, d: Duration) {
+pub(super) fn record(hist: &Mutex<Hist>, d: Duration) {
     hist.lock().record(d);
 }
 
