@@ -29,6 +29,7 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
@@ -399,7 +400,7 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
     if request.method() == http::Method::POST {
         let (parts, body) = request.into_parts();
         let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
-            return (http::StatusCode::PAYLOAD_TOO_LARGE, "Payload too large").into_response();
+            return refusal(http::StatusCode::PAYLOAD_TOO_LARGE, &format!("Payload too large: the cap is {MAX_BODY} bytes"));
         };
         // Strict JSON: rmcp would keep one of a repeated key's values without a word.
         let parsed = match crate::json::strict_value_bytes(&bytes) {
@@ -435,12 +436,51 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
         request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
     }
     let delete = request.method() == http::Method::DELETE;
+    if delete {
+        // A DELETE of a session the server does not hold is a 404, as every request naming an unknown
+        // session is (rmcp alone answers 202 and closes nothing).
+        let id = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(|v| SessionId::from(v.to_string()));
+        if let Some(id) = id {
+            if !service.sessions.has_session(&id).await.unwrap_or(false) {
+                return refusal(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
+            }
+        }
+    }
     let mut response = service.http.handle(request).await.map(axum::body::Body::new);
     if delete && response.status() == http::StatusCode::ACCEPTED {
         *response.status_mut() = http::StatusCode::NO_CONTENT;
         *response.body_mut() = axum::body::Body::empty();
     }
-    response
+    as_json_rpc(response).await
+}
+
+/// A transport-level refusal as the MCP SDKs' servers give it: the status, and a JSON-RPC error body
+/// (`-32600`, id null) whose message says what was wrong.
+fn refusal(status: http::StatusCode, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": crate::quote::cut(message)}});
+    (status, axum::Json(error)).into_response()
+}
+
+/// rmcp answers transport refusals (415 wrong content type, 406 a missing `Accept`, 400 no session id, 404
+/// an unknown session, 405 a wrong method) with plain text and no content type; a client reading JSON-RPC
+/// gets them as [`refusal`]s instead, the same status with the same words.
+async fn as_json_rpc(response: axum::response::Response) -> axum::response::Response {
+    let status = response.status();
+    let plain = !response.headers().contains_key(http::header::CONTENT_TYPE);
+    if !(status.is_client_error() && plain) {
+        return response;
+    }
+    let allow = response.headers().get(http::header::ALLOW).cloned();
+    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(_) => status.canonical_reason().unwrap_or_default().to_string(),
+    };
+    let mut out = refusal(status, &text);
+    if let Some(allow) = allow {
+        out.headers_mut().insert(http::header::ALLOW, allow);
+    }
+    out
 }
 
 /// A router serving MCP alone (`--mcp-addr`): at `/mcp`, and bound to one episode at [`EPISODE_PATH`].

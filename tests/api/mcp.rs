@@ -222,6 +222,47 @@ async fn malformed_json_is_a_json_rpc_parse_error() {
     assert!(reply["error"]["message"].as_str().unwrap().contains("batches"), "{reply}");
 }
 
+/// The transport's refusals are JSON-RPC errors too (-32600, id null) at the status the MCP transport spec
+/// gives: a wrong content type 415, a missing `Accept` 406, a wrong method 405 (with `Allow`), a request
+/// naming a session the server does not hold 404 (a DELETE too: rmcp alone answers 202), no session id on a
+/// GET 400. rmcp alone answers them in plain text without a content type.
+#[tokio::test]
+async fn transport_refusals_are_json_rpc_errors() {
+    let face = spawn_face(&["127.0.0.1"]).await;
+    let http = reqwest::Client::new();
+    let url = face.url.as_str();
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let both = "application/json, text/event-stream";
+    let cases = [
+        ("wrong content type", http.post(url).header("content-type", "text/plain").header("accept", both).body(list), 415, "Content-Type"),
+        ("no Accept", http.post(url).header("content-type", "application/json").body(list), 406, "accept"),
+        ("PUT", http.put(url).body(list), 405, "Method Not Allowed"),
+        (
+            "unknown session",
+            http.post(url).header("content-type", "application/json").header("accept", both).header("mcp-session-id", "nope").body(list),
+            404,
+            "Session not found",
+        ),
+        ("DELETE of an unknown session", http.delete(url).header("mcp-session-id", "nope"), 404, "Session not found"),
+        ("GET without a session", http.get(url).header("accept", "text/event-stream"), 400, "Session ID"),
+    ];
+    for (what, request, status, says) in cases {
+        let r = request.send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{what}");
+        assert_eq!(r.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("application/json"), "{what}");
+        if status == 405 {
+            assert!(r.headers().contains_key("allow"), "{what}: Allow is kept");
+        }
+        let reply: Value = r.json().await.unwrap();
+        assert_eq!(
+            (reply["jsonrpc"].as_str(), reply["id"].is_null(), reply["error"]["code"].as_i64()),
+            (Some("2.0"), true, Some(-32600)),
+            "{what}: {reply}"
+        );
+        assert!(reply["error"]["message"].as_str().unwrap().contains(says), "{what}: {reply}");
+    }
+}
+
 /// `call_id` on the six memory tools: optional in their schemas; the same call sent again with it is applied
 /// once (the first result again, no new step); the same id with another call, or an id that is not a
 /// string, is a tool error naming `call_id`.
