@@ -1,7 +1,7 @@
 //! Builds and runs the gRPC server: the memgym services (episodes, dataset, and the banks when the
 //! server has them), standard health, reflection (v1 and v1alpha, so grpcurl 1.8 works), the idle
 //! reaper, the banks' usage flusher, and graceful shutdown with a drain deadline; beside them, on their own
-//! listeners, the JSON faces (OpenEnv and MCP over HTTP).
+//! listeners, the JSON faces (OpenEnv, MCP and the Open Reward Standard over HTTP).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,6 +21,7 @@ use crate::api::deadline::DeadlineLayer;
 use crate::api::gateway::Gateway;
 use crate::api::mcp::{self, McpOptions};
 use crate::api::openenv::{self, OpenEnvOptions};
+use crate::api::ors::{self, OrsOptions};
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
@@ -69,13 +70,15 @@ pub async fn serve_with(
 }
 
 /// The JSON faces served beside gRPC, each on its own listener: OpenEnv (HTTP and WebSocket, with MCP
-/// behind its `/mcp`) and standard MCP.
+/// behind its `/mcp`), standard MCP and the Open Reward Standard.
 #[derive(Debug, Default)]
 pub struct Faces {
     /// `--openenv-addr`.
     pub openenv: Option<(TcpListener, OpenEnvOptions)>,
     /// `--mcp-addr`.
     pub mcp: Option<(TcpListener, McpOptions)>,
+    /// `--ors-addr`: the Open Reward Standard (HTTP + SSE).
+    pub ors: Option<(TcpListener, OrsOptions)>,
     /// `--metrics-addr`: Prometheus's `/metrics`, with the recorder that serves it.
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
     /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
@@ -103,6 +106,14 @@ impl Faces {
         Ok(faces)
     }
 
+    /// Adds `--ors-addr`: binds the ORS listener; returns its address.
+    pub async fn bind_ors(&mut self, addr: SocketAddr, options: OrsOptions) -> anyhow::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--ors-addr: cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr()?;
+        self.ors = Some((listener, options));
+        Ok(bound)
+    }
+
     /// Adds `--metrics-addr`: installs the metrics recorder and binds its listener; returns the address.
     pub async fn bind_metrics(&mut self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
         let handle = crate::obs::install().map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
@@ -128,6 +139,9 @@ impl Faces {
         }
         if let Some((listener, options)) = self.mcp {
             routers.push(("mcp", listener, mcp::router(gateway.clone(), &options)));
+        }
+        if let Some((listener, options)) = self.ors {
+            routers.push(("ors", listener, ors::router(gateway.clone(), &options)));
         }
         // Request metrics of the JSON faces (recorded only when a recorder is installed).
         let mut routers: Vec<(&'static str, TcpListener, axum::Router)> = routers
@@ -442,6 +456,8 @@ pub struct Running {
     pub openenv_addr: Option<SocketAddr>,
     /// Where the MCP face listens, when served.
     pub mcp_addr: Option<SocketAddr>,
+    /// Where the ORS face listens, when served.
+    pub ors_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     handle: JoinHandle<anyhow::Result<()>>,
 }
@@ -474,11 +490,17 @@ pub async fn spawn_all(
     openenv: Option<OpenEnvOptions>,
     mcp: Option<McpOptions>,
 ) -> anyhow::Result<Running> {
-    let listener = TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
     let loopback: SocketAddr = "127.0.0.1:0".parse()?;
     let faces = Faces::bind(openenv.map(|o| (loopback, o)), mcp.map(|o| (loopback, o))).await?;
+    spawn_faces(env, banks, addr, faces).await
+}
+
+/// [`spawn_with`] plus the faces given, already bound (on loopback for tests).
+pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr: SocketAddr, faces: Faces) -> anyhow::Result<Running> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
     let (openenv_addr, mcp_addr) = faces.addrs()?;
+    let ors_addr = faces.ors.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
     let (tx, rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(serve_all(
         listener,
@@ -490,5 +512,5 @@ pub async fn spawn_all(
         },
         Duration::from_secs(5),
     ));
-    Ok(Running { addr, openenv_addr, mcp_addr, stop: Some(tx), handle })
+    Ok(Running { addr, openenv_addr, mcp_addr, ors_addr, stop: Some(tx), handle })
 }

@@ -1,7 +1,7 @@
 //! The wire edge. The only module that names generated protobuf types: services convert requests into
 //! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
-//! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]) and MCP
-//! ([`mcp`]) — reach the same environment through [`gateway`], on the same conversions and errors.
+//! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]), MCP
+//! ([`mcp`]) and the Open Reward Standard ([`ors`]) — reach the same environment through [`gateway`], on the same conversions and errors.
 
 mod agent_service;
 pub mod around;
@@ -18,6 +18,7 @@ pub mod mcp;
 mod mcp_sessions;
 pub mod observe;
 pub mod openenv;
+pub mod ors;
 pub mod page;
 pub mod status;
 

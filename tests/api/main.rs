@@ -20,6 +20,7 @@ mod mcp;
 mod memory_text;
 mod metrics;
 mod openenv;
+mod ors;
 mod paging;
 mod reasons;
 mod replicas;

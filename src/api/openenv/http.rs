@@ -155,7 +155,7 @@ pub(super) async fn mcp(State(openenv): State<Arc<OpenEnv>>, request: Request) -
 }
 
 /// Refuses a request whose `Host`, or `Origin` when present, is not in `allowed` (empty: any) with 403.
-pub(super) async fn check_host(State(allowed): State<Arc<Vec<String>>>, request: Request, next: axum::middleware::Next) -> Response {
+pub(crate) async fn check_host(State(allowed): State<Arc<Vec<String>>>, request: Request, next: axum::middleware::Next) -> Response {
     if !allowed.is_empty() {
         let header = |name: http::HeaderName| request.headers().get(name).and_then(|v| v.to_str().ok());
         let host_ok = header(http::header::HOST).is_some_and(|h| host_allowed(&allowed, h));

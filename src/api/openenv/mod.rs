@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use super::gateway::Gateway;
 use super::mcp::{self, McpOptions};
 
+pub(crate) use http::check_host;
 pub use http::WS_READ_BUFFER;
 pub use session::{ErrorCode, Session};
 
