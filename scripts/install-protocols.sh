@@ -11,6 +11,8 @@
 #     torch from PyPI as trl's dependency (its CUDA libraries come along and load fine without a GPU), and
 #     gguf (scripts/install-qwen.sh writes the Qwen2.5 tokenizer from its GGUF with it), for test_trl.py
 #     and test_trl_grpo.py. Measured here: 1 min 47 s and 5.9 GB for this venv alone (torch is most of it).
+#     With it trl's `openreward` extra and the openreward SDK pinned (0.1.167, the newest; trl asks >=0.1.109),
+#     for test_ors.py (the SDK's client) and test_trl_ors.py (trl.experimental.openreward): about 60 MB more.
 # Each also gets pytest, grpcio-health-checking and pyarrow (reads the `memgym dataset verl` export), and
 # ./clients/python (memgym, memgym_verl, memgym_trl; reinstalled on every run, non-editable: the stubs are
 # generated from proto/ at build time).
@@ -28,6 +30,7 @@
 #   "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest protocols/test_mcp.py
 #   "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest protocols/test_mcp1.py
 #   MEMGYM_QWEN_TOKENIZER=... "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest protocols/test_trl.py protocols/test_trl_grpo.py
+#   "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest protocols/test_ors.py protocols/test_trl_ors.py
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -56,5 +59,5 @@ mkdir -p "$VENV"
 install_venv openenv openenv==0.10.0
 install_venv mcp mcp==2.3.0
 install_venv mcp1 mcp==1.30.0
-install_venv trl trl==1.16.0 transformers==5.23.0 gguf
+install_venv trl "trl[openreward]==1.16.0" openreward==0.1.167 transformers==5.23.0 gguf
 echo "MEMGYM_PROTOCOLS_VENV=$VENV"

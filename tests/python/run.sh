@@ -13,11 +13,13 @@
 # 1c. The protocols tier (tests/python/protocols): scripts/install-protocols.sh installs the released clients,
 #    pinned, into four venvs under $MEMGYM_PROTOCOLS_VENV (default ~/.cache/memgym/protocols-venv):
 #    openenv 0.10.0, mcp 2.3.0 (openenv needs mcp < 2, so they cannot share a venv), mcp 1.30.0, and trl 1.16.0 with
-#    transformers 5.23.0 and torch (about 3 minutes and 7 GB cold); scripts/install-qwen.sh writes the
+#    transformers 5.23.0, torch and the openreward SDK (about 3 minutes and 7 GB cold); scripts/install-qwen.sh writes the
 #    Qwen2.5 tokenizer with the trl venv. The tests start the server with --openenv-addr and --mcp-addr and
 #    run `openenv validate --url`, openenv's GenericEnvClient and MCPToolClient, the MCP Python SDK 2.x in
 #    modes auto and legacy and 1.x with a reconnect mid-episode, memgym_trl's environment class through transformers' get_json_schema, and one
-#    step of TRL's own GRPOTrainer (a tiny random policy on CPU) with it; about a minute.
+#    step of TRL's own GRPOTrainer (a tiny random policy on CPU) with it; then, with --ors-addr, the openreward
+#    SDK 0.1.167 (in the trl venv) and trl.experimental.openreward through a full episode and one GRPOTrainer
+#    step (about 50 s more); about two minutes in all.
 #    MEMGYM_PROTOCOLS=skip skips it.
 # 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
 #    0.9.1: scripts/install-verl.sh installs verl's real dependency sets (torch, ray, transformers, hydra)
@@ -93,6 +95,8 @@ if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
     "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp1.py "$@"
     echo "== pytest tests/python/protocols/test_trl*.py with trl 1.16.0 and transformers 5.23.0"
     "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_trl.py protocols/test_trl_grpo.py "$@"
+    echo "== pytest tests/python/protocols/test_ors.py and test_trl_ors.py (the Open Reward Standard) with openreward 0.1.167 and trl 1.16.0"
+    "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_ors.py protocols/test_trl_ors.py "$@"
   )
 fi
 
