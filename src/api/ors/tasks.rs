@@ -21,8 +21,9 @@ pub const ENV_NAME: &str = "memgym";
 pub const SUBMIT: &str = "submit";
 
 /// What `submit` says to the policy.
-const SUBMIT_DESCRIPTION: &str = "Finish: score the memory as it is now and end the episode. The reward is \
-    performance delta x memory efficiency (or minus growth, as the server is configured). No tool call is accepted after it.";
+const SUBMIT_DESCRIPTION: &str = "Finish: score the memory as it is now and end the episode. The reward is the \
+    performance delta minus growth (or MemUpdate's performance delta x memory efficiency, as the server is configured). \
+    No tool call is accepted after it.";
 
 /// The tools as ORS lists them (`GET /tools`, `GET /task_tools`): the six memory tools with the server's
 /// schemas, then `submit`, which takes no arguments.
