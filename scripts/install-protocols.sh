@@ -17,7 +17,9 @@
 #   - $VENV/trl: trl==1.16.0 and transformers==5.23.0 (get_json_schema, the tool schemas TRL renders), with
 #     torch from PyPI as trl's dependency (its CUDA libraries come along and load fine without a GPU), and
 #     gguf (scripts/install-qwen.sh writes the Qwen2.5 tokenizer from its GGUF with it), for test_trl.py
-#     and test_trl_grpo.py. Measured here: 1 min 47 s and 5.9 GB for this venv alone (torch is most of it);
+#     and test_trl_grpo.py. Measured here: 1 min 47 s and 5.9 GB for this venv alone (torch is most of it).
+#     With it trl's `openreward` extra and the openreward SDK pinned (0.1.167, the newest; trl asks >=0.1.109),
+#     for test_ors.py (the SDK's client) and test_trl_ors.py (trl.experimental.openreward): about 60 MB more;
 #   - $VENV/verifiers: verifiers==0.4.0 (verifiers.v1: vf-eval, the interception server, the null chat harness,
 #     with mcp 2.0.0) and uv (the harness runs as a PEP 723 script through `uv sync --script`, which fetches
 #     its dependencies from PyPI on first use), plus ./environments/memgym_locomo (the Environments Hub
@@ -41,6 +43,7 @@
 #   "$MEMGYM_PROTOCOLS_VENV/nemo_gym/bin/python" -m pytest protocols/test_nemo_gym.py
 #   MEMGYM_QWEN_TOKENIZER=... "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest protocols/test_trl.py protocols/test_trl_grpo.py
 #   "$MEMGYM_PROTOCOLS_VENV/verifiers/bin/python" -m pytest protocols/test_verifiers.py
+#   "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest protocols/test_ors.py protocols/test_trl_ors.py
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -81,7 +84,7 @@ mkdir -p "$VENV"
 install_venv openenv openenv==0.10.0
 install_venv mcp mcp==2.3.0
 install_venv mcp1 mcp==1.30.0
-install_venv trl trl==1.16.0 transformers==5.23.0 gguf
+install_venv trl "trl[openreward]==1.16.0" openreward==0.1.167 transformers==5.23.0 gguf
 python313() {  # the first Python 3.13 that runs (see the header), or nothing
   local c
   for c in "${MEMGYM_PYTHON313:-}" $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13.*/bin/python 2>/dev/null | sort -V -r) \

@@ -533,8 +533,8 @@ pub struct ServeArgs {
     /// tool, `/verify`, `/close_session`, `/aggregate_metrics`; the book's "NeMo Gym"). Off unless given.
     #[arg(long, env = "MEMGYM_NEMO_GYM_ADDR")]
     pub nemo_gym_addr: Option<SocketAddr>,
-    /// `Host` header values the OpenEnv, MCP and NeMo Gym listeners accept (DNS-rebinding protection; OpenEnv also
-    /// checks a browser's `Origin`), comma-separated; a name without a port matches any port. `*` accepts
+    /// `Host` header values the OpenEnv, MCP, NeMo Gym and ORS listeners accept (DNS-rebinding protection;
+    /// OpenEnv and ORS also check a browser's `Origin`), comma-separated; a name without a port matches any port. `*` accepts
     /// any Host (behind a proxy or in a container).
     #[arg(long, alias = "mcp-allowed-hosts", env = "MEMGYM_HTTP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
     pub http_allowed_hosts: String,
@@ -543,6 +543,15 @@ pub struct ServeArgs {
     /// six minutes unused.
     #[arg(long, env = "MEMGYM_MCP_MAX_SESSIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub mcp_max_sessions: u32,
+    /// Also serve the Open Reward Standard (HTTP + SSE, the `openreward` SDK's protocol, which TRL's
+    /// `trl.experimental.openreward` uses) on this address: environment `memgym`, splits train and test,
+    /// one session per question, the six tools plus `submit`. Off unless given.
+    #[arg(long, env = "MEMGYM_ORS_ADDR")]
+    pub ors_addr: Option<SocketAddr>,
+    /// ORS sessions held at once (given out by `/create_session`, with or without their episode); one more
+    /// is answered 503. Sessions end on `/delete` or after --idle-ttl-secs unused.
+    #[arg(long, env = "MEMGYM_ORS_MAX_SESSIONS", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub ors_max_sessions: u32,
     /// Environment settings.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -557,6 +566,11 @@ impl ServeArgs {
         let hosts: Vec<String> = self.http_allowed_hosts.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
         let allowed_hosts = if hosts.iter().any(|h| h == "*") { Vec::new() } else { hosts };
         crate::api::mcp::McpOptions { allowed_hosts, max_sessions: self.mcp_max_sessions as usize }
+    }
+
+    /// The ORS endpoint's settings.
+    pub fn ors_options(&self) -> crate::api::ors::OrsOptions {
+        crate::api::ors::OrsOptions { allowed_hosts: self.mcp_options().allowed_hosts, max_sessions: self.ors_max_sessions as usize }
     }
 }
 

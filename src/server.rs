@@ -1,7 +1,7 @@
 //! Builds and runs the gRPC server: the memgym services (episodes, dataset, and the banks when the
 //! server has them), standard health, reflection (v1 and v1alpha, so grpcurl 1.8 works), the idle
 //! reaper, the banks' usage flusher, and graceful shutdown with a drain deadline; beside them, on their own
-//! listeners, the JSON faces (OpenEnv and MCP over HTTP).
+//! listeners, the JSON faces (OpenEnv, MCP and the Open Reward Standard over HTTP).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +22,7 @@ use crate::api::gateway::Gateway;
 use crate::api::mcp::{self, McpOptions};
 use crate::api::nemo_gym::{self, NemoGymOptions};
 use crate::api::openenv::{self, OpenEnvOptions};
+use crate::api::ors::{self, OrsOptions};
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
@@ -70,7 +71,7 @@ pub async fn serve_with(
 }
 
 /// The JSON faces served beside gRPC, each on its own listener: OpenEnv (HTTP and WebSocket, with MCP
-/// behind its `/mcp`) and standard MCP.
+/// behind its `/mcp`), standard MCP and the Open Reward Standard.
 #[derive(Debug, Default)]
 pub struct Faces {
     /// `--openenv-addr`.
@@ -79,6 +80,8 @@ pub struct Faces {
     pub mcp: Option<(TcpListener, McpOptions)>,
     /// `--nemo-gym-addr`: NeMo Gym's resources-server protocol.
     pub nemo_gym: Option<(TcpListener, NemoGymOptions)>,
+    /// `--ors-addr`: the Open Reward Standard (HTTP + SSE).
+    pub ors: Option<(TcpListener, OrsOptions)>,
     /// `--metrics-addr`: Prometheus's `/metrics`, with the recorder that serves it.
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
     /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
@@ -114,6 +117,14 @@ impl Faces {
         Ok(bound)
     }
 
+    /// Adds `--ors-addr`: binds the ORS listener; returns its address.
+    pub async fn bind_ors(&mut self, addr: SocketAddr, options: OrsOptions) -> anyhow::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--ors-addr: cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr()?;
+        self.ors = Some((listener, options));
+        Ok(bound)
+    }
+
     /// Adds `--metrics-addr`: installs the metrics recorder and binds its listener; returns the address.
     pub async fn bind_metrics(&mut self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
         let handle = crate::obs::install().map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
@@ -142,6 +153,9 @@ impl Faces {
         }
         if let Some((listener, options)) = self.nemo_gym {
             routers.push(("nemo_gym", listener, nemo_gym::router(gateway.clone(), &options)));
+        }
+        if let Some((listener, options)) = self.ors {
+            routers.push(("ors", listener, ors::router(gateway.clone(), &options)));
         }
         // Request metrics of the JSON faces (recorded only when a recorder is installed).
         let mut routers: Vec<(&'static str, TcpListener, axum::Router)> = routers
@@ -456,6 +470,8 @@ pub struct Running {
     pub openenv_addr: Option<SocketAddr>,
     /// Where the MCP face listens, when served.
     pub mcp_addr: Option<SocketAddr>,
+    /// Where the ORS face listens, when served.
+    pub ors_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     handle: JoinHandle<anyhow::Result<()>>,
 }
@@ -499,6 +515,7 @@ pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr:
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (openenv_addr, mcp_addr) = faces.addrs()?;
+    let ors_addr = faces.ors.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
     let (tx, rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(serve_all(
         listener,
@@ -510,5 +527,5 @@ pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr:
         },
         Duration::from_secs(5),
     ));
-    Ok(Running { addr, openenv_addr, mcp_addr, stop: Some(tx), handle })
+    Ok(Running { addr, openenv_addr, mcp_addr, ors_addr, stop: Some(tx), handle })
 }

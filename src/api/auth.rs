@@ -6,9 +6,9 @@
 //!   checked at most once a second), so keys rotate without a restart; a file that no longer reads keeps
 //!   the keys in force and logs why.
 //! - **The request** presents its key as gRPC metadata or an HTTP header, `authorization: Bearer KEY` or
-//!   `api-key: KEY`. No key, or an unknown one, is UNAUTHENTICATED (`API_KEY_MISSING`,
-//!   `API_KEY_INVALID`); a read-only key on anything but [`READS`] is PERMISSION_DENIED (`READ_ONLY_KEY`),
-//!   as qdrant answers.
+//!   `api-key: KEY` (or `x-api-key: KEY`, as the `openreward` SDK sends it; an empty value is none). No
+//!   key, or an unknown one, is UNAUTHENTICATED (`API_KEY_MISSING`, `API_KEY_INVALID`); a read-only key on
+//!   anything but [`READS`] is PERMISSION_DENIED (`READ_ONLY_KEY`), as qdrant answers.
 //! - **Open by choice**: gRPC health and reflection, and the HTTP faces' `/health`, need no key.
 //!   `/metrics` does (a scraper sends a bearer token).
 //!
@@ -143,10 +143,12 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The key a request presents: `authorization: Bearer KEY`, else `api-key: KEY`.
+/// The key a request presents: `authorization: Bearer KEY`, else `api-key: KEY`, else `x-api-key: KEY`
+/// (what the `openreward` SDK sends to an ORS server).
 pub fn presented(headers: &http::HeaderMap) -> Option<&str> {
-    let bearer = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    bearer.or_else(|| headers.get("api-key").and_then(|v| v.to_str().ok())).map(str::trim)
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.trim().is_empty());
+    let bearer = header(http::header::AUTHORIZATION.as_str()).and_then(|v| v.strip_prefix("Bearer "));
+    bearer.or_else(|| header("api-key")).or_else(|| header("x-api-key")).map(str::trim)
 }
 
 /// Why a request for `what` is refused, if it is: (code, reason, message). `read`: a read-only key may
@@ -249,5 +251,10 @@ mod tests {
         assert_eq!(presented(&h), Some("k-1"));
         h.insert(http::header::AUTHORIZATION, "Bearer k-2".parse().unwrap());
         assert_eq!(presented(&h), Some("k-2"), "the bearer token first");
+        let mut x = http::HeaderMap::new();
+        x.insert("x-api-key", "".parse().unwrap());
+        assert_eq!(presented(&x), None, "an empty key (the SDK's when it has none) is no key");
+        x.insert("x-api-key", "k-3".parse().unwrap());
+        assert_eq!(presented(&x), Some("k-3"));
     }
 }

@@ -1,7 +1,7 @@
 //! The wire edge. The only module that names generated protobuf types: services convert requests into
 //! domain types ([`convert`]), call the [`crate::episode::Environment`], and map domain errors to
 //! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]), MCP
-//! ([`mcp`]) and NeMo Gym's resources server ([`nemo_gym`]) — reach the same environment through [`gateway`], on the same conversions and errors.
+//! ([`mcp`]), NeMo Gym's resources server ([`nemo_gym`]) and the Open Reward Standard ([`ors`]) — reach the same environment through [`gateway`], on the same conversions and errors.
 
 mod agent_service;
 pub mod around;
@@ -19,6 +19,7 @@ mod mcp_sessions;
 pub mod nemo_gym;
 pub mod observe;
 pub mod openenv;
+pub mod ors;
 pub mod page;
 pub mod status;
 

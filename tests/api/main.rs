@@ -22,6 +22,7 @@ mod memory_text;
 mod metrics;
 mod nemo_gym;
 mod openenv;
+mod ors;
 mod paging;
 mod reasons;
 mod replicas;

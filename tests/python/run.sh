@@ -11,17 +11,18 @@
 #    llm-f1 / llm-judge evaluators, --llm-edit merge and split, and the endpoint failure mappings against it
 #    (a few minutes on two cores). MEMGYM_REAL_LLM=skip skips it.
 # 1c. The protocols tier (tests/python/protocols): scripts/install-protocols.sh installs the released clients,
-#    pinned, into five venvs under $MEMGYM_PROTOCOLS_VENV (default ~/.cache/memgym/protocols-venv):
+#    pinned, into six venvs under $MEMGYM_PROTOCOLS_VENV (default ~/.cache/memgym/protocols-venv):
 #    openenv 0.10.0, mcp 2.3.0 (openenv needs mcp < 2, so they cannot share a venv), mcp 1.30.0, nemo-gym 0.7.0
-#    (on Python 3.13), trl 1.16.0 with transformers 5.23.0 and torch (about 4 minutes and 8.5 GB cold), and
-#    verifiers 0.4.0 (which pins mcp 2.0.0) with the memgym-locomo environment package; scripts/install-qwen.sh
-#    writes the Qwen2.5 tokenizer with the trl venv. The tests start the server with --openenv-addr and
-#    --mcp-addr and run `openenv validate --url`, openenv's GenericEnvClient and MCPToolClient, the MCP Python
-#    SDK 2.x in modes auto and legacy and 1.x with a reconnect mid-episode, NeMo Gym's session-contract check
-#    and SimpleAgent against --nemo-gym-addr, memgym_trl's environment class through transformers'
-#    get_json_schema, and one step of TRL's own GRPOTrainer (a tiny random policy on CPU) with it, and
-#    verifiers' own vf-eval on memgym-locomo with a scripted policy (and the local LLM at 127.0.0.1:8092 when
-#    one answers); a few minutes.
+#    (on Python 3.13), trl 1.16.0 with transformers 5.23.0, torch and the openreward SDK (about 4 minutes and
+#    8.5 GB cold), and verifiers 0.4.0 (which pins mcp 2.0.0) with the memgym-locomo environment package;
+#    scripts/install-qwen.sh writes the Qwen2.5 tokenizer with the trl venv. The tests start the server with
+#    --openenv-addr and --mcp-addr and run `openenv validate --url`, openenv's GenericEnvClient and
+#    MCPToolClient, the MCP Python SDK 2.x in modes auto and legacy and 1.x with a reconnect mid-episode,
+#    NeMo Gym's session-contract check and SimpleAgent against --nemo-gym-addr, memgym_trl's environment class
+#    through transformers' get_json_schema, and one step of TRL's own GRPOTrainer (a tiny random policy on
+#    CPU) with it; with --ors-addr, the openreward SDK 0.1.167 and trl.experimental.openreward through a full
+#    episode and one GRPOTrainer step; and verifiers' own vf-eval on memgym-locomo with a scripted policy (and
+#    the local LLM at 127.0.0.1:8092 when one answers); a few minutes.
 #    MEMGYM_PROTOCOLS=skip skips it.
 # 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
 #    0.9.1: scripts/install-verl.sh installs verl's real dependency sets (torch, ray, transformers, hydra)
@@ -101,6 +102,8 @@ if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
     "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_trl.py protocols/test_trl_grpo.py "$@"
     echo "== pytest tests/python/protocols/test_verifiers.py with verifiers 0.4.0 (vf-eval memgym-locomo)"
     "$MEMGYM_PROTOCOLS_VENV/verifiers/bin/python" -m pytest -q -p no:cacheprovider protocols/test_verifiers.py "$@"
+    echo "== pytest tests/python/protocols/test_ors.py and test_trl_ors.py (the Open Reward Standard) with openreward 0.1.167 and trl 1.16.0"
+    "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_ors.py protocols/test_trl_ors.py "$@"
   )
 fi
 

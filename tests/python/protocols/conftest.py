@@ -8,8 +8,9 @@ installs them, pinned, into three venvs (openenv 0.10.0 needs fastmcp 3, which n
 
 - ``$MEMGYM_PROTOCOLS_VENV/openenv``: openenv==0.10.0, for test_openenv.py;
 - ``$MEMGYM_PROTOCOLS_VENV/mcp``: mcp==2.3.0, for test_mcp.py;
-- ``$MEMGYM_PROTOCOLS_VENV/trl``: trl==1.16.0, transformers==5.23.0 (``get_json_schema``) and torch, for
-  test_trl.py and test_trl_grpo.py (which also needs ``$MEMGYM_QWEN_TOKENIZER``, scripts/install-qwen.sh).
+- ``$MEMGYM_PROTOCOLS_VENV/trl``: trl[openreward]==1.16.0, transformers==5.23.0 (``get_json_schema``), torch
+  and openreward==0.1.167, for test_trl.py and test_trl_grpo.py (which also needs ``$MEMGYM_QWEN_TOKENIZER``,
+  scripts/install-qwen.sh), and test_ors.py and test_trl_ors.py (ORS: ``ors_support.py`` starts the server).
 
 A test module whose client is missing (or another version) is skipped, or fails when
 ``MEMGYM_PROTOCOLS_REQUIRE=1`` (tests/python/run.sh sets it, so a run never skips it silently).

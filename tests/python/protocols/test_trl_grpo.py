@@ -69,11 +69,10 @@ def tiny_policy(tokenizer):
     return transformers.Qwen2ForCausalLM(config)
 
 
-def test_grpo_trainer_probes_resets_and_rewards_through_the_environment(tmp_path, tokenizer, verl_rows, server_address, client, monkeypatch):
-    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    rows = verl_rows[:2]
-    args = trl.GRPOConfig(
-        output_dir=str(tmp_path / "out"),
+def one_step_args(output_dir: Path):
+    """GRPOConfig for one CPU step of two rollouts of one prompt, eight tokens each, nothing saved or reported."""
+    return trl.GRPOConfig(
+        output_dir=str(output_dir),
         per_device_train_batch_size=2,
         num_generations=2,
         max_completion_length=8,
@@ -84,10 +83,15 @@ def test_grpo_trainer_probes_resets_and_rewards_through_the_environment(tmp_path
         save_strategy="no",
         bf16=False,
     )
+
+
+def test_grpo_trainer_probes_resets_and_rewards_through_the_environment(tmp_path, tokenizer, verl_rows, server_address, client, monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    rows = verl_rows[:2]
     trainer = trl.GRPOTrainer(
         model=tiny_policy(tokenizer),
         processing_class=tokenizer,
-        args=args,
+        args=one_step_args(tmp_path / "out"),
         train_dataset=Dataset.from_list(rows),
         environment_factory=functools.partial(MemgymTRLEnv, server_address),
     )
