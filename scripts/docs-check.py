@@ -26,7 +26,8 @@ line of it, in order (a line ``...`` skips any number of lines; leading and trai
 What is substituted, so that the blocks run as written against the build under test and not a second
 release build: ``cargo run --release --`` and a leading ``memgym`` are the binary under test
 (``--memgym``); ``127.0.0.1:50051`` is a server the checker starts (``--banks-dir`` in a temporary
-directory), and ``127.0.0.1:8000`` / ``127.0.0.1:8001`` / ``127.0.0.1:8002`` are its OpenEnv, MCP and ORS faces; ``grpcurl`` is ``--grpcurl``; ``python`` blocks run with ``--python`` (the client's venv) and
+directory), and ``127.0.0.1:8000`` / ``127.0.0.1:8001`` / ``127.0.0.1:8002`` / ``127.0.0.1:8003`` are its OpenEnv, MCP, ORS and NeMo Gym
+faces; ``grpcurl`` is ``--grpcurl``; ``python`` blocks run with ``--python`` (the client's venv) and
 ``MEMGYM_ADDRESS`` set to that server. Each block runs in a fresh temporary directory that links the
 repository's ``data``, ``docs``, ``scripts``, ``examples``, ``clients`` and ``proto``, so a block reads
 the repository's files as a user in its root would and writes only into the temporary directory.
@@ -245,7 +246,7 @@ def run_block(b: Block, args, addrs: Dict[str, str], env: Dict[str, str]) -> Opt
             bg_addr = f"127.0.0.1:{port}"
             # The server is the block's last command; it listens on its own free port.
             bg = code.replace(addr, bg_addr)
-            for face in ("127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"):  # its own faces, not the checker's server's
+            for face in ("127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"):  # its own faces, not the checker's
                 bg = bg.replace(addrs[face], f"127.0.0.1:{free_port()}")
             if "--addr" not in bg:
                 lines = bg.rstrip().split("\n")
@@ -317,13 +318,14 @@ def main() -> int:
         ap.error("--memgym and --grpcurl are required unless --links-only")
 
     blocks = collect_blocks()
-    addr, openenv, mcp, ors = (f"127.0.0.1:{free_port()}" for _ in range(4))
-    addrs = {"127.0.0.1:50051": addr, "127.0.0.1:8000": openenv, "127.0.0.1:8001": mcp, "127.0.0.1:8002": ors}
+    addr, openenv, mcp, ors, nemo_gym = (f"127.0.0.1:{free_port()}" for _ in range(5))
+    addrs = {"127.0.0.1:50051": addr, "127.0.0.1:8000": openenv, "127.0.0.1:8001": mcp, "127.0.0.1:8002": ors, "127.0.0.1:8003": nemo_gym}
     banks = tempfile.mkdtemp(prefix="memgym-doc-banks-")
     env = dict(os.environ)
     env.update(MEMGYM_ADDRESS=addr, PATH=f"{ROOT / 'scripts'}:{Path(args.grpcurl).parent}:{env.get('PATH', '')}")
     server = subprocess.Popen(
-        [args.memgym, "serve", "--addr", addr, "--banks-dir", banks, "--openenv-addr", openenv, "--mcp-addr", mcp, "--ors-addr", ors],
+        [args.memgym, "serve", "--addr", addr, "--banks-dir", banks, "--openenv-addr", openenv, "--mcp-addr", mcp, "--ors-addr", ors,
+         "--nemo-gym-addr", nemo_gym],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

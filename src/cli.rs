@@ -786,7 +786,7 @@ pub struct ProtocolBenchArgs {
     #[arg(long, default_value_t = 4)]
     pub mcp_clients: usize,
     /// Measure only these (comma-separated: grpc, openenv-ws, mcp-2026-07-28, mcp-2025-11-25, mcp-episode-url,
-    /// nemo-gym); default all.
+    /// nemo-gym, ors); default all.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print one JSON object as the last line.

@@ -3,7 +3,8 @@
 //! (one connection per episode, as `GenericEnvClient` opens one per environment), and MCP through the
 //! official Rust SDK's client (rmcp) on the stateless 2026-07-28 wire (`server/discover`, the Python
 //! SDK's default) and on the 2025-11-25 session wire (`initialize`); then the trainer ecosystems' faces
-//! ([`super::faces`]): MCP at each episode's own URL (verifiers) and NeMo Gym's resources server.
+//! ([`super::faces`]): MCP at each episode's own URL (verifiers), NeMo Gym's resources server and the Open
+//! Reward Standard.
 //!
 //! Each protocol runs `--episodes` concurrent episodes. An episode opens (question `i` of the
 //! non-adversarial questions), makes `--calls` tool calls in a fixed mix (search 60 %, sample 20 %,
@@ -35,7 +36,7 @@ use crate::cli::ProtocolBenchArgs;
 use crate::{config, server};
 
 /// The protocols measured, in report order.
-const PROTOCOLS: [&str; 6] = ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25", "mcp-episode-url", "nemo-gym"];
+const PROTOCOLS: [&str; 7] = ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25", "mcp-episode-url", "nemo-gym", "ors"];
 
 /// One protocol's measurement.
 #[derive(Debug)]
@@ -98,6 +99,7 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     let loopback: std::net::SocketAddr = "127.0.0.1:0".parse()?;
     let mut faces = server::Faces::bind(Some((loopback, openenv)), Some((loopback, mcp.clone()))).await?;
     let nemo_gym = faces.bind_nemo_gym(loopback, NemoGymOptions { allowed_hosts: mcp.allowed_hosts.clone() }).await?;
+    let ors = faces.bind_ors(loopback, crate::api::ors::OrsOptions::new(mcp.allowed_hosts.clone())).await?;
     let running = server::spawn_faces(env, None, loopback, faces).await?;
     let plans = Arc::new(plans(&questions, a.episodes, a.calls));
     let grpc = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;
@@ -143,6 +145,11 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
         let http = reqwest::Client::builder().pool_max_idle_per_host(a.episodes).build()?;
         let base = format!("http://{nemo_gym}");
         rows.push(measure("nemo-gym", &plans, |_, p, h| super::faces::nemo_gym_episode(http.clone(), base.clone(), p, h)).await);
+    }
+    if wanted("ors") {
+        let http = reqwest::Client::builder().pool_max_idle_per_host(a.episodes).build()?;
+        let base = format!("http://{ors}");
+        rows.push(measure("ors", &plans, |_, p, h| super::faces::ors_episode(http.clone(), base.clone(), p, h)).await);
     }
     running.stop().await?;
     report(&a, &mut rows);

@@ -117,7 +117,7 @@ fn protocols_run_the_same_episodes_over_every_face() {
     let j = bench(&["protocols", "--episodes", "6", "--calls", "4"]);
     let rows = j["rows"].as_array().expect("rows");
     let names: Vec<&str> = rows.iter().map(|r| r["protocol"].as_str().unwrap()).collect();
-    assert_eq!(names, ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25", "mcp-episode-url", "nemo-gym"]);
+    assert_eq!(names, ["grpc", "openenv-ws", "mcp-2026-07-28", "mcp-2025-11-25", "mcp-episode-url", "nemo-gym", "ors"]);
     for r in rows {
         assert_eq!((r["tool_calls"].as_u64(), r["failed_episodes"].as_u64()), (Some(24), Some(0)), "{r}");
         assert!(r["calls_per_sec"].as_f64().is_some_and(|c| c > 0.0) && r["p50_ms"].as_f64() <= r["p99_ms"].as_f64(), "{r}");
