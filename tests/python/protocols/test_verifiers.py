@@ -83,6 +83,14 @@ def test_the_hub_package_is_what_verifiers_loads():
     env = vf.load_environment(config)
     assert isinstance(env, memgym_verifiers.MemgymEnv)
     assert config.agent.runtime.type == "subprocess"
+    # The Hub's conventional entry point builds the same env, its keys going to the taskset and its task.
+    import memgym_locomo
+
+    loaded = memgym_locomo.load_environment(split="train", address="127.0.0.1:1")
+    assert isinstance(loaded, memgym_verifiers.MemgymEnv)
+    assert (loaded.config.taskset.split, loaded.config.taskset.task.address) == ("train", "127.0.0.1:1")
+    with pytest.raises(Exception, match="no_such_key"):
+        memgym_locomo.load_environment(no_such_key=1)
 
 
 def test_tasks_are_the_servers_questions_without_their_answers(servers, grpc_client):
