@@ -338,3 +338,19 @@ async fn the_seed_hands_out_mcp_access_bound_to_its_session() {
     assert_eq!(body["error"]["code"], -32600);
     assert!(body["error"]["message"].as_str().unwrap().starts_with("X-NeMo-Gym-Session-Token"), "{body}");
 }
+
+/// The refusals axum writes in plain text reach NeMo Gym's client in FastAPI's shape, `{"detail": ...}` at the
+/// same status: a body over the 32 MiB cap (413) and a foreign Host (403).
+#[tokio::test]
+async fn raw_refusals_are_fastapi_json() {
+    let face = spawn_face().await;
+    let big = " ".repeat(memgym::api::MAX_MESSAGE_BYTES + 1);
+    let r = post(&face, "/seed_session", None, "*/*", &big).await;
+    assert_eq!(r.status, 413);
+    assert!(r.json()["detail"].as_str().is_some_and(|d| d.contains("length limit")), "{}", r.text);
+    let r =
+        reqwest::Client::new().post(format!("{}/seed_session", face.http)).header("host", "evil.example").body("{}").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("--http-allowed-hosts")), "{body}");
+}

@@ -387,3 +387,18 @@ async fn bad_input_is_refused_naming_the_field() {
     let r = reqwest::Client::new().get(format!("{}/tools", face.base)).header("host", "evil.example:80");
     assert_eq!(send(r).await.0, 403);
 }
+
+/// The refusals axum writes in plain text reach the client in FastAPI's shape, `{"detail": ...}` at the same
+/// status, as every other refusal of the face: a body over the 32 MiB cap (413) and a foreign Host (403).
+#[tokio::test]
+async fn raw_refusals_are_fastapi_json() {
+    let face = default_face().await;
+    let big = vec![b' '; memgym::api::MAX_MESSAGE_BYTES + 1];
+    let (status, body) = send(reqwest::Client::new().post(format!("{}/create_session", face.base)).body(big)).await;
+    assert_eq!(status, 413);
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("length limit")), "{body}");
+    let (status, body) =
+        send(reqwest::Client::new().post(format!("{}/create_session", face.base)).header("host", "evil.example").body("{}")).await;
+    assert_eq!(status, 403);
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("--http-allowed-hosts")), "{body}");
+}

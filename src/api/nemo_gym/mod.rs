@@ -146,6 +146,7 @@ pub fn router(gateway: Gateway, options: &NemoGymOptions) -> Router {
         .fallback(|| async { (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))) })
         .method_not_allowed_fallback(|| async { (StatusCode::METHOD_NOT_ALLOWED, Json(json!({"detail": "Method Not Allowed"}))) })
         .layer(axum::extract::DefaultBodyLimit::max(crate::api::MAX_MESSAGE_BYTES))
+        .layer(axum::middleware::from_fn(super::openenv::detail_json))
         .layer(axum::middleware::from_fn_with_state(Arc::new(options.allowed_hosts.clone()), super::openenv::check_host))
 }
 

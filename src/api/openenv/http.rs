@@ -169,10 +169,32 @@ pub(crate) async fn check_host(State(allowed): State<Arc<Vec<String>>>, request:
         };
         if !host_ok || !origin_ok {
             let which = if host_ok { "Origin" } else { "Host" };
-            return (StatusCode::FORBIDDEN, format!("Forbidden: {which} header is not allowed (--http-allowed-hosts)")).into_response();
+            let detail = format!("Forbidden: {which} header is not allowed (--http-allowed-hosts)");
+            return (StatusCode::FORBIDDEN, Json(serde_json::json!({"detail": detail}))).into_response();
         }
     }
     next.run(request).await
+}
+
+/// FastAPI's shape for the refusals axum itself writes in plain text (a body over the cap, 413; a body the
+/// extractor cannot take): `{"detail": text}`, the same status. The JSON faces modelled on FastAPI servers
+/// (OpenEnv, NeMo Gym, ORS) answer every refusal as JSON, as their clients read it.
+pub(crate) async fn detail_json(request: Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !status.is_client_error() || is_json(&response) {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let detail = if text.is_empty() { status.canonical_reason().unwrap_or_default().to_string() } else { crate::quote::cut(&text) };
+    (status, Json(serde_json::json!({"detail": detail}))).into_response()
+}
+
+fn is_json(response: &Response) -> bool {
+    response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("json"))
 }
 
 /// `host[:port]` (IPv6 in brackets, or bare) split into its lowercase host and port.

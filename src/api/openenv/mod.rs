@@ -33,9 +33,9 @@ use parking_lot::Mutex;
 use super::gateway::Gateway;
 use super::mcp::{self, McpOptions};
 
-/// The `Host`/`Origin` check every HTTP face applies (`--http-allowed-hosts`).
-pub(crate) use http::check_host;
 pub use http::WS_READ_BUFFER;
+/// The `Host`/`Origin` check every HTTP face applies (`--http-allowed-hosts`).
+pub(crate) use http::{check_host, detail_json};
 pub use session::{ErrorCode, Session};
 
 /// How the OpenEnv server is run.
@@ -99,6 +99,7 @@ pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })
         .with_state(state)
+        .layer(axum::middleware::from_fn(http::detail_json))
         .layer(axum::middleware::from_fn_with_state(Arc::new(options.mcp.allowed_hosts.clone()), http::check_host))
 }
 

@@ -187,6 +187,7 @@ pub fn router(gateway: Gateway, options: &OrsOptions) -> Router {
         .method_not_allowed_fallback(|| async { (StatusCode::METHOD_NOT_ALLOWED, Json(json!({"detail": "Method Not Allowed"}))) })
         .with_state(state)
         .layer(DefaultBodyLimit::max(crate::api::MAX_MESSAGE_BYTES))
+        .layer(axum::middleware::from_fn(super::openenv::detail_json))
         .layer(axum::middleware::from_fn_with_state(Arc::new(options.allowed_hosts.clone()), super::openenv::check_host))
 }
 
