@@ -24,8 +24,10 @@ It prints one line to stdout when it listens, then serves until killed:
 
 - POST /v1/chat/completions: `messages` (system/user/assistant/tool; `content` a string or a list of text
   parts), `temperature` (0 = greedy; default 1), `top_p`, `max_tokens` / `max_completion_tokens` (default: the
-  rest of the context), `stop` (a string or up to 4), `seed` (for temperature > 0), `n` = 1, no streaming. The
-  reply carries `choices[0].message.content`, `finish_reason` (`stop`, `length` or `tool_calls`) and `usage`
+  rest of the context), `stop` (a string or up to 4), `seed` (for temperature > 0), `n` = 1, `stream` (the
+  finished reply as OpenAI's server-sent events: one chunk whose delta is the whole message, one with the
+  finish reason, one with the usage when `stream_options.include_usage`, then `[DONE]`; generation is not
+  incremental, so nothing arrives earlier). The reply carries `choices[0].message.content`, `finish_reason` (`stop`, `length` or `tool_calls`) and `usage`
   (with `prompt_tokens_details.cached_tokens`, the prompt tokens reused from the KV cache).
 - Tools (OpenAI function calling, as llama.cpp's server and vLLM's `hermes` parser serve them): `tools` (a list
   of `{"type": "function", "function": {"name", "description", "parameters"}}`), `tool_choice` (`"auto"`, the
@@ -405,8 +407,14 @@ def split_tool_calls(text: str) -> tuple[str | None, list[dict]]:
 def _request(body: dict):
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
-    if body.get("stream"):
-        raise BadRequest("streaming is not supported by this server", "stream", "unsupported_value")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise BadRequest("stream must be a boolean", "stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
+        raise BadRequest("stream_options must be an object whose include_usage is a boolean", "stream_options")
     if _number(body, "n", 1, 1, 1, integer=True) != 1:
         raise BadRequest("n must be 1", "n")
     stop = body.get("stop")
@@ -425,6 +433,8 @@ def _request(body: dict):
         "top_p": _number(body, "top_p", 1.0, 0.0, 1.0),
         "seed": _number(body, "seed", None, 0, (1 << 32) - 1, integer=True),
         "stop": stop,
+        "stream": stream,
+        "include_usage": stream and options.get("include_usage", False),
     }
 
 
@@ -502,22 +512,40 @@ class Handler(BaseHTTPRequestHandler):
             return self.error(400, str(e), e.param, e.code)
         except Exception as e:  # a runtime failure: the client may retry
             return self.error(500, f"generation failed: {type(e).__name__}: {e}", kind="server_error")
+        usage = {
+            "prompt_tokens": n_prompt,
+            "completion_tokens": n_out,
+            "total_tokens": n_prompt + n_out,
+            "prompt_tokens_details": {"cached_tokens": n_cached},
+        }
+        head = {"id": "chatcmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": self.model.name}
+        if req["stream"]:
+            return self.send_stream(head, message, finish, usage if req["include_usage"] else None)
         self.send_json(
             200,
-            {
-                "id": "chatcmpl-" + uuid.uuid4().hex,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model.name,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {
-                    "prompt_tokens": n_prompt,
-                    "completion_tokens": n_out,
-                    "total_tokens": n_prompt + n_out,
-                    "prompt_tokens_details": {"cached_tokens": n_cached},
-                },
-            },
+            {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage},
         )
+
+    def send_stream(self, head: dict, message: dict, finish: str, usage) -> None:
+        """The finished reply as OpenAI's stream: one chunk with the whole message as its delta (tool calls
+        with their `index`), one with the finish reason, one with the usage when asked, then `[DONE]`. The
+        reply is generated first, so nothing arrives before it is whole."""
+        delta = {"role": "assistant", "content": message.get("content")}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+        chunks = [
+            {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        ]
+        if usage is not None:
+            chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -1,12 +1,10 @@
-"""Policies behind an OpenAI-compatible ``/v1/chat/completions`` (plain JSON or an SSE stream), for driving
+"""A policy behind an OpenAI-compatible ``/v1/chat/completions`` (plain JSON or an SSE stream), for driving
 an agent harness from a test:
 
 - ``ScriptedPolicy``: deterministic; each reply is the next step of a script chosen by how many tool results
-  the conversation already holds;
-- ``StreamingBridge``: a real model behind an endpoint that does not stream (``scripts/llm-server.py``):
-  each request is sent upstream whole and its reply re-sent as a stream when the harness asked for one.
+  the conversation already holds.
 
-Both record every request they get (the messages and the tools the harness offered), so a test can check
+It records every request it gets (the messages and the tools the harness offered), so a test can check
 what the policy was shown and what the tools answered.
 
 Only the standard library: it runs in any of the protocols tier's venvs.
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
 
@@ -130,24 +127,6 @@ class ScriptedPolicy(_ChatServer):
                     "function": {"name": step["name"], "arguments": json.dumps(step["arguments"])}}  # fmt: skip
             return {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"role": "assistant", "content": self.final}
-
-
-class StreamingBridge(_ChatServer):
-    """The model at ``upstream`` (``http://host:port/v1``), asked without streaming."""
-
-    def __init__(self, upstream: str, timeout: float = 300.0):
-        super().__init__()
-        self.upstream = upstream.rstrip("/")
-        self.timeout = timeout
-
-    def reply(self, body: Dict[str, Any]) -> Dict[str, Any]:
-        whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        request = urllib.request.Request(
-            f"{self.upstream}/chat/completions", data=json.dumps(whole).encode(), headers={"content-type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout) as resp:
-            message = json.load(resp)["choices"][0]["message"]
-        return {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
 
 
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

@@ -9,8 +9,8 @@ verifiers' pinned MCP client (mcp 2.0.0). Each rollout's episode is read and sco
 server, and the reward verifiers recorded compared with gRPC ``ScoreEpisode``'s.
 
 ``test_a_real_model_plays_one_episode`` repeats the run with the local LLM at ``$MEMGYM_LLM_URL`` (default
-http://127.0.0.1:8092/v1; through ``StreamingBridge``, since verifiers' harness always streams and
-scripts/llm-server.py does not) and skips when nothing answers there.
+http://127.0.0.1:8092/v1; verifiers' harness streams, which scripts/llm-server.py answers) and skips when
+nothing answers there.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 from conftest import memgym_bin
 from memgym import MemgymError, message_to_dict
 from protocols.conftest import require_package
-from protocols.scripted_policy import ScriptedPolicy, StreamingBridge
+from protocols.scripted_policy import ScriptedPolicy
 
 VERIFIERS_VERSION = "0.4.0"
 require_package("verifiers", VERIFIERS_VERSION, "verifiers")
@@ -194,13 +194,11 @@ def test_a_real_model_plays_one_episode(servers, grpc_client, tmp_path):
         pytest.skip(f"no OpenAI-compatible endpoint at {url}")
     with urllib.request.urlopen(f"{url.rstrip('/')}/models", timeout=3) as resp:
         model = json.load(resp)["data"][0]["id"]
-    with StreamingBridge(url) as bridge:
-        trace = vf_eval(
-            servers, bridge.base_url, tmp_path / "out", "--env.taskset.task.close-episodes", "false",
-            "--env.taskset.task.max-steps", "4", "--env.agent.max-turns", "6", "--sampling.temperature", "0",
-            model=model, timeout=900,
-        )  # fmt: skip
-    assert bridge.requests and sorted(t["function"]["name"] for t in bridge.requests[0]["tools"]) == sorted(TOOLS)
+    trace = vf_eval(
+        servers, url, tmp_path / "out", "--env.taskset.task.close-episodes", "false",
+        "--env.taskset.task.max-steps", "4", "--env.agent.max-turns", "6", "--sampling.temperature", "0",
+        model=model, timeout=900,
+    )  # fmt: skip
     assert trace.ok, trace.errors
     episode_id = trace.info["memgym_episode_id"]
     scored = grpc_client.score_episode(episode_id)

@@ -175,6 +175,12 @@ class ScriptedModel:
 
 
 def scripted_post(text: str, body: dict, finish: str = "stop") -> tuple[dict, ScriptedModel]:
+    raw, _, model = scripted_exchange(text, body, finish)
+    return json.loads(raw), model
+
+
+def scripted_exchange(text: str, body: dict, finish: str = "stop") -> tuple[bytes, str, ScriptedModel]:
+    """The handler's raw answer to ``body`` and its content type, with a model that "generates" ``text``."""
     model = ScriptedModel(text, finish)
     handler = type("ScriptedHandler", (SERVER_MODULE.Handler,), {"model": model, "log_message": lambda *a: None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -184,7 +190,7 @@ def scripted_post(text: str, body: dict, finish: str = "stop") -> tuple[dict, Sc
         url = "http://127.0.0.1:%d/v1/chat/completions" % server.server_address[1]
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read()), model
+            return r.read(), r.headers.get("Content-Type"), model
     finally:
         server.shutdown()
         server.server_close()
@@ -219,6 +225,36 @@ def test_without_tools_blocks_are_not_read():
     body, model = scripted_post(CALL, {**ASK, "tool_choice": "none"})
     assert model.tools == []
     assert body["choices"][0] == {"index": 0, "message": {"role": "assistant", "content": CALL}, "finish_reason": "stop"}
+
+
+def stream_chunks(raw: bytes) -> list:
+    """The ``data:`` payloads of a server-sent-events body, the last of which must be ``[DONE]``."""
+    events = [line[len(b"data: "):] for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    assert events and events[-1] == b"[DONE]", raw
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_a_streamed_reply_is_the_same_message_as_chunks():
+    text = "I will call one tool.\n" + CALL
+    plain, _ = scripted_post(text, ASK)
+    raw, kind, _ = scripted_exchange(text, {**ASK, "stream": True, "stream_options": {"include_usage": True}})
+    assert kind == "text/event-stream"
+    chunks = stream_chunks(raw)
+    assert [c["object"] for c in chunks] == ["chat.completion.chunk"] * 3
+    delta = chunks[0]["choices"][0]["delta"]
+    message = plain["choices"][0]["message"]
+    assert (delta["role"], delta["content"]) == ("assistant", message["content"])
+    assert [{k: v for k, v in c.items() if k not in ("index", "id")} for c in delta["tool_calls"]] == [
+        {k: v for k, v in c.items() if k != "id"} for c in message["tool_calls"]
+    ]
+    assert [c["index"] for c in delta["tool_calls"]] == [0]
+    assert chunks[1]["choices"] == [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]
+    assert chunks[2]["choices"] == [] and chunks[2]["usage"] == plain["usage"]
+    # Without include_usage: the message and the finish, no usage chunk.
+    raw, _, _ = scripted_exchange("Paris.", {"messages": ASK["messages"], "stream": True})
+    chunks = stream_chunks(raw)
+    assert len(chunks) == 2 and chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "Paris."}
+    assert chunks[1]["choices"][0]["finish_reason"] == "stop"
 
 
 # --- the live server -----------------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ and F1; an LLM-written memory keeps the provenance rules, or the call falls back
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
+import urllib.request
 
 import pytest
 
@@ -71,13 +73,24 @@ def test_the_server_speaks_openai_chat_completions(llm):
     # Temperature 0 is deterministic and the KV cache does not leak between requests.
     llm.post({"messages": [{"role": "user", "content": "Say something else entirely."}], "temperature": 0, "max_tokens": 8})
     assert llm.post(body)[1]["choices"][0]["message"]["content"] == choice["message"]["content"]
+    # Streamed (as verifiers' harness and most agent frameworks ask), the same reply arrives as chunks.
+    ask = urllib.request.Request(
+        llm.url + "/chat/completions", data=json.dumps({**body, "stream": True}).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(ask, timeout=300) as r:
+        assert r.headers.get("Content-Type") == "text/event-stream"
+        events = [line[len(b"data: "):] for line in r.read().split(b"\n") if line.startswith(b"data: ")]
+    assert events[-1] == b"[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["content"] == choice["message"]["content"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
     # A seeded sample is reproducible; stop sequences cut the text.
     sampled = {**body, "temperature": 0.9, "max_tokens": 12, "seed": 7}
     assert llm.post(sampled)[1]["choices"][0]["message"] == llm.post(sampled)[1]["choices"][0]["message"]
     status, counted = llm.post({"messages": [{"role": "user", "content": "Count from 1 to 9, comma separated."}], "temperature": 0, "max_tokens": 40, "stop": ["5"]})
     assert status == 200 and "5" not in counted["choices"][0]["message"]["content"] and counted["choices"][0]["finish_reason"] == "stop"
     # Bad requests are 400 naming the field.
-    for bad, param in [({"messages": []}, "messages"), ({**body, "temperature": -1}, "temperature"), ({**body, "stream": True}, "stream"), ({**body, "stop": 5}, "stop")]:
+    for bad, param in [({"messages": []}, "messages"), ({**body, "temperature": -1}, "temperature"), ({**body, "stream": "yes"}, "stream"), ({**body, "stop": 5}, "stop")]:
         status, err = llm.post(bad)
         assert status == 400 and err["error"]["param"] == param, (bad, err)
 
