@@ -22,7 +22,7 @@
 #    through transformers' get_json_schema, and one step of TRL's own GRPOTrainer (a tiny random policy on
 #    CPU) with it; with --ors-addr, the openreward SDK 0.1.167 and trl.experimental.openreward through a full
 #    episode and one GRPOTrainer step; and verifiers' own vf-eval on memgym-locomo with a scripted policy (and
-#    the local LLM at 127.0.0.1:8092 when one answers); a few minutes.
+#    the model at $MEMGYM_LLM_URL when that is set and answers); a few minutes.
 #    MEMGYM_PROTOCOLS=skip skips it.
 # 2. With verl's own code (tests/python/with_verl), once per supported release 0.7.1, 0.8.0, 0.9.0 and
 #    0.9.1: scripts/install-verl.sh installs verl's real dependency sets (torch, ray, transformers, hydra)
