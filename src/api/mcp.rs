@@ -471,13 +471,10 @@ async fn as_json_rpc(response: axum::response::Response) -> axum::response::Resp
     if !(status.is_client_error() && plain) {
         return response;
     }
-    let allow = response.headers().get(http::header::ALLOW).cloned();
-    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(_) => status.canonical_reason().unwrap_or_default().to_string(),
-    };
+    let (_, headers, text) = super::plain_refusal(response).await;
+    let text = text.unwrap_or_else(|| status.canonical_reason().unwrap_or_default().to_string());
     let mut out = refusal(status, &text);
-    if let Some(allow) = allow {
+    if let Some(allow) = headers.get(http::header::ALLOW).cloned() {
         out.headers_mut().insert(http::header::ALLOW, allow);
     }
     out

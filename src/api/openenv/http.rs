@@ -185,10 +185,8 @@ pub(crate) async fn detail_json(request: Request, next: axum::middleware::Next) 
     if !status.is_client_error() || is_json(&response) {
         return response;
     }
-    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
-        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
-        Err(_) => String::new(),
-    };
+    let (_, _, text) = crate::api::plain_refusal(response).await;
+    let text = text.map(|t| t.trim().to_string()).unwrap_or_default();
     let detail = if text.is_empty() { status.canonical_reason().unwrap_or_default().to_string() } else { crate::quote::cut(&text) };
     (status, Json(serde_json::json!({"detail": detail}))).into_response()
 }
