@@ -745,8 +745,9 @@ pub enum BenchMode {
     /// The memory banks: retrieval at 100, 10,000 and 100,000 experiences over gRPC, ApplyOperations on
     /// SQLite (and PostgreSQL), compression, and opening a large bank.
     Banks(BankBenchArgs),
-    /// The same episodes over gRPC, OpenEnv's WebSocket and MCP (2026-07-28 and 2025-11-25), in one
-    /// run: tool calls/s, their p50/p99, and each protocol's ratio to gRPC.
+    /// The same episodes over gRPC, OpenEnv's WebSocket, MCP (2026-07-28 and 2025-11-25, and at an
+    /// episode's own URL), NeMo Gym and ORS, in one run: tool calls/s, their p50/p99, and each
+    /// protocol's ratio to gRPC.
     Protocols(ProtocolBenchArgs),
     /// The `memgym rollout` harness against an instant policy endpoint: tool calls/s and CPU per call at
     /// 64 concurrent rollouts (the harness's own overhead).

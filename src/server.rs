@@ -470,6 +470,8 @@ pub struct Running {
     pub openenv_addr: Option<SocketAddr>,
     /// Where the MCP face listens, when served.
     pub mcp_addr: Option<SocketAddr>,
+    /// Where the NeMo Gym face listens, when served.
+    pub nemo_gym_addr: Option<SocketAddr>,
     /// Where the ORS face listens, when served.
     pub ors_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
@@ -515,6 +517,7 @@ pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr:
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (openenv_addr, mcp_addr) = faces.addrs()?;
+    let nemo_gym_addr = faces.nemo_gym.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
     let ors_addr = faces.ors.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
     let (tx, rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(serve_all(
@@ -527,5 +530,5 @@ pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr:
         },
         Duration::from_secs(5),
     ));
-    Ok(Running { addr, openenv_addr, mcp_addr, ors_addr, stop: Some(tx), handle })
+    Ok(Running { addr, openenv_addr, mcp_addr, nemo_gym_addr, ors_addr, stop: Some(tx), handle })
 }

@@ -98,9 +98,11 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     let openenv = OpenEnvOptions::new(a.episodes, mcp.clone());
     let loopback: std::net::SocketAddr = "127.0.0.1:0".parse()?;
     let mut faces = server::Faces::bind(Some((loopback, openenv)), Some((loopback, mcp.clone()))).await?;
-    let nemo_gym = faces.bind_nemo_gym(loopback, NemoGymOptions { allowed_hosts: mcp.allowed_hosts.clone() }).await?;
-    let ors = faces.bind_ors(loopback, crate::api::ors::OrsOptions::new(mcp.allowed_hosts.clone())).await?;
+    faces.bind_nemo_gym(loopback, NemoGymOptions { allowed_hosts: mcp.allowed_hosts.clone() }).await?;
+    faces.bind_ors(loopback, crate::api::ors::OrsOptions::new(mcp.allowed_hosts.clone())).await?;
     let running = server::spawn_faces(env, None, loopback, faces).await?;
+    let nemo_gym = running.nemo_gym_addr.context("nemo-gym face")?;
+    let ors = running.ors_addr.context("ors face")?;
     let plans = Arc::new(plans(&questions, a.episodes, a.calls));
     let grpc = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;
     let ws = format!("ws://{}/ws", running.openenv_addr.context("openenv face")?);

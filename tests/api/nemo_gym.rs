@@ -9,13 +9,12 @@ use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
 use memgym::cli::{Cli, Command};
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
 struct Face {
     http: String,
     grpc: MemoryEnvClient<Channel>,
-    _stop: oneshot::Sender<()>,
+    _server: memgym::server::Running,
 }
 
 async fn spawn_face() -> Face {
@@ -23,16 +22,10 @@ async fn spawn_face() -> Face {
     let env = memgym::config::build_environment(&args.env).expect("environment builds");
     let mut faces = memgym::server::Faces::default();
     let options = NemoGymOptions { allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()] };
-    let addr = faces.bind_nemo_gym("127.0.0.1:0".parse().unwrap(), options).await.expect("binds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let shutdown = async {
-        let _ = stopped.await;
-    };
-    tokio::spawn(memgym::server::serve_all(listener, env, None, faces, shutdown, std::time::Duration::from_secs(1)));
-    let channel = Channel::from_shared(format!("http://{grpc_addr}")).unwrap().connect().await.expect("connects");
-    Face { http: format!("http://{addr}"), grpc: MemoryEnvClient::new(channel), _stop: stop }
+    faces.bind_nemo_gym("127.0.0.1:0".parse().unwrap(), options).await.expect("binds");
+    let server = memgym::server::spawn_faces(env, None, "127.0.0.1:0".parse().unwrap(), faces).await.expect("server starts");
+    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
+    Face { http: format!("http://{}", server.nemo_gym_addr.expect("nemo-gym face")), grpc: MemoryEnvClient::new(channel), _server: server }
 }
 
 /// One HTTP exchange's status, `Set-Cookie` value of `memgym_session` (if set) and body.
