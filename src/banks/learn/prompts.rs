@@ -28,6 +28,10 @@ const SUMMARY_TOKENS: u32 = 400;
 const OPERATIONS_TOKENS: u32 = 800;
 const CRITIQUE_TOKENS: u32 = 500;
 
+/// Decimals of a shown reward: at least 2, more when a group's rewards differ by less (at most 12).
+const MIN_REWARD_DECIMALS: usize = 2;
+const MAX_REWARD_DECIMALS: usize = 12;
+
 /// Characters of a trajectory's output shown to the LLM (the rest is cut, marked `…`).
 pub const SHOWN_OUTPUT_CHARS: usize = 3_000;
 
@@ -56,11 +60,25 @@ fn library_block(library: &str) -> &str {
     }
 }
 
-/// One attempt's lines. Every field is shown on its own line through [`inline`] (a line break as the two
-/// characters `\n`), so an attempt's text cannot forge a `Reward:` line or another attempt.
-fn attempt(t: &Trajectory, use_groundtruth: bool) -> String {
+/// The fewest decimals (from 2) at which every two different rewards of a group print differently.
+///
+/// The stage-2 prompt tells the LLM that the rewards differ; printed to a fixed 2 decimals, a group of
+/// 0.5, 0.4966, 0.5, 0.5 (a small growth penalty in `memgym learn`'s normalised rewards) read as four
+/// equal rewards. Groups whose rewards differ by 0.01 or more print as before.
+fn reward_decimals(rewards: &[f64]) -> usize {
+    let apart = |d: usize| {
+        let shown: Vec<String> = rewards.iter().map(|r| format!("{r:.d$}")).collect();
+        (0..rewards.len()).all(|i| (0..i).all(|j| rewards[i] == rewards[j] || shown[i] != shown[j]))
+    };
+    (MIN_REWARD_DECIMALS..=MAX_REWARD_DECIMALS).find(|&d| apart(d)).unwrap_or(MAX_REWARD_DECIMALS)
+}
+
+/// One attempt's lines, its reward to `decimals`. Every field is shown on its own line through
+/// [`inline`] (a line break as the two characters `\n`), so an attempt's text cannot forge a `Reward:`
+/// line or another attempt.
+fn attempt(t: &Trajectory, use_groundtruth: bool, decimals: usize) -> String {
     let output = cut_chars(&t.output, SHOWN_OUTPUT_CHARS);
-    let mut s = format!("Task: {}\nAttempt: {}\nReward: {:.2}", inline(&t.query), inline(&output), t.reward);
+    let mut s = format!("Task: {}\nAttempt: {}\nReward: {:.decimals$}", inline(&t.query), inline(&output), t.reward);
     if let (true, Some(gt)) = (use_groundtruth, t.groundtruth.as_deref()) {
         s.push_str(&format!("\nCorrect answer: {}", inline(gt)));
     }
@@ -72,7 +90,7 @@ pub fn summarize(t: &Trajectory, use_groundtruth: bool) -> ChatRequest {
     let user = format!(
         "{}\n\nSummarise this attempt as numbered steps (\"1. …\"), one line each, at most 8 steps. Say which step \
          made it succeed or fail. Reply with the steps only.",
-        attempt(t, use_groundtruth)
+        attempt(t, use_groundtruth, MIN_REWARD_DECIMALS)
     );
     request(ANALYST, user, SUMMARY_TOKENS)
 }
@@ -91,8 +109,10 @@ pub fn parse_text(reply: &str) -> Result<String, String> {
     Ok(t.chars().take(MAX_SUMMARY_CHARS).collect())
 }
 
-/// The group's trajectories, best reward first (ties in the given order), each with its summary.
+/// The group's trajectories, best reward first (ties in the given order), each with its summary; the
+/// rewards with [`reward_decimals`], so the difference the prompt speaks of is shown.
 fn group_block(group: &[Trajectory], use_groundtruth: bool) -> String {
+    let d = reward_decimals(&group.iter().map(|t| t.reward).collect::<Vec<_>>());
     let mut order: Vec<&Trajectory> = group.iter().collect();
     order.sort_by(|a, b| b.reward.total_cmp(&a.reward));
     order
@@ -100,7 +120,7 @@ fn group_block(group: &[Trajectory], use_groundtruth: bool) -> String {
         .enumerate()
         .map(|(i, t)| {
             let steps = inline(t.summary.as_deref().unwrap_or("(no summary)"));
-            format!("## Attempt {} (reward {:.2})\n{}\nSteps:\n{}", i + 1, t.reward, attempt(t, use_groundtruth), steps)
+            format!("## Attempt {} (reward {:.d$})\n{}\nSteps:\n{}", i + 1, t.reward, attempt(t, use_groundtruth, d), steps)
         })
         .collect::<Vec<_>>()
         .join("\n\n")
@@ -216,7 +236,37 @@ mod tests {
         assert_eq!(parse_text(&"z".repeat(5_000)).unwrap().chars().count(), MAX_SUMMARY_CHARS);
     }
 
+    #[test]
+    fn a_group_s_close_rewards_are_shown_apart() {
+        let group = [t("a", 0.5), t("b", 0.4965741618546928), t("c", 0.5), t("d", 0.5)];
+        let e = &extract(&group, "", 3, true).messages[1].content;
+        assert!(e.contains("(reward 0.497)") && e.contains("Reward: 0.497") && e.matches("(reward 0.500)").count() == 3, "{e}");
+        assert!(!e.contains("(reward 0.50)"), "{e}");
+        let c = &critique(&group, true).messages[1].content;
+        assert!(c.contains("(reward 0.497)"), "{c}");
+        let wide = [t("a", 1.0), t("b", 0.25), t("c", 0.0)];
+        assert_eq!(reward_decimals(&[1.0, 0.25, 0.0]), 2);
+        assert!(extract(&wide, "", 3, true).messages[1].content.contains("(reward 0.25)"));
+        assert_eq!(reward_decimals(&[0.3, 0.3]), 2, "equal rewards need no more");
+        assert_eq!(reward_decimals(&[0.5, 0.5 - 1e-9]), 9);
+    }
+
     proptest! {
+        /// Two different rewards (at least 1e-9 apart, the least spread that counts as variation) print
+        /// differently; rewards 0.01 or more apart keep 2 decimals.
+        #[test]
+        fn different_rewards_print_differently(a in 0.0f64..=1.0, gap in 1e-9f64..1.0, third in 0.0f64..=1.0) {
+            let b = (a + gap).min(1.0);
+            prop_assume!(a != b);
+            let rewards = [a, b, third];
+            let d = reward_decimals(&rewards);
+            prop_assert_ne!(format!("{a:.d$}"), format!("{b:.d$}"));
+            let far = |x: f64, y: f64| x == y || (x - y).abs() >= 0.01;
+            if far(a, b) && far(a, third) && far(b, third) {
+                prop_assert_eq!(d, MIN_REWARD_DECIMALS);
+            }
+        }
+
         #[test]
         fn parse_text_never_panics(s in "\\PC{0,300}") {
             if let Ok(t) = parse_text(&s) {
