@@ -186,7 +186,7 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                     let addr = faces.bind_ors(addr, a.ors_options()).await?;
                     tracing::info!(%addr, max_sessions = a.ors_max_sessions, "ors listening");
                 }
-                let (openenv_addr, mcp_addr) = faces.addrs()?;
+                let server::FaceAddrs { openenv: openenv_addr, mcp: mcp_addr, .. } = faces.addrs()?;
                 if let Some(addr) = openenv_addr {
                     tracing::info!(%addr, max_sessions = a.openenv_max_sessions, "openenv listening");
                 }

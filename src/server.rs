@@ -134,11 +134,12 @@ impl Faces {
         Ok(bound)
     }
 
-    /// Where the faces listen: OpenEnv's and MCP's addresses.
-    pub fn addrs(&self) -> std::io::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
-        let openenv = self.openenv.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
-        let mcp = self.mcp.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
-        Ok((openenv, mcp))
+    /// Where the faces listen (the episode faces; `--metrics-addr` is returned by [`Faces::bind_metrics`]).
+    pub fn addrs(&self) -> std::io::Result<FaceAddrs> {
+        fn at<T>(face: &Option<(TcpListener, T)>) -> std::io::Result<Option<SocketAddr>> {
+            face.as_ref().map(|(l, _)| l.local_addr()).transpose()
+        }
+        Ok(FaceAddrs { openenv: at(&self.openenv)?, mcp: at(&self.mcp)?, nemo_gym: at(&self.nemo_gym)?, ors: at(&self.ors)? })
     }
 
     /// Starts the faces' HTTP servers; they stop accepting when `stop` fires.
@@ -461,6 +462,19 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     }
 }
 
+/// Where each episode face listens, when served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaceAddrs {
+    /// `--openenv-addr`.
+    pub openenv: Option<SocketAddr>,
+    /// `--mcp-addr`.
+    pub mcp: Option<SocketAddr>,
+    /// `--nemo-gym-addr`.
+    pub nemo_gym: Option<SocketAddr>,
+    /// `--ors-addr`.
+    pub ors: Option<SocketAddr>,
+}
+
 /// A server running in the background (tests and the in-process benchmark).
 #[derive(Debug)]
 pub struct Running {
@@ -516,9 +530,7 @@ pub async fn spawn_all(
 pub async fn spawn_faces(env: Arc<Environment>, banks: Option<Arc<Banks>>, addr: SocketAddr, faces: Faces) -> anyhow::Result<Running> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let (openenv_addr, mcp_addr) = faces.addrs()?;
-    let nemo_gym_addr = faces.nemo_gym.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
-    let ors_addr = faces.ors.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
+    let FaceAddrs { openenv: openenv_addr, mcp: mcp_addr, nemo_gym: nemo_gym_addr, ors: ors_addr } = faces.addrs()?;
     let (tx, rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(serve_all(
         listener,

@@ -471,7 +471,7 @@ async fn as_json_rpc(response: axum::response::Response) -> axum::response::Resp
     if !(status.is_client_error() && plain) {
         return response;
     }
-    let (_, headers, text) = super::plain_refusal(response).await;
+    let (headers, text) = super::plain_refusal(response).await;
     let text = text.unwrap_or_else(|| status.canonical_reason().unwrap_or_default().to_string());
     let mut out = refusal(status, &text);
     if let Some(allow) = headers.get(http::header::ALLOW).cloned() {

@@ -56,10 +56,10 @@ pub mod pb {
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/memgym_descriptor.bin"));
 
 /// The parts of a refusal written in plain text (by axum, or by rmcp), for a face that answers every refusal
-/// in its own JSON envelope: its status, its headers, and its text (`None` when the body cannot be read
-/// within 4 KiB).
-pub(crate) async fn plain_refusal(response: axum::response::Response) -> (http::StatusCode, http::HeaderMap, Option<String>) {
+/// in its own JSON envelope (at the status the caller read first): its headers, and its text (`None` when
+/// the body cannot be read within 4 KiB).
+pub(crate) async fn plain_refusal(response: axum::response::Response) -> (http::HeaderMap, Option<String>) {
     let (parts, body) = response.into_parts();
     let text = axum::body::to_bytes(body, 4096).await.ok().map(|b| String::from_utf8_lossy(&b).into_owned());
-    (parts.status, parts.headers, text)
+    (parts.headers, text)
 }

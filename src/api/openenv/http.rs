@@ -185,7 +185,7 @@ pub(crate) async fn detail_json(request: Request, next: axum::middleware::Next) 
     if !status.is_client_error() || is_json(&response) {
         return response;
     }
-    let (_, _, text) = crate::api::plain_refusal(response).await;
+    let (_, text) = crate::api::plain_refusal(response).await;
     let text = text.map(|t| t.trim().to_string()).unwrap_or_default();
     let detail = if text.is_empty() { status.canonical_reason().unwrap_or_default().to_string() } else { crate::quote::cut(&text) };
     (status, Json(serde_json::json!({"detail": detail}))).into_response()
