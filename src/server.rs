@@ -70,6 +70,11 @@ pub async fn serve_with(
     serve_all(listener, env, banks, Faces::default(), shutdown, drain).await
 }
 
+/// A face's listener on `addr`; a failure names the flag that gave the address.
+async fn listen(flag: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("{flag}: cannot listen on {addr}: {e}"))
+}
+
 /// The JSON faces served beside gRPC, each on its own listener: OpenEnv (HTTP and WebSocket, with MCP
 /// behind its `/mcp`), standard MCP and the Open Reward Standard.
 #[derive(Debug, Default)]
@@ -96,9 +101,6 @@ pub struct Faces {
 impl Faces {
     /// Binds the listeners of the faces given (an address and its options each).
     pub async fn bind(openenv: Option<(SocketAddr, OpenEnvOptions)>, mcp: Option<(SocketAddr, McpOptions)>) -> anyhow::Result<Faces> {
-        let listen = |flag: &'static str, addr: SocketAddr| async move {
-            TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("{flag}: cannot listen on {addr}: {e}"))
-        };
         let mut faces = Faces::default();
         if let Some((addr, o)) = openenv {
             faces.openenv = Some((listen("--openenv-addr", addr).await?, o));
@@ -111,7 +113,7 @@ impl Faces {
 
     /// Adds `--nemo-gym-addr`: binds its listener; returns the address.
     pub async fn bind_nemo_gym(&mut self, addr: SocketAddr, options: NemoGymOptions) -> anyhow::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--nemo-gym-addr: cannot listen on {addr}: {e}"))?;
+        let listener = listen("--nemo-gym-addr", addr).await?;
         let bound = listener.local_addr()?;
         self.nemo_gym = Some((listener, options));
         Ok(bound)
@@ -119,7 +121,7 @@ impl Faces {
 
     /// Adds `--ors-addr`: binds the ORS listener; returns its address.
     pub async fn bind_ors(&mut self, addr: SocketAddr, options: OrsOptions) -> anyhow::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--ors-addr: cannot listen on {addr}: {e}"))?;
+        let listener = listen("--ors-addr", addr).await?;
         let bound = listener.local_addr()?;
         self.ors = Some((listener, options));
         Ok(bound)
@@ -128,7 +130,7 @@ impl Faces {
     /// Adds `--metrics-addr`: installs the metrics recorder and binds its listener; returns the address.
     pub async fn bind_metrics(&mut self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
         let handle = crate::obs::install().map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
-        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("--metrics-addr: cannot listen on {addr}: {e}"))?;
+        let listener = listen("--metrics-addr", addr).await?;
         let bound = listener.local_addr()?;
         self.metrics = Some((listener, handle));
         Ok(bound)
