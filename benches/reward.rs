@@ -23,6 +23,15 @@
 //! - `episode/create_score_close`: the whole server-side lifecycle of a no-op episode (CreateEpisode +
 //!   ScoreEpisode + CloseEpisode, without gRPC).
 //!
+//! - `whole/score_episode/<edits>`: `ScoreEpisode` under the default whole-memory formula on conv-42 (266
+//!   memories; the most questions, 199 of categories 1–4, so 198 others besides the target), after the
+//!   edits named: `no-op`; `oracle` (one answer card); `5-edits` (two rewrites, a deletion, a new memory,
+//!   a merge: a typical rollout); `30-edits` (the default step budget, the same mix six times);
+//!   `wreck-100` (a hundred memories deleted: nearly every other question is re-scored). Every question's
+//!   M₀ reading is cached by the first scoring of the conversation; each iteration is a fresh episode,
+//!   only the scoring is timed. Run with `cargo bench --bench reward`, it also prints each scenario's
+//!   p50/p90/p99/max over 1,000 scorings (`whole/percentiles`): the issue's goal is p99 ≤ 10 ms.
+//!
 //! Episodes are closed after scoring, so the registry (16,384 open episodes by default) never fills.
 
 mod common;
@@ -128,10 +137,124 @@ fn episode(c: &mut Criterion, env: &Environment) {
     assert_eq!(env.open_episodes(), 0, "every benchmarked episode was closed");
 }
 
+/// The whole-memory bench's question: conv-42, the conversation with the most questions.
+const WHOLE_QUESTION: &str = "conv-42:q3";
+
+/// The edits of one whole-memory scenario, as (tool, arguments) calls.
+fn scenario(name: &str) -> Vec<(&'static str, String)> {
+    let update =
+        |id: u32, text: &str| ("manage_memory", format!(r#"{{"operation": "update", "memory_id": "m{id:04}", "content": "{text}"}}"#));
+    let typical = |round: u32| {
+        vec![
+            update(10 + round, "Joanna finished her first screenplay on 21 January 2022."),
+            update(40 + round, "Nate won his first video game tournament on 2 January 2022."),
+            ("delete_memory", format!(r#"{{"memory_id": "m{:04}"}}"#, 70 + round)),
+            ("manage_memory", format!(r#"{{"operation": "create", "content": "Joanna and Nate talked about movies, round {round}."}}"#)),
+            (
+                "merge_memory",
+                format!(r#"{{"memory_ids": ["m{:04}", "m{:04}"], "strategy": "concatenate"}}"#, 100 + 2 * round, 101 + 2 * round),
+            ),
+        ]
+    };
+    match name {
+        "no-op" => vec![],
+        "oracle" => vec![(
+            "manage_memory",
+            r#"{"operation": "create", "content": "When did Joanna finish her first screenplay? 21 January 2022"}"#.to_string(),
+        )],
+        "5-edits" => typical(0),
+        "30-edits" => (0..6).flat_map(typical).collect(),
+        "wreck-100" => (0..2)
+            .map(|k| {
+                let ids: Vec<String> = (0..50).map(|i| format!("\"m{:04}\"", 2 * i + k)).collect();
+                ("delete_memory", format!(r#"{{"memory_ids": [{}]}}"#, ids.join(", ")))
+            })
+            .collect(),
+        other => panic!("no scenario {other}"),
+    }
+}
+
+const SCENARIOS: [&str; 5] = ["no-op", "oracle", "5-edits", "30-edits", "wreck-100"];
+
+/// A fresh episode on the whole-memory question with `edits` applied; returns its id.
+async fn edited(env: &Environment, id: String, edits: &[(&'static str, String)]) -> String {
+    let req = CreateRequest {
+        source: EpisodeSource::Locomo { question_id: WHOLE_QUESTION.to_string(), conversation_id: None },
+        ..request(id.clone())
+    };
+    env.create_episode(req).await.expect("creates");
+    for (tool, args) in edits {
+        let call = memgym::tools::json::parse_call(tool, args, &env.config().limits.tools).expect("a valid call");
+        env.call_tool(&id, call).await.expect("the edit applies");
+    }
+    id
+}
+
+fn whole(c: &mut Criterion, env: &Environment) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let fresh = || format!("whole-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    // The first scoring of the conversation builds its questions' M₀ readings: not what a group pays.
+    rt.block_on(async {
+        let id = edited(env, fresh(), &[]).await;
+        env.score_episode(&id).await.expect("scores");
+        env.close_episode(&id).await.expect("closes");
+    });
+    let mut g = c.benchmark_group("whole");
+    for name in SCENARIOS {
+        let edits = scenario(name);
+        g.bench_function(format!("score_episode/{name}"), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let id = edited(env, fresh(), &edits).await;
+                        let t = Instant::now();
+                        black_box(env.score_episode(&id).await.expect("scores"));
+                        total += t.elapsed();
+                        env.close_episode(&id).await.expect("closes");
+                    }
+                    total
+                })
+            })
+        });
+    }
+    g.finish();
+    // Percentiles (criterion reports means and medians): only under `cargo bench`, not its test-mode run.
+    if std::env::args().any(|a| a == "--bench") {
+        for name in SCENARIOS {
+            let edits = scenario(name);
+            let mut ms: Vec<f64> = rt.block_on(async {
+                let mut out = Vec::with_capacity(1000);
+                for _ in 0..1000 {
+                    let id = edited(env, fresh(), &edits).await;
+                    let t = Instant::now();
+                    let b = env.score_episode(&id).await.expect("scores");
+                    out.push(t.elapsed().as_secs_f64() * 1e3);
+                    black_box(b);
+                    env.close_episode(&id).await.expect("closes");
+                }
+                out
+            });
+            ms.sort_by(f64::total_cmp);
+            let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+            println!(
+                "whole/percentiles/{name:<10} p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms  (n = {})",
+                at(0.5),
+                at(0.9),
+                at(0.99),
+                at(1.0),
+                ms.len()
+            );
+        }
+    }
+}
+
 fn all(c: &mut Criterion) {
     let env = environment();
     pieces(c, &env);
     episode(c, &env);
+    whole(c, &env);
 }
 
 // `criterion_group!` defines an undocumented `pub fn`; keep the crate's `missing_docs` lint quiet about it.

@@ -114,6 +114,7 @@ fn record(i: usize, text: String, speaker: &str, session: u32) -> MemoryRecord {
         evidence: Vec::new(),
         source: "bench".to_string(),
         created_step: 0,
+        authored: false,
     }
 }
 

@@ -246,6 +246,7 @@ pub struct ReplayArgs {
     pub json: bool,
     /// Environment settings for the in-process environment. `--evaluator X` given on the command line (or
     /// by MEMGYM_EVALUATOR) also scores the same final memories with X, side by side, listing every sign flip.
+    /// Without --reward-formula, the in-process environment scores with the recording's formula.
     #[command(flatten)]
     pub env: EnvArgs,
 }
@@ -437,9 +438,13 @@ pub struct EnvArgs {
     /// or top-k (MemUpdate's: the top-k memories, whatever their length).
     #[arg(long, env = "MEMGYM_CONTEXT", default_value = "budget")]
     pub context: String,
-    /// The reward: delta-growth ((p_new - p_old) - growth of the memory's text) or memupdate
-    /// ((p_new - p_old) x MemUpdate's memory efficiency).
-    #[arg(long, env = "MEMGYM_REWARD_FORMULA", default_value = "delta-growth")]
+    /// The reward: whole-memory (the target's p_new - p_old; for every other question of the conversation, plus
+    /// half of a rise the episode's writing states, minus a fact it lost in full, minus half of a fact pushed out
+    /// of its reading; minus content words added and removed, over the words of M0), collateral (plus the
+    /// others' mean change instead), damage (minus their falls only), delta-growth (the single-question reward:
+    /// p_new - p_old - growth of the memory's text) or memupdate ((p_new - p_old) x MemUpdate's memory
+    /// efficiency).
+    #[arg(long, env = "MEMGYM_REWARD_FORMULA", default_value = "whole-memory")]
     pub reward_formula: String,
     /// Embedder settings.
     #[command(flatten)]
@@ -484,6 +489,11 @@ pub struct LlmArgs {
     /// to the offline strategy when the reply is unusable.
     #[arg(long, env = "MEMGYM_LLM_EDIT")]
     pub llm_edit: bool,
+    /// With an LLM evaluator, also score this many of the other questions whose reading an episode's edits
+    /// changed (those it moved most) with the LLM: about one more LLM request each per scoring (two for
+    /// llm-judge). 0, the default, scores every other question offline (answer-phrase).
+    #[arg(long, env = "MEMGYM_OTHERS_LLM", default_value_t = 0)]
+    pub others_llm: usize,
 }
 
 /// `memgym serve`.

@@ -94,6 +94,7 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
         context: crate::reward::Context::parse(&a.context).map_err(anyhow::Error::msg).context("--context")?,
         formula: RewardFormula::parse(&a.reward_formula).map_err(anyhow::Error::msg).context("--reward-formula")?,
         llm_edit: a.llm.llm_edit,
+        others_llm: a.llm.others_llm,
     })
 }
 

@@ -28,12 +28,15 @@ fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // `memgym replay --evaluator X` re-scores with X only when X is given, not by the flag's default.
-    let replay_evaluator_given = matches
-        .subcommand_matches("replay")
-        .and_then(|m| m.value_source("evaluator"))
-        .is_some_and(|s| matches!(s, ValueSource::CommandLine | ValueSource::EnvVariable));
+    let given = |flag: &str| {
+        matches
+            .subcommand_matches("replay")
+            .and_then(|m| m.value_source(flag))
+            .is_some_and(|s| matches!(s, ValueSource::CommandLine | ValueSource::EnvVariable))
+    };
+    let replay = ReplayFlags { evaluator: given("evaluator"), formula: given("reward_formula") };
     telemetry::init();
-    match run(cli, replay_evaluator_given) {
+    match run(cli, replay) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -42,7 +45,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
+/// Which of `memgym replay`'s environment flags were given (on the command line or by their variable), not
+/// taken by default.
+#[derive(Debug, Clone, Copy)]
+struct ReplayFlags {
+    /// `--evaluator X`: re-score with X too.
+    evaluator: bool,
+    /// `--reward-formula`: else the in-process environment takes the recording's.
+    formula: bool,
+}
+
+fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
     match cli.command {
         Command::Health(a) => {
             let ca =
@@ -112,8 +125,8 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                 Ok(())
             })
         }
-        Command::Replay(a) => {
-            let other = if replay_evaluator_given {
+        Command::Replay(mut a) => {
+            let other = if replay_flags.evaluator {
                 Some(memgym::reward::Evaluator::parse(&a.env.llm.evaluator).map_err(anyhow::Error::msg).context("--evaluator")?)
             } else {
                 None
@@ -124,6 +137,20 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
             }
             if !ts.iter().any(|t| t.status == rollout::record::Status::Scored) {
                 anyhow::bail!("{} holds no scored rollout: nothing to replay", a.trajectories.display());
+            }
+            // The recording's reward formula, unless one is given: a run recorded under another default
+            // replays as it was scored.
+            if !replay_flags.formula {
+                if let Some(recorded) = ts.iter().find_map(|t| t.score.as_ref()).map(|s| s.reward_formula.clone()) {
+                    a.env.reward_formula = recorded;
+                }
+            }
+            // The recording's reward formula, unless one is given: a run recorded under another default
+            // replays as it was scored.
+            if !replay_flags.formula {
+                if let Some(recorded) = ts.iter().find_map(|t| t.score.as_ref()).map(|s| s.reward_formula.clone()) {
+                    a.env.reward_formula = recorded;
+                }
             }
             let local = if a.addr.is_none() { Some(config::build_environment(&a.env)?) } else { None };
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -241,11 +268,7 @@ fn run(cli: Cli, replay_evaluator_given: bool) -> anyhow::Result<()> {
                         println!("\n{}", eval::agents::noise::noise_line(e, &noise));
                     }
                 }
-                let (checked, raised) = eval::agents::padding_raises(&rows);
-                if checked > 0 {
-                    let shown: Vec<&str> = raised.iter().take(8).map(String::as_str).collect();
-                    println!("\npadding: oracle-padding scored above the oracle on {}/{checked} questions {shown:?}", raised.len());
-                }
+                print!("\n{}", eval::agents::goals_text(&rows, &summary));
             }
             Ok(())
         }

@@ -167,6 +167,23 @@ impl From<&RewardBreakdown> for pb::ScoreEpisodeResponse {
             context_chars_old: b.old.context_chars as u32,
             context_chars_new: b.new.context_chars as u32,
             metrics: std::collections::HashMap::new(),
+            others: b.others.as_ref().map(|o| pb::OtherQuestions {
+                count: o.count as u32,
+                rescored: o.rescored as u32,
+                improved: o.improved as u32,
+                damaged: o.damaged as u32,
+                mean_delta: o.mean_delta,
+                gain: o.gain,
+                damage: o.damage,
+                llm_scored: o.llm_scored as u32,
+                evaluator: o.evaluator.to_string(),
+                destroyed: o.destroyed,
+                displaced: o.displaced,
+            }),
+            others_term: b.others_term,
+            words_initial: b.ledger.base as u32,
+            words_added: b.ledger.added as u32,
+            words_removed: b.ledger.removed as u32,
         }
     }
 }

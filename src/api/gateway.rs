@@ -464,7 +464,32 @@ pub fn breakdown_json(r: pb::ScoreEpisodeResponse) -> Value {
         context_chars_old,
         context_chars_new,
         metrics,
+        others,
+        others_term,
+        words_initial,
+        words_added,
+        words_removed,
     } = r;
+    let others = others.map(|o| {
+        let pb::OtherQuestions {
+            count,
+            rescored,
+            improved,
+            damaged,
+            mean_delta,
+            gain,
+            damage,
+            llm_scored,
+            evaluator,
+            destroyed,
+            displaced,
+        } = o;
+        json!({
+            "count": count, "rescored": rescored, "improved": improved, "damaged": damaged, "mean_delta": mean_delta,
+            "gain": gain, "damage": damage, "llm_scored": llm_scored, "evaluator": evaluator,
+            "destroyed": destroyed, "displaced": displaced,
+        })
+    });
     json!({
         "p_old": p_old, "p_new": p_new, "performance_delta": performance_delta, "size_factor": size_factor,
         "density_factor": density_factor, "change_factor": change_factor, "memory_efficiency": memory_efficiency,
@@ -476,6 +501,8 @@ pub fn breakdown_json(r: pb::ScoreEpisodeResponse) -> Value {
         "judge_old": judge_old, "judge_new": judge_new, "reward_formula": reward_formula, "growth": growth,
         "context": context, "context_chars_old": context_chars_old, "context_chars_new": context_chars_new,
         "metrics": metrics.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "others": others, "others_term": others_term, "words_initial": words_initial, "words_added": words_added,
+        "words_removed": words_removed,
     })
 }
 
@@ -489,11 +516,22 @@ pub fn score_text(b: &Value) -> String {
             f("reward"),
             f("memory_efficiency")
         ),
-        _ => format!(
+        Some("delta-growth") => format!(
             "Scored: reward {:.4} = performance delta {delta:.4} (p {p_old:.4} -> {p_new:.4}) - growth {:.4}.",
             f("reward"),
             f("growth")
         ),
+        _ => {
+            let words = |k: &str| f(k) / f("words_initial").max(1.0);
+            format!(
+                "Scored: reward {:.4} = performance delta {delta:.4} (p {p_old:.4} -> {p_new:.4}) + the rest of memory {:.4} \
+                 - words added {:.4} - words removed {:.4}.",
+                f("reward"),
+                f("others_term"),
+                words("words_added"),
+                words("words_removed")
+            )
+        }
     }
 }
 

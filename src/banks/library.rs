@@ -149,6 +149,7 @@ fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
         evidence: Vec::new(),
         source: exp.domain.clone(),
         created_step: 0,
+        authored: false,
     }
 }
 

@@ -57,6 +57,12 @@ impl Environment {
             progress(done, total);
             bases.insert(conv.id.clone(), Arc::new(base));
         }
+        let base_words = bases
+            .iter()
+            .map(|(id, b): (&String, &Arc<BaseMemory>)| {
+                (id.clone(), b.records().iter().map(|r| crate::reward::ledger::words(&r.text)).sum())
+            })
+            .collect();
         let id_salt = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         Ok(Environment {
             registry: Registry::new(config.limits.max_open_episodes, config.limits.max_closed_ids, config.limits.forget_closed_after),
@@ -67,6 +73,8 @@ impl Environment {
             clock,
             llm: None,
             p_old: Mutex::new(HashMap::new()),
+            panels: Mutex::new(HashMap::new()),
+            base_words,
             next_id: AtomicU64::new(0),
             id_salt,
             replica: super::replica::Replica::default(),
@@ -87,6 +95,7 @@ impl Environment {
                 evidence: m.evidence.clone(),
                 source: m.source.clone().unwrap_or_else(|| "custom".to_string()),
                 created_step: 0,
+                authored: false,
             })
             .collect();
         let texts: Vec<String> = records.iter().map(|r| r.text.clone()).collect();
@@ -128,6 +137,7 @@ pub fn initial_records(rows: &[crate::dataset::MemoryRow]) -> Vec<MemoryRecord> 
             evidence: m.evidence.clone(),
             source: m.source.clone(),
             created_step: 0,
+            authored: false,
         })
         .collect()
 }

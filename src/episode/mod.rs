@@ -14,6 +14,7 @@ mod error;
 mod fork;
 mod limits;
 pub mod once;
+pub mod others;
 mod registry;
 pub mod replica;
 mod score;
@@ -47,6 +48,9 @@ type POld = Arc<(Vec<f32>, Evaluation)>;
 /// fixed for the server's life.
 type POldKey = (String, String, Evaluator, Option<String>);
 
+/// A conversation's panel of other questions, built by the first episode that needs it.
+type PanelCell = Arc<tokio::sync::OnceCell<Arc<others::Panel>>>;
+
 /// The domain service: everything the gRPC layer can ask of episodes.
 pub struct Environment {
     config: EnvConfig,
@@ -57,6 +61,10 @@ pub struct Environment {
     clock: Arc<dyn Clock>,
     llm: Option<Arc<Llm>>,
     p_old: Mutex<HashMap<POldKey, Arc<tokio::sync::OnceCell<POld>>>>,
+    /// The other questions of each conversation, per offline evaluator ([`others`]).
+    panels: Mutex<HashMap<(String, Evaluator), PanelCell>>,
+    /// Content words of each conversation's M₀ (the text ledger's base).
+    base_words: HashMap<String, usize>,
     next_id: AtomicU64,
     id_salt: u64,
     replica: replica::Replica,

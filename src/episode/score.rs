@@ -36,11 +36,7 @@ impl Environment {
         };
         let (query, old_eval) = (&old.0, old.1.clone());
         let new_eval = {
-            let depth = match self.config.context {
-                Context::Budget => READ_DEPTH.max(k),
-                Context::TopK => k,
-            };
-            let (hits, _) = ep.memory.search_text(query, &ep.target.question, depth, &Filter::default(), None);
+            let (hits, _) = ep.memory.search_text(query, &ep.target.question, self.read_depth(), &Filter::default(), None);
             let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
             let reading = match self.config.context {
                 Context::Budget => Reading::budgeted(&recs, old_eval.budget),
@@ -65,13 +61,22 @@ impl Environment {
             formula: self.config.formula,
             context: self.config.context,
         };
-        let mut b = reward::breakdown(old_eval, new_eval, sizes, info);
+        let whole = self.whole(&ep).await?;
+        let mut b = reward::breakdown(old_eval, new_eval, sizes, whole, info);
         b.score_ms = started.elapsed().as_secs_f64() * 1e3;
         let b = Arc::new(b);
         crate::obs::episodes(crate::obs::EpisodeEvent::Scored, 1);
         crate::obs::scored(evaluator.name(), b.reward, b.new.p);
         ep.scored = Some(b.clone());
         Ok((b, ep.state()))
+    }
+
+    /// How deep an edited memory is searched for a reading: deep enough to fill the budget, or the top-k.
+    pub(super) fn read_depth(&self) -> usize {
+        match self.config.context {
+            Context::Budget => READ_DEPTH.max(self.config.top_k),
+            Context::TopK => self.config.top_k,
+        }
     }
 
     /// The model that answers for `evaluator`: the server's LLM for an LLM evaluator, else none.
@@ -107,7 +112,7 @@ impl Environment {
     /// p_old depends only on (conversation, question, evaluator, model): computed once per key, even when
     /// a whole GRPO group scores at the same moment (the others wait for the first). A failure is not
     /// kept: the next scoring tries again.
-    async fn p_old_cached(
+    pub(super) async fn p_old_cached(
         &self,
         conversation_id: &str,
         question_id: &str,

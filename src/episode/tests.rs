@@ -177,12 +177,13 @@ async fn p_old_is_computed_once_per_question() {
     }
     let before = calls.load(AtomicOrdering::SeqCst);
     let first = env.score_episode("g-0").await.unwrap();
-    assert_eq!(calls.load(AtomicOrdering::SeqCst), before + 1, "the question is embedded once");
+    // The question, and (once for the conversation) the other questions the whole-memory reward scores.
+    assert_eq!(calls.load(AtomicOrdering::SeqCst), before + 2, "the question and its conversation's questions are embedded once");
     for i in 1..8 {
         let b = env.score_episode(&format!("g-{i}")).await.unwrap();
         assert_eq!(b.old, first.old);
     }
-    assert_eq!(calls.load(AtomicOrdering::SeqCst), before + 1, "p_old reused across the group");
+    assert_eq!(calls.load(AtomicOrdering::SeqCst), before + 2, "p_old reused across the group");
 }
 
 #[tokio::test]
@@ -631,3 +632,4 @@ async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_question
 
 mod fork;
 mod once;
+mod whole;

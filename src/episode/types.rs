@@ -29,6 +29,9 @@ pub struct EnvConfig {
     pub formula: RewardFormula,
     /// merge_memory (summarize, extract_common) and split_memory ask the LLM for their text.
     pub llm_edit: bool,
+    /// With an LLM evaluator, how many of the re-scored other questions the LLM scores too (the rest are
+    /// scored offline).
+    pub others_llm: usize,
 }
 
 impl Default for EnvConfig {
@@ -40,8 +43,9 @@ impl Default for EnvConfig {
             n_max: None,
             evaluator: Evaluator::AnswerPhrase,
             context: Context::Budget,
-            formula: RewardFormula::DeltaGrowth,
+            formula: RewardFormula::WholeMemory,
             llm_edit: false,
+            others_llm: 0,
         }
     }
 }

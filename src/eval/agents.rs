@@ -47,10 +47,12 @@ use crate::reward::reading::Reading;
 use crate::reward::{Evaluator, RewardBreakdown};
 use crate::tools::json::parse_call;
 
+mod goals;
 mod honest;
 pub mod noise;
 mod summary;
 pub mod tricks;
+pub use goals::*;
 pub use summary::*;
 pub use tricks::Trick;
 
@@ -70,20 +72,24 @@ pub enum Agent {
     Random,
     /// Honest, without the gold: resolves relative dates in retrieved memories from their session date.
     Resolver,
+    /// The resolver's dates written as answer cards for the question instead (the memories left as they
+    /// were): the same information, serving only the question asked.
+    ResolverCard,
     /// A trick that adds no information about the answer ([`tricks`]).
     Trick(Trick),
 }
 
-/// The agents in report order: the four reference agents, the honest resolver, then every trick.
-pub const AGENTS: [Agent; 5 + Trick::ALL.len()] = {
-    let mut all = [Agent::NoOp; 5 + Trick::ALL.len()];
+/// The agents in report order: the four reference agents, the two honest ones, then every trick.
+pub const AGENTS: [Agent; 6 + Trick::ALL.len()] = {
+    let mut all = [Agent::NoOp; 6 + Trick::ALL.len()];
     all[1] = Agent::Oracle;
     all[2] = Agent::Destroyer;
     all[3] = Agent::Random;
     all[4] = Agent::Resolver;
+    all[5] = Agent::ResolverCard;
     let mut i = 0;
     while i < Trick::ALL.len() {
-        all[5 + i] = Agent::Trick(Trick::ALL[i]);
+        all[6 + i] = Agent::Trick(Trick::ALL[i]);
         i += 1;
     }
     all
@@ -98,6 +104,7 @@ impl Agent {
             Agent::Destroyer => "destroyer",
             Agent::Random => "random",
             Agent::Resolver => "resolver",
+            Agent::ResolverCard => "resolver-card",
             Agent::Trick(t) => t.name(),
         }
     }
@@ -105,9 +112,14 @@ impl Agent {
     /// Whether the agent reads the gold answer or the evidence ids (no policy can).
     pub fn privileged(self) -> bool {
         match self {
-            Agent::Oracle | Agent::Destroyer | Agent::Trick(Trick::OraclePadding) => true,
-            Agent::NoOp | Agent::Random | Agent::Resolver | Agent::Trick(_) => false,
+            Agent::Oracle | Agent::Destroyer | Agent::Trick(Trick::OraclePadding | Trick::OracleOverwrite) => true,
+            Agent::NoOp | Agent::Random | Agent::Resolver | Agent::ResolverCard | Agent::Trick(_) => false,
         }
+    }
+
+    /// Whether the agent adds real information without reading the gold (the date resolvers): it may gain.
+    pub fn honest(self) -> bool {
+        matches!(self, Agent::Resolver | Agent::ResolverCard)
     }
 }
 
@@ -263,11 +275,26 @@ pub struct Score {
     pub p_new: f64,
     /// The reward.
     pub reward: f64,
+    /// The other questions whose p rose (0 under a single-question formula).
+    pub others_improved: usize,
+    /// … whose p fell.
+    pub others_damaged: usize,
+    /// What the other questions added to the reward.
+    pub others_term: f64,
 }
 
 impl From<&RewardBreakdown> for Score {
     fn from(b: &RewardBreakdown) -> Self {
-        Score { evaluator: b.evaluator, p_old: b.old.p, p_new: b.new.p, reward: b.reward }
+        let (others_improved, others_damaged) = b.others.as_ref().map_or((0, 0), |o| (o.improved, o.damaged));
+        Score {
+            evaluator: b.evaluator,
+            p_old: b.old.p,
+            p_new: b.new.p,
+            reward: b.reward,
+            others_improved,
+            others_damaged,
+            others_term: b.others_term,
+        }
     }
 }
 
@@ -567,6 +594,7 @@ async fn act(s: &mut Session<'_>, o: &Options, agent: Agent, q: &Question, distr
         }
         Agent::Random => random_edits(s, o, q, distractors).await?,
         Agent::Resolver => honest::resolve_dates(s, q).await?,
+        Agent::ResolverCard => honest::resolved_cards(s, q).await?,
         Agent::Trick(t) => tricks::play(s, t, q).await?,
     }
     Ok(())

@@ -135,6 +135,34 @@ impl EpisodeMemory {
         i < self.base.len() && !self.dead.is_dead(i)
     }
 
+    /// Whether `id` is an M₀ record this episode has neither deleted nor rewritten: it is still M₀'s
+    /// version, with M₀'s vector.
+    pub fn is_original(&self, id: MemoryId) -> bool {
+        self.base_live(id.0 as usize)
+    }
+
+    /// M₀ records this episode deleted or rewrote, in M₀ order.
+    pub fn removed_originals(&self) -> impl Iterator<Item = &MemoryRecord> + '_ {
+        (0..self.base.len()).filter(|i| self.dead.is_dead(*i)).filter_map(|i| self.base.record(i))
+    }
+
+    /// How many M₀ records this episode deleted or rewrote.
+    pub fn removed_count(&self) -> usize {
+        self.dead.dead_count()
+    }
+
+    /// The records this episode wrote (created, rewritten, merged, split), with their unit vectors, in
+    /// the order they were written.
+    pub fn additions(&self) -> impl Iterator<Item = (&MemoryRecord, &[f32])> + '_ {
+        let d = self.dim();
+        self.added.iter().enumerate().map(move |(p, r)| (r, &self.added_vecs[p * d..(p + 1) * d]))
+    }
+
+    /// Whether the episode's memory is still M₀ itself (nothing deleted, rewritten or added).
+    pub fn is_unchanged(&self) -> bool {
+        self.added.is_empty() && self.dead.dead_count() == 0
+    }
+
     /// The live record with this id.
     pub fn get(&self, id: MemoryId) -> Option<&MemoryRecord> {
         let i = id.0 as usize;

@@ -17,10 +17,21 @@ impl fmt::Display for MemoryId {
     }
 }
 
+/// The id the "not a memory id" refusal shows as its example: an id's shape that names no memory. An episode
+/// hands out ids one at a time from |M₀| up, and its memories, steps and parts are capped far below a
+/// billion, so a policy that copies the example names no memory it could change. The refusal once showed
+/// `m0042`, which every LoCoMo conversation holds: a real model copied it and overwrote that memory.
+pub const EXAMPLE_ID: &str = "m999999999";
+
 /// The reason a string is not a memory id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a memory id: {} (expected 'm' followed by digits, like m0042)", crate::quote::quoted(.0))]
+#[error("not a memory id: {} (expected 'm' followed by digits, like {EXAMPLE_ID})", crate::quote::quoted(.0))]
 pub struct BadMemoryId(pub String);
+
+/// Refusal wordings that changed, as (recorded, today's): `memgym replay` reads a recorded output in today's
+/// wording before comparing it, and counts it apart. The only texts it rewords.
+pub const REWORDED: [(&str, &str); 1] =
+    [("(expected 'm' followed by digits, like m0042)", "(expected 'm' followed by digits, like m999999999)")];
 
 impl FromStr for MemoryId {
     type Err = BadMemoryId;
@@ -91,6 +102,11 @@ pub struct MemoryRecord {
     pub source: String,
     /// The step that created or last rewrote it (0 = initial memory).
     pub created_step: u32,
+    /// The episode wrote words of its own into it: created or rewritten, merged or split with text of its
+    /// own, or cut or merged from such a memory. A concatenating or extractive merge, or a cut, of memories
+    /// it did not author carries their text and is not authored ([`crate::reward::phrase`] reads an
+    /// authored note's dates as the episode's claims, a carried one's as the conversation's).
+    pub authored: bool,
 }
 
 impl MemoryRecord {
@@ -207,6 +223,19 @@ mod tests {
     }
 
     #[test]
+    fn the_refusal_shows_an_id_no_memory_can_have_and_knows_its_old_wording() {
+        let id: MemoryId = EXAMPLE_ID.parse().unwrap();
+        // Far above any id an episode allocates: every cap on memories and steps is orders of magnitude lower.
+        assert!(id.0 >= 999_999_999 && id.to_string() == EXAMPLE_ID);
+        let refusal = "x".parse::<MemoryId>().unwrap_err().to_string();
+        assert_eq!(refusal, format!("not a memory id: \"x\" (expected 'm' followed by digits, like {EXAMPLE_ID})"));
+        // Today's wording of each reworded refusal is the one the refusal gives now.
+        for (old, new) in REWORDED {
+            assert!(refusal.ends_with(new) && old != new && !refusal.contains(old), "{old} → {new}");
+        }
+    }
+
+    #[test]
     fn render_line_leads_with_id() {
         let r = MemoryRecord {
             id: MemoryId(42),
@@ -218,6 +247,7 @@ mod tests {
             evidence: vec!["D1:3".into()],
             source: "conversation_observations".into(),
             created_step: 0,
+            authored: false,
         };
         assert_eq!(r.render_line(Some(0.834)), "[m0042 0.83] Caroline joined an LGBTQ support group (D1:3)");
         assert_eq!(r.render_line(None), "[m0042] Caroline joined an LGBTQ support group (D1:3)");

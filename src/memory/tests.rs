@@ -21,6 +21,7 @@ fn record(i: u32, speaker: &str, session: u32) -> MemoryRecord {
         evidence: vec![format!("D{session}:{i}")],
         source: "test".into(),
         created_step: 0,
+        authored: false,
     }
 }
 

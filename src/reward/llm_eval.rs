@@ -91,6 +91,7 @@ mod tests {
             evidence: vec![format!("D1:{id}")],
             source: "locomo".into(),
             created_step: 0,
+            authored: false,
         }
     }
 

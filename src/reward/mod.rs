@@ -28,8 +28,10 @@
 //!   less negative, so padding raised a bad edit's reward.
 
 pub mod judge;
+pub mod ledger;
 pub mod llm_eval;
 pub mod locomo_metric;
+pub mod others;
 pub mod phrase;
 pub mod qa_prompt;
 pub mod reading;
@@ -126,22 +128,38 @@ impl Context {
     }
 }
 
-/// How p_new − p_old and the memory's growth make the reward.
+/// How p_new − p_old, the other questions and the memory's growth make the reward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RewardFormula {
-    /// (p_new − p_old) − growth (the default): added text only ever costs.
+    /// The default: Δp_target + ½ Σ rises − Σ falls of the other questions − words added − words removed
+    /// ([`others`], [`ledger`]).
+    WholeMemory,
+    /// Δp_target + λ · mean Δp of the other questions − words added − words removed.
+    Collateral,
+    /// Δp_target − Σ falls of the other questions − words added − words removed.
+    Damage,
+    /// The single-question reward: (p_new − p_old) − growth; added text only ever costs.
     DeltaGrowth,
     /// MemUpdate's (p_new − p_old) × memory_efficiency.
     MemUpdate,
 }
 
 impl RewardFormula {
-    /// Both, default first.
-    pub const ALL: [RewardFormula; 2] = [RewardFormula::DeltaGrowth, RewardFormula::MemUpdate];
+    /// Every formula, default first.
+    pub const ALL: [RewardFormula; 5] = [
+        RewardFormula::WholeMemory,
+        RewardFormula::Collateral,
+        RewardFormula::Damage,
+        RewardFormula::DeltaGrowth,
+        RewardFormula::MemUpdate,
+    ];
 
     /// Name on the command line and in breakdowns.
     pub fn name(self) -> &'static str {
         match self {
+            RewardFormula::WholeMemory => "whole-memory",
+            RewardFormula::Collateral => "collateral",
+            RewardFormula::Damage => "damage",
             RewardFormula::DeltaGrowth => "delta-growth",
             RewardFormula::MemUpdate => "memupdate",
         }
@@ -149,10 +167,21 @@ impl RewardFormula {
 
     /// The formula named `name`.
     pub fn parse(name: &str) -> Result<RewardFormula, String> {
-        Self::ALL
-            .into_iter()
-            .find(|f| f.name() == name.trim())
-            .ok_or_else(|| format!("unknown reward formula {name:?}: expected delta-growth or memupdate"))
+        Self::ALL.into_iter().find(|f| f.name() == name.trim()).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown reward formula {name:?}: expected one of {}", names.join(", "))
+        })
+    }
+
+    /// How the other questions enter the reward; `None` for the single-question formulas, which do not
+    /// score them.
+    pub fn others(self) -> Option<others::OthersWeights> {
+        match self {
+            RewardFormula::WholeMemory => Some(others::OthersWeights::whole_memory()),
+            RewardFormula::Collateral => Some(others::OthersWeights::collateral()),
+            RewardFormula::Damage => Some(others::OthersWeights::damage()),
+            RewardFormula::DeltaGrowth | RewardFormula::MemUpdate => None,
+        }
     }
 }
 
@@ -164,6 +193,101 @@ pub fn answer_recall_score(target: &Target, reading: &Reading) -> f64 {
         (_, _, Some(gold)) => answer_recall(gold, &context),
         (_, _, None) => 0.0,
     }
+}
+
+/// How much of a target's answer one memory states, read alone, part by part: `answer-phrase`'s parts of
+/// the gold, or for any other evaluator the gold's distinct tokens (answer recall). What a set of memories
+/// states *somewhere* is the mean over parts of the best memory's score ([`Stater::somewhere`]): the
+/// whole-memory formulas credit another question's rise only above what M₀ states somewhere, and tell a
+/// fact that fell out of a reading (still stated somewhere) from one that is gone.
+#[derive(Debug)]
+pub enum Stater {
+    /// `answer-phrase`'s parts.
+    Phrase(phrase::Asked),
+    /// Answer recall's distinct gold tokens.
+    Tokens(Vec<String>),
+    /// Nothing to state (no gold answer, or category 5, which is not scored this way).
+    Nothing,
+}
+
+impl Stater {
+    /// The stater of `target` under `evaluator`.
+    pub fn new(evaluator: Evaluator, target: &Target) -> Stater {
+        let (Some(gold), false) = (&target.answer, target.category == Some(5)) else { return Stater::Nothing };
+        match evaluator {
+            Evaluator::AnswerPhrase => Stater::Phrase(phrase::Asked::new(gold, target.category, &target.question)),
+            Evaluator::AnswerRecall | Evaluator::LlmF1 | Evaluator::LlmJudge => {
+                let tokens: HashSet<String> = stemmed_tokens(gold).into_iter().collect();
+                let mut tokens: Vec<String> = tokens.into_iter().collect();
+                tokens.sort();
+                Stater::Tokens(tokens)
+            }
+        }
+    }
+
+    /// Each part's score in `record` read alone (empty without parts).
+    pub fn parts(&self, record: &crate::memory::MemoryRecord) -> Vec<f64> {
+        match self {
+            Stater::Phrase(asked) => asked.part_scores(&Reading::whole(&[record])),
+            Stater::Tokens(tokens) => {
+                let have: HashSet<String> = stemmed_tokens(&record.view()).into_iter().collect();
+                tokens.iter().map(|t| if have.contains(t) { 1.0 } else { 0.0 }).collect()
+            }
+            Stater::Nothing => Vec::new(),
+        }
+    }
+
+    /// [`Self::parts`] of a record whose one-unit reading is already analysed (`answer-phrase`); `record`
+    /// for the other evaluators.
+    pub fn parts_analysed(&self, record: &crate::memory::MemoryRecord, analysed: &phrase::Analysed) -> Vec<f64> {
+        match self {
+            Stater::Phrase(asked) => asked.part_scores_of(std::iter::once(analysed)),
+            Stater::Tokens(_) | Stater::Nothing => self.parts(record),
+        }
+    }
+
+    /// A memory prepared for this question (`answer-phrase`; `None` for the other evaluators).
+    pub fn prepare(&self, analysed: &phrase::Analysed) -> Option<phrase::Prepared> {
+        match self {
+            Stater::Phrase(asked) => Some(asked.prepare(analysed)),
+            Stater::Tokens(_) | Stater::Nothing => None,
+        }
+    }
+
+    /// The p of a reading whose units are already prepared for this question, in reading order
+    /// (`answer-phrase`; `None` for the other evaluators: score the reading itself).
+    pub fn recall_prepared<'a>(&self, read: impl Iterator<Item = &'a phrase::Prepared>) -> Option<f64> {
+        match self {
+            Stater::Phrase(asked) => Some(asked.recall_prepared(read)),
+            Stater::Tokens(_) | Stater::Nothing => None,
+        }
+    }
+
+    /// The mean over parts of the best of `scores` (each a [`Self::parts`] vector): what those memories state
+    /// somewhere. 0 without parts.
+    pub fn somewhere<'a>(scores: impl IntoIterator<Item = &'a [f64]>) -> f64 {
+        let mut best: Vec<f64> = Vec::new();
+        for s in scores {
+            if best.len() < s.len() {
+                best.resize(s.len(), 0.0);
+            }
+            for (b, x) in best.iter_mut().zip(s) {
+                *b = b.max(*x);
+            }
+        }
+        if best.is_empty() {
+            0.0
+        } else {
+            best.iter().sum::<f64>() / best.len() as f64
+        }
+    }
+}
+
+/// What `records` state of the target's answer somewhere ([`Stater`]).
+pub fn stated_anywhere(evaluator: Evaluator, target: &Target, records: &[&crate::memory::MemoryRecord]) -> f64 {
+    let stater = Stater::new(evaluator, target);
+    let scores: Vec<Vec<f64>> = records.iter().map(|r| stater.parts(r)).collect();
+    Stater::somewhere(scores.iter().map(Vec::as_slice))
 }
 
 /// The official LoCoMo score of an LLM's `answer` (already resolved from a category-5 option letter):
@@ -317,6 +441,13 @@ pub struct RewardBreakdown {
     pub efficiency: Efficiency,
     /// max(0, chars_new − chars_old) / chars_old.
     pub growth: f64,
+    /// Content words added to and removed from the memory ([`ledger`]).
+    pub ledger: ledger::Ledger,
+    /// The other questions of the conversation ([`others`]); `None` when the formula does not score them or
+    /// the episode has none (a custom episode).
+    pub others: Option<others::Others>,
+    /// What the other questions added to the reward (0 without them).
+    pub others_term: f64,
     /// The formula that made the reward.
     pub formula: RewardFormula,
     /// What the evaluator read.
@@ -358,13 +489,31 @@ pub struct ScoringInfo {
     pub context: Context,
 }
 
-/// Combines the two evaluations and the sizes into the reward.
-pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, info: ScoringInfo) -> RewardBreakdown {
+/// What the memory as a whole did: its content words' ledger and, for the whole-memory formulas, the other
+/// questions.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Whole {
+    /// Content words added and removed.
+    pub ledger: ledger::Ledger,
+    /// The other questions, when scored.
+    pub others: Option<others::Others>,
+}
+
+/// Combines the two evaluations, the sizes and the whole memory's terms into the reward.
+pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, whole: Whole, info: ScoringInfo) -> RewardBreakdown {
     let performance_delta = new.p - old.p;
     let efficiency = memory_efficiency(sizes);
     let growth = growth(sizes);
     let ScoringInfo { top_k, evaluator, llm_model, embedder, evidence_total, formula, context } = info;
+    let Whole { ledger, others } = whole;
+    let others_term = match (formula.others(), &others) {
+        (Some(w), Some(o)) => w.term(o),
+        _ => 0.0,
+    };
     let reward = match formula {
+        RewardFormula::WholeMemory | RewardFormula::Collateral | RewardFormula::Damage => {
+            performance_delta + others_term - ledger.growth() - ledger.loss()
+        }
         RewardFormula::DeltaGrowth => performance_delta - growth,
         RewardFormula::MemUpdate => performance_delta * efficiency.memory_efficiency,
     };
@@ -374,6 +523,9 @@ pub fn breakdown(old: Evaluation, new: Evaluation, sizes: SizeInput, info: Scori
         performance_delta,
         efficiency,
         growth,
+        ledger,
+        others,
+        others_term,
         formula,
         context,
         reward,
@@ -449,11 +601,11 @@ mod tests {
         let plain = SizeInput { old_count: 100, new_count: 100, old_chars: 10_000, new_chars: 10_000, n_max: 100 };
         let padded = SizeInput { new_count: 105, new_chars: 20_000, ..plain };
         // MemUpdate's density factor pays up to 1.2x for longer memories: padding raises a gain …
-        let gain = |f, s| breakdown(ev(0.0), ev(0.5), s, info(f)).reward;
+        let gain = |f, s| breakdown(ev(0.0), ev(0.5), s, Whole::default(), info(f)).reward;
         assert!(gain(RewardFormula::MemUpdate, padded) > gain(RewardFormula::MemUpdate, plain));
         assert!(gain(RewardFormula::DeltaGrowth, padded) < gain(RewardFormula::DeltaGrowth, plain));
         // … and a factor below 1 (here the size factor past N_max) softens a loss.
-        let loss = |f, s| breakdown(ev(0.5), ev(0.0), s, info(f)).reward;
+        let loss = |f, s| breakdown(ev(0.5), ev(0.0), s, Whole::default(), info(f)).reward;
         let many = SizeInput { new_count: 190, new_chars: 19_000, ..plain };
         assert!(loss(RewardFormula::MemUpdate, many) > loss(RewardFormula::MemUpdate, plain));
         assert!(loss(RewardFormula::DeltaGrowth, many) < loss(RewardFormula::DeltaGrowth, plain));
@@ -466,7 +618,7 @@ mod tests {
         for c in Context::ALL {
             assert_eq!(Context::parse(c.name()), Ok(c));
         }
-        assert!(RewardFormula::parse("x").unwrap_err().contains("delta-growth or memupdate"));
+        assert!(RewardFormula::parse("x").unwrap_err().contains("whole-memory, collateral, damage, delta-growth, memupdate"));
     }
 
     #[test]
@@ -549,9 +701,9 @@ mod tests {
                     formula,
                     context: Context::Budget,
                 };
-                let b = breakdown(ev(p_old), ev(p_new), sizes, info.clone());
+                let b = breakdown(ev(p_old), ev(p_new), sizes, Whole::default(), info.clone());
                 prop_assert!(b.reward.abs() <= 1.5);
-                let same = breakdown(ev(p_old), ev(p_old), sizes, info);
+                let same = breakdown(ev(p_old), ev(p_old), sizes, Whole::default(), info);
                 prop_assert_eq!(same.reward, 0.0);
             }
         }
@@ -570,7 +722,7 @@ mod tests {
             };
             let at = |new_chars: usize| {
                 let sizes = SizeInput { old_count: n, new_count: n + 1, old_chars: chars, new_chars, n_max: n };
-                breakdown(ev(p_old), ev(p_new), sizes, info.clone()).reward
+                breakdown(ev(p_old), ev(p_new), sizes, Whole::default(), info.clone()).reward
             };
             // The same delta with more text: never a higher reward, whatever the sign of the delta.
             prop_assert!(at(chars + pad) <= at(chars));

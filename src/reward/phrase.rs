@@ -17,9 +17,23 @@
 //!   carries the date, and only the one about what was asked says when it happened).
 //! - **Not from the question.** A run of [`ECHO_TOKENS`] or more tokens copied from the question states
 //!   nothing: "a national park or a theme park?" does not answer itself. Of the memories that restate the
-//!   question and say more (answer cards, [`CARD_SHARE`] of its content words), only the one most about
-//!   the question counts, and a
-//!   memory naming more than two months or years is a list of dates, which states none of them.
+//!   question and say more (answer cards: [`CARD_SHARE`] of its content words and at least
+//!   [`CARD_MIN_WORDS`] of them, or the whole question), only the one most about
+//!   the question counts ([`most_about`]), and a memory naming more than two months or years is a list of
+//!   dates, which states none of them.
+//! - **One date.** A part that names a date (a month, a year or a weekday) is read from one memory: of the
+//!   memories read that are about the question ([`DATE_SHARED_WORDS`], as for date labels) and name a date,
+//!   the one most about it. A reader asked "when" takes the date of the note about what was asked, so a
+//!   date in a memory about something else answers nothing, and a memory about the question that states
+//!   one resolved date counts.
+//! - **Rival written notes state nothing.** "Most about the question" is the content words a memory shares
+//!   with it, then whether it restates the question in full (the oracle's card does). Among the answer
+//!   cards, or the dated memories, equally the most about it, the first read counts, unless the episode
+//!   wrote two or more of them (of the dated ones, two or more naming a date in their own text): then the
+//!   part scores the least of the written ones. Candidate dates or answers written side by side, each with
+//!   the same words of the question, state none of them unless they all agree, whichever of them ranks
+//!   first; one note is read as M₀'s are. A session date a written memory carries from M₀ (a merge or a
+//!   split of M₀'s memories) is the conversation's, not a guess, and rivals nothing.
 //! - **Focus.** A memory counts only while it holds at most [`FOCUS_WORDS`] distinct content words that
 //!   are not in the question: a fact, or a few merged facts. A bag of every word seen, or a list of
 //!   candidate answers, is not a statement of one of them.
@@ -34,7 +48,7 @@ use std::sync::OnceLock;
 
 use super::reading::Reading;
 use super::Target;
-use crate::text::{content_words, stemmed_tokens};
+use crate::text::{content_words, is_stopword, stemmed_tokens};
 
 /// Most distinct content words (beyond the question's) a memory may hold and still count as stating an
 /// answer: about two LoCoMo observations (a typical one holds 8–14).
@@ -128,7 +142,8 @@ fn is_date_word(t: &str) -> bool {
     (digits > 0 && matches!(&t[digits..], "" | "st" | "nd" | "rd" | "th")) || names.contains(t)
 }
 
-/// One memory as `answer-phrase` reads it.
+/// One memory as `answer-phrase` reads it for one question.
+#[derive(Debug, Clone, PartialEq)]
 struct Read {
     /// Its stemmed tokens (without its date label when the memory is not about what was asked).
     tokens: Vec<String>,
@@ -137,8 +152,18 @@ struct Read {
     card: bool,
     /// It names more than two months, or more than two years: a list of dates, which states none.
     date_list: bool,
-    /// Content words it shares with the question.
-    shared: usize,
+    /// How much it is about the question: the content words it shares with it, then whether it restates
+    /// every token of it (stopwords too): the question written out in full is the most.
+    aboutness: (usize, bool),
+    /// The episode wrote it.
+    written: bool,
+    /// It names a date (a month, a year or a weekday, in its text or in a date label that counts).
+    states_date: bool,
+    /// It names a date in its own text (not only in the session date it carries from M₀).
+    own_date: bool,
+    /// It shares [`DATE_SHARED_WORDS`] content words with the question: only such a memory says when what
+    /// was asked happened.
+    about: bool,
 }
 
 impl Read {
@@ -153,57 +178,207 @@ impl Read {
 /// The share of the question's content words a memory must hold to count as an answer card.
 pub const CARD_SHARE: f64 = 0.8;
 
+/// The fewest of the question's content words an answer card holds, unless it restates the question in
+/// full: a question of one or two content words ("What has Melanie painted?") is restated by every memory
+/// about its person and topic, and those are plain memories, not notes written for the question.
+pub const CARD_MIN_WORDS: usize = 3;
+
 /// The mean over `gold`'s parts of its best score in the focused memories read; 0 without parts. Of the
-/// answer cards (memories that restate the question and say more) only one counts, the one sharing the
-/// most of the question's words (the first read among equals), as a reader takes the note written for
-/// its question: ten cards with ten guesses state one guess, not ten.
+/// answer cards (memories that restate the question and say more) only the one sharing the most of the
+/// question's words counts, as a reader takes the note written for its question, and equals that
+/// disagree state nothing: ten cards with ten guesses state no guess, not ten.
 pub fn phrase_recall(gold: &str, category: Option<u8>, question: &str, reading: &Reading) -> f64 {
-    let parts = gold_parts(gold, category);
-    if parts.is_empty() {
-        return 0.0;
+    Asked::new(gold, category, question).recall(reading)
+}
+
+/// A question and its gold answer, analysed once for any number of readings.
+#[derive(Debug)]
+pub struct Asked {
+    parts: Vec<Vec<String>>,
+    asked: BTreeSet<String>,
+    asked_tokens: Vec<String>,
+    asked_distinct: BTreeSet<String>,
+    card_words: usize,
+}
+
+impl Asked {
+    /// `gold` (of `category`) asked by `question`.
+    pub fn new(gold: &str, category: Option<u8>, question: &str) -> Asked {
+        let asked = content_words(question);
+        let card_words = ((asked.len() as f64 * CARD_SHARE).ceil() as usize).max(1);
+        let asked_tokens = stemmed_tokens(question);
+        let asked_distinct = asked_tokens.iter().cloned().collect();
+        Asked { parts: gold_parts(gold, category), asked_tokens, asked_distinct, asked, card_words }
     }
-    let asked = content_words(question);
-    let asked_tokens = stemmed_tokens(question);
-    let card_words = ((asked.len() as f64 * CARD_SHARE).ceil() as usize).max(1);
-    let read: Vec<Read> = reading
-        .units
-        .iter()
-        .filter(|u| content_words(&u.text).difference(&asked).count() <= FOCUS_WORDS)
-        .map(|u| {
-            let shared = content_words(u.body()).intersection(&asked).count();
-            // The date a memory was said on answers "when" only for a memory about what was asked.
-            let about = shared >= DATE_SHARED_WORDS.min(asked.len());
-            let tokens = without_echo(stemmed_tokens(if about { &u.text } else { u.body() }), &asked_tokens);
-            let date_list = distinct(&tokens, is_month) > 2 || distinct(&tokens, is_year) > 2;
-            let claims = content_words(u.body()).difference(&asked).next().is_some();
-            Read { tokens, card: !asked.is_empty() && shared >= card_words && claims, date_list, shared }
-        })
-        .collect();
-    let total: f64 = parts
-        .iter()
-        .map(|p| {
-            let plain = read.iter().filter(|r| !r.card).map(|r| r.score(p)).fold(0.0, f64::max);
-            // The card most about the question (the first read among equals) is the one a reader takes.
-            let most = read.iter().filter(|r| r.card).map(|r| r.shared).max();
-            let card = read.iter().find(|r| r.card && Some(r.shared) == most).map_or(0.0, |r| r.score(p));
-            plain.max(card)
-        })
-        .sum();
-    total / parts.len() as f64
+
+    /// How many parts the gold answer has.
+    pub fn parts(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// [`phrase_recall`] of `reading`.
+    pub fn recall(&self, reading: &Reading) -> f64 {
+        mean(&self.part_scores(reading))
+    }
+
+    /// Each part's score in `reading` (empty without parts).
+    pub fn part_scores(&self, reading: &Reading) -> Vec<f64> {
+        if self.parts.is_empty() {
+            return Vec::new();
+        }
+        let analysed: Vec<Analysed> = reading.units.iter().map(Analysed::of).collect();
+        self.part_scores_of(analysed.iter())
+    }
+
+    /// [`Self::recall`] of memories already analysed, in reading order.
+    pub fn recall_of<'a>(&self, read: impl Iterator<Item = &'a Analysed>) -> f64 {
+        mean(&self.part_scores_of(read))
+    }
+
+    /// [`Self::part_scores`] of memories already analysed, in reading order.
+    pub fn part_scores_of<'a>(&self, read: impl Iterator<Item = &'a Analysed>) -> Vec<f64> {
+        if self.parts.is_empty() {
+            return Vec::new();
+        }
+        let prepared: Vec<Prepared> = read.map(|a| self.prepare(a)).collect();
+        self.part_scores_prepared(prepared.iter())
+    }
+
+    /// A memory as this question reads it (its focus, how much it is about the question, its tokens
+    /// without the question's echo, …): what scoring it for this question needs, prepared once.
+    pub fn prepare(&self, a: &Analysed) -> Prepared {
+        let asked = &self.asked;
+        if a.text_words.difference(asked).count() > FOCUS_WORDS {
+            return Prepared(None);
+        }
+        let shared = a.body_words.intersection(asked).count();
+        let restated = self.asked_distinct.iter().all(|t| a.body_stem_set.contains(t));
+        // The date a memory was said on answers "when" only for a memory about what was asked.
+        let about = shared >= DATE_SHARED_WORDS.min(asked.len());
+        let tokens = without_echo(if about { a.view_stems.clone() } else { a.body_stems.clone() }, &self.asked_tokens);
+        let date_list = distinct(&tokens, is_month) > 2 || distinct(&tokens, is_year) > 2;
+        let claims = a.body_words.difference(asked).next().is_some();
+        let states_date = tokens.iter().any(|t| names_date(t));
+        let own_date = a.body_stems.iter().any(|t| names_date(t));
+        // A card restates the question: most of its content words, and at least CARD_MIN_WORDS of them
+        // (every memory about a person and a topic shares a two-word question's words), or all of it.
+        let card = claims && ((shared >= self.card_words && shared >= CARD_MIN_WORDS) || (restated && !asked.is_empty()));
+        Prepared(Some(Read { tokens, card, date_list, aboutness: (shared, restated), states_date, own_date, about, written: a.written }))
+    }
+
+    /// [`Self::recall`] of memories already prepared for this question, in reading order.
+    pub fn recall_prepared<'a>(&self, read: impl Iterator<Item = &'a Prepared>) -> f64 {
+        mean(&self.part_scores_prepared(read))
+    }
+
+    /// Each part's score in memories already prepared for this question, in reading order.
+    fn part_scores_prepared<'a>(&self, read: impl Iterator<Item = &'a Prepared>) -> Vec<f64> {
+        if self.parts.is_empty() {
+            return Vec::new();
+        }
+        let read: Vec<&Read> = read.filter_map(|p| p.0.as_ref()).collect();
+        let read = read.into_iter();
+        self.parts
+            .iter()
+            .map(|p| {
+                if p.iter().any(|t| names_date(t)) {
+                    // One date, from the memory most about the question; dates the episode wrote side by side
+                    // that disagree state none (a session date carried from M₀ is the conversation's, not a
+                    // guess: a merge of two M₀ memories is no rival of a fix).
+                    return most_about(read.clone().filter(|r| r.states_date && r.about), p, |r| r.written && r.own_date);
+                }
+                let plain = read.clone().filter(|r| !r.card).map(|r| r.score(p)).fold(0.0, f64::max);
+                // The card most about the question is the one a reader takes; equals that disagree state none.
+                plain.max(most_about(read.clone().filter(|r| r.card), p, |r| r.written))
+            })
+            .collect()
+    }
+}
+
+/// The mean of the parts' scores; 0 without parts.
+fn mean(scores: &[f64]) -> f64 {
+    if scores.is_empty() {
+        0.0
+    } else {
+        scores.iter().sum::<f64>() / scores.len() as f64
+    }
+}
+
+/// A memory as one question reads it ([`Asked::prepare`]); `None` inside when it holds too many words to
+/// state anything (the focus rule).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared(Option<Read>);
+
+/// A memory as read, analysed once for any number of questions: the words and tokens `answer-phrase` reads
+/// in it, whatever is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysed {
+    /// Content words of the whole view (the focus rule).
+    text_words: BTreeSet<String>,
+    /// Content words of the text without its date label.
+    body_words: BTreeSet<String>,
+    /// Stemmed tokens of the text without its date label.
+    body_stems: Vec<String>,
+    /// … as a set.
+    body_stem_set: BTreeSet<String>,
+    /// Stemmed tokens of the whole view.
+    view_stems: Vec<String>,
+    /// The episode wrote it.
+    written: bool,
+}
+
+impl Analysed {
+    /// `unit` analysed.
+    pub fn of(unit: &crate::reward::reading::Unit) -> Analysed {
+        let body_stems = stemmed_tokens(unit.body());
+        Analysed {
+            text_words: content_words(&unit.text),
+            body_words: content_words(unit.body()),
+            body_stem_set: body_stems.iter().cloned().collect(),
+            view_stems: stemmed_tokens(&unit.text),
+            body_stems,
+            written: unit.written,
+        }
+    }
+}
+
+/// The score of `part` in the memory of `candidates` most about the question ([`Read::aboutness`]): the
+/// first read of those equally most about it, unless two or more of them are `rival` notes the episode
+/// wrote; then the least of those notes' scores. Rival notes written side by side, each as much about what was asked as the
+/// other and saying something else, leave a reader torn: candidates written for the question state none of
+/// them unless they all agree, whichever ranks first. One note written beside M₀'s is read as M₀'s are: the
+/// first read counts (a right fix ranked first counts; a wrong guess ranked first costs M₀'s answer). 0
+/// without a candidate.
+fn most_about<'a>(candidates: impl Iterator<Item = &'a Read> + Clone, part: &[String], rival: impl Fn(&Read) -> bool) -> f64 {
+    let Some(most) = candidates.clone().map(|r| r.aboutness).max() else { return 0.0 };
+    let mut equals = candidates.filter(|r| r.aboutness == most).peekable();
+    let first = equals.peek().map_or(0.0, |r| r.score(part));
+    let written: Vec<f64> = equals.filter(|r| rival(r)).map(|r| r.score(part)).collect();
+    if written.len() >= 2 {
+        written.into_iter().fold(f64::INFINITY, f64::min)
+    } else {
+        first
+    }
 }
 
 /// Runs of [`ECHO_TOKENS`] or more tokens copied from the question, in a memory's tokens.
 pub const ECHO_TOKENS: usize = 4;
 
 /// `tokens` with every run of at least [`ECHO_TOKENS`] tokens that also occurs in the question replaced
-/// by one empty token (which matches nothing): the question's own words never state its answer ("national
-/// park or a theme park?" does not say "national park").
+/// by one empty token (which matches nothing), and then every run of at least [`ECHO_TOKENS`] of the
+/// question's content words in its order (its stopwords left out, as a restatement leaves them out): the
+/// question's own words never state its answer ("national park or a theme park?" does not say "national
+/// park", nor does "Dave prefer working Dodge Charger Subaru Forester" say "Dodge Charger").
 fn without_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
-        let run =
-            (0..question.len()).map(|j| tokens[i..].iter().zip(&question[j..]).take_while(|(a, b)| a == b).count()).max().unwrap_or(0);
+        // Most tokens are not the question's: no run starts there.
+        let run = if question.contains(&tokens[i]) {
+            (0..question.len()).map(|j| tokens[i..].iter().zip(&question[j..]).take_while(|(a, b)| a == b).count()).max().unwrap_or(0)
+        } else {
+            0
+        };
         if run >= ECHO_TOKENS {
             out.push(String::new());
             i += run;
@@ -212,7 +387,47 @@ fn without_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
             i += 1;
         }
     }
+    without_content_echo(out, question)
+}
+
+/// `tokens` with every run of at least [`ECHO_TOKENS`] content words that follows the question's content
+/// words in order replaced by one empty token (the stopwords between them go with it).
+fn without_content_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
+    let content = |t: &String| !t.is_empty() && !is_stopword(t);
+    let asked: Vec<&String> = question.iter().filter(|t| content(t)).collect();
+    let at: Vec<usize> = (0..tokens.len()).filter(|i| content(&tokens[*i])).collect();
+    if asked.len() < ECHO_TOKENS || at.len() < ECHO_TOKENS {
+        return tokens;
+    }
+    let mut drop = vec![false; tokens.len()];
+    let mut k = 0;
+    while k < at.len() {
+        let run = if asked.contains(&&tokens[at[k]]) {
+            (0..asked.len()).map(|j| at[k..].iter().zip(&asked[j..]).take_while(|(i, q)| tokens[**i] == ***q).count()).max().unwrap_or(0)
+        } else {
+            0
+        };
+        if run >= ECHO_TOKENS {
+            drop[at[k]..=at[k + run - 1]].iter_mut().for_each(|d| *d = true);
+            k += run;
+        } else {
+            k += 1;
+        }
+    }
+    let mut out = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.into_iter().enumerate() {
+        if !drop[i] {
+            out.push(t);
+        } else if i == 0 || !drop[i - 1] {
+            out.push(String::new());
+        }
+    }
     out
+}
+
+/// A stemmed token that names a date on its own: a month, a weekday or a year (a bare number does not).
+fn names_date(t: &str) -> bool {
+    is_month(t) || is_year(t) || WEEKDAY_STEMS.contains(&t)
 }
 
 fn distinct(tokens: &[String], keep: fn(&str) -> bool) -> usize {
@@ -259,6 +474,7 @@ mod tests {
                 evidence: vec![],
                 source: "t".into(),
                 created_step: 0,
+                authored: false,
             })
             .collect();
         Reading::whole(&recs.iter().collect::<Vec<_>>())
@@ -269,17 +485,68 @@ mod tests {
     #[test]
     fn a_stated_answer_counts_and_scattered_tokens_do_not() {
         let p = |gold: &str, texts: &[&str]| phrase_recall(gold, Some(2), Q, &reading(texts));
-        assert_eq!(p("7 May 2023", &["Caroline went to the group on 7 May, 2023."]), 1.0);
+        assert_eq!(p("7 May 2023", &["Caroline went to the LGBTQ group on 7 May, 2023."]), 1.0);
+        // A date counts only in a memory about the question (3 of its content words).
+        assert_eq!(p("7 May 2023", &["Caroline went to the group on 7 May, 2023."]), 0.0);
         assert_eq!(p("7 May 2023", &["Caroline went on the 7th.", "It was May.", "In 2023."]), 0.0);
         assert_eq!(p("7 May 2023", &["1 2 3 4 5 6 7 8 9 10 January February March April May June 2022 2023"]), 0.0);
         assert_eq!(p("7 May 2023", &["8 May 2023: Caroline went to the group yesterday."]), 0.0);
         let week = p("The week before 9 June 2023", &["9 June 2023: she went last week"]);
         assert_eq!(week, 0.0);
-        let before = p("The week before 9 June 2023", &["it was before 9 June 2023"]);
+        let before = p("The week before 9 June 2023", &["Caroline went to the LGBTQ support group before 9 June 2023"]);
         assert!((before - 0.8).abs() < 1e-12, "{before}");
         assert_eq!(p("researching adoption agencies", &["Caroline researched adoption agencies."]), 1.0);
         let partial = p("she researched many adoption agencies", &["Caroline looked at adoption agencies."]);
         assert!((partial - 2.0 / 5.0).abs() < 1e-12, "{partial}");
+    }
+
+    /// A reading of (text, session date, written by the episode) memories, in reading order.
+    fn notes(memories: &[(&str, Option<&str>, bool)]) -> Reading {
+        let recs: Vec<MemoryRecord> = memories
+            .iter()
+            .enumerate()
+            .map(|(i, (t, date, written))| MemoryRecord {
+                id: MemoryId(i as u32),
+                text: t.to_string(),
+                memory_type: MemoryType::Episodic,
+                speaker: None,
+                session: None,
+                session_date: date.map(str::to_string),
+                evidence: vec![],
+                source: "t".into(),
+                created_step: u32::from(*written),
+                authored: *written,
+            })
+            .collect();
+        Reading::whole(&recs.iter().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn rival_written_dates_state_none_but_a_carried_session_date_rivals_nothing() {
+        let p = |memories: &[(&str, Option<&str>, bool)]| phrase_recall("7 May 2023", Some(2), Q, &notes(memories));
+        let fix = ("Caroline went to the LGBTQ support group on 7 May 2023.", Some("8 May 2023"), true);
+        assert_eq!(p(&[fix]), 1.0, "one note is read as M₀'s are");
+        // Two guesses side by side, equally about the question: the least of them.
+        let guess = ("Caroline went to the LGBTQ support group on 20 May 2023.", None, true);
+        assert_eq!(p(&[fix, guess]), 0.0);
+        assert_eq!(p(&[guess, fix]), 0.0, "whichever ranks first");
+        // A merge of two M₀ memories, as much about the question, carrying its session's date and naming none
+        // in its text: no rival of the fix ranked first.
+        let merged = ("Caroline joined an LGBTQ activist group. The support group was great.", Some("20 July 2023"), true);
+        assert_eq!(p(&[fix, merged]), 1.0);
+        // Ranked first, it is the note a reader takes, as an M₀ memory would be.
+        assert_eq!(p(&[merged, fix]), 0.0);
+    }
+
+    #[test]
+    fn the_questions_content_words_restated_without_its_stopwords_state_nothing() {
+        let q = "Would Dave prefer working on a Dodge Charger or a Subaru Forester?";
+        let p = |texts: &[&str]| phrase_recall("Dodge Charger", Some(3), q, &reading(texts));
+        assert_eq!(p(&["Dave prefer working Dodge Charger Subaru Forester Dave loves working on cars."]), 0.0);
+        assert_eq!(p(&["Would Dave prefer working on a Dodge Charger or a Subaru Forester?"]), 0.0);
+        // The question restated, then the answer said: the answer counts.
+        assert_eq!(p(&["Would Dave prefer working on a Dodge Charger or a Subaru Forester? Dodge Charger"]), 1.0);
+        assert_eq!(p(&["Dave restored a Dodge Charger last summer."]), 1.0);
     }
 
     #[test]

@@ -101,6 +101,7 @@ mod tests {
             evidence: vec![],
             source: "t".into(),
             created_step: 0,
+            authored: false,
         }
         .view()
     }

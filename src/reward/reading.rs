@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 
 use crate::memory::{MemoryId, MemoryRecord};
-use crate::text::content_words;
+use crate::text::has_content_word;
 
 /// One memory as the evaluator read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +35,9 @@ pub struct Unit {
     pub evidence: Vec<String>,
     /// Whether the budget cut it.
     pub truncated: bool,
+    /// Whether the episode wrote words of its own into it ([`MemoryRecord::authored`]; M₀'s memories, and
+    /// what a merge or a cut carries of them, were written by no step).
+    pub written: bool,
 }
 
 /// The memories an evaluator read for a question, best first.
@@ -57,14 +60,20 @@ impl Reading {
     /// The memories in rank order until views of `budget` [`cost`] are read; the last is cut at the last
     /// word within the budget (a unit cut to nothing is not read).
     pub fn budgeted(ranked: &[&MemoryRecord], budget: usize) -> Reading {
+        Self::budgeted_by(ranked, budget, |r| cost(&r.view()))
+    }
+
+    /// [`Self::budgeted`], with each record's view's [`cost`] given by `cost_of` (a caller that reads the
+    /// same memories for many questions keeps their costs).
+    pub fn budgeted_by(ranked: &[&MemoryRecord], budget: usize, cost_of: impl Fn(&MemoryRecord) -> usize) -> Reading {
         let mut left = budget;
         let mut units = Vec::new();
         for r in ranked {
             if left == 0 {
                 break;
             }
+            let n = cost_of(r);
             let view = r.view();
-            let n = cost(&view);
             if n <= left {
                 left -= n;
                 units.push(unit(r, view, false));
@@ -108,7 +117,7 @@ impl Reading {
 
 fn unit(r: &MemoryRecord, text: String, truncated: bool) -> Unit {
     let label = r.date_label().map_or(0, |d| (d.len() + 2).min(text.len()));
-    Unit { id: r.id, text, evidence: r.evidence.clone(), truncated, label }
+    Unit { id: r.id, text, evidence: r.evidence.clone(), truncated, label, written: r.authored }
 }
 
 impl Unit {
@@ -118,12 +127,12 @@ impl Unit {
     }
 }
 
-/// What reading `text` costs: its content words (words that are not stopwords, [`content_words`]). A
+/// What reading `text` costs: its content words (words that are not stopwords, [`crate::text::content_words`]). A
 /// character budget paid for terseness: rewriting the hits to their content words fitted more hits into
 /// it with no fact added; a content-word budget reads as much information as M₀'s top-k held, however it
 /// is worded.
 pub fn cost(text: &str) -> usize {
-    text.split_whitespace().filter(|w| !content_words(w).is_empty()).count()
+    text.split_whitespace().filter(|w| has_content_word(w)).count()
 }
 
 /// The longest prefix of `s` whose [`cost`] is at most `max`, ending at a word.
@@ -132,7 +141,7 @@ fn cut_to_cost(s: &str, max: usize) -> &str {
     let mut end = 0;
     for w in s.split_whitespace() {
         let at = w.as_ptr() as usize - s.as_ptr() as usize;
-        let c = usize::from(!content_words(w).is_empty());
+        let c = usize::from(has_content_word(w));
         if used + c > max {
             break;
         }
@@ -159,6 +168,7 @@ mod tests {
             evidence: vec![format!("D1:{id}")],
             source: "t".into(),
             created_step: 0,
+            authored: false,
         }
     }
 

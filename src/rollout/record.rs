@@ -147,6 +147,36 @@ pub struct Score {
     pub judge_new: Option<f64>,
     pub context_chars_old: u32,
     pub context_chars_new: u32,
+    /// The whole-memory formulas' other questions (absent from recordings made before them, as the next four).
+    #[serde(default)]
+    pub others: Option<OtherQuestions>,
+    #[serde(default)]
+    pub others_term: f64,
+    #[serde(default)]
+    pub words_initial: u32,
+    #[serde(default)]
+    pub words_added: u32,
+    #[serde(default)]
+    pub words_removed: u32,
+}
+
+/// `ScoreEpisode`'s `others`: the other questions of the conversation, in aggregate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct OtherQuestions {
+    pub count: u32,
+    pub rescored: u32,
+    pub improved: u32,
+    pub damaged: u32,
+    pub mean_delta: f64,
+    pub gain: f64,
+    pub damage: f64,
+    pub llm_scored: u32,
+    pub evaluator: String,
+    #[serde(default)]
+    pub destroyed: f64,
+    #[serde(default)]
+    pub displaced: f64,
 }
 
 impl TryFrom<pb::ScoreEpisodeResponse> for Score {

@@ -5,7 +5,9 @@
 //!   change since the recording shows here, naming the turn).
 //! - Every call that reached the environment is sent again as recorded (name and argument text); its
 //!   output must be byte-identical to what the policy was shown. Calls the parser could not read were
-//!   never sent and are not sent now.
+//!   never sent and are not sent now. A refusal whose wording changed since the recording
+//!   ([`crate::memory::REWORDED`]: the "not a memory id" refusal's example id) is read in today's wording
+//!   before the comparison, and counted apart (`reworded`): the environment did the same thing.
 //! - The episode is re-scored with the recorded evaluator; the reward must be bit-identical.
 //! - With another evaluator (`--evaluator X` given explicitly), the same calls are replayed on a second
 //!   fresh episode that asks for X, and both rewards are reported side by side with every sign flip: a
@@ -38,6 +40,8 @@ pub struct Replayed {
     pub replayed: Option<f64>,
     /// With the other evaluator, when asked.
     pub rescored: Option<f64>,
+    /// Outputs that equal today's only once a recorded refusal is read in today's wording.
+    pub reworded: usize,
     /// What diverged.
     pub divergences: Vec<String>,
 }
@@ -59,6 +63,7 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
         recorded: recorded_score.map_or(0.0, |s| s.reward),
         replayed: None,
         rescored: None,
+        reworded: 0,
         divergences: Vec::new(),
     };
     let Some(score) = recorded_score.filter(|_| t.status == Status::Scored) else {
@@ -74,8 +79,9 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
     };
     r.divergences.extend(reread(t));
     match episode(env, t, recorded_evaluator, true).await {
-        Ok((now, calls, divergences)) => {
+        Ok((now, Sent { calls, reworded }, divergences)) => {
             r.calls = calls;
+            r.reworded = reworded;
             r.replayed = Some(now.reward);
             // Another environment explains every other difference: say so first.
             let setting = |name: &str, then: String, now: String| {
@@ -136,13 +142,26 @@ fn reread(t: &Trajectory) -> Vec<String> {
     out
 }
 
-/// Replays the calls on a fresh episode scored by `evaluator`: (its score, calls sent, divergences).
+/// What a replay sent.
+struct Sent {
+    /// Calls sent.
+    calls: usize,
+    /// Outputs equal to the recording once its refusals are read in today's wording.
+    reworded: usize,
+}
+
+/// `recorded` in today's wording of every reworded refusal ([`crate::memory::REWORDED`]).
+fn in_todays_words(recorded: &str) -> String {
+    crate::memory::REWORDED.iter().fold(recorded.to_string(), |text, (then, now)| text.replace(then, now))
+}
+
+/// Replays the calls on a fresh episode scored by `evaluator`: (its score, what was sent, divergences).
 async fn episode(
     env: &Env,
     t: &Trajectory,
     evaluator: Evaluator,
     check: bool,
-) -> Result<(pb::ScoreEpisodeResponse, usize, Vec<String>), String> {
+) -> Result<(pb::ScoreEpisodeResponse, Sent, Vec<String>), String> {
     let job = Job { episode_id: super::fresh_episode_id("replay", &t.job.question_id, t.job.sample), ..t.job.clone() };
     let pb_evaluator: pb::Evaluator = crate::api::convert::evaluator_out(evaluator);
     // The server's id (behind replicas, the replica's name in front of the one asked for).
@@ -153,12 +172,12 @@ async fn episode(
         .episode_id;
     let result = async {
         let mut divergences = Vec::new();
-        let mut sent = 0;
+        let mut sent = Sent { calls: 0, reworded: 0 };
         for (i, c) in t.calls().enumerate() {
             if c.outcome == Outcome::Unread {
                 continue;
             }
-            sent += 1;
+            sent.calls += 1;
             let now = env
                 .call(&id, &c.call.name, &c.call.arguments)
                 .await
@@ -172,7 +191,9 @@ async fn episode(
             if let Some(f) = &t.job.fork {
                 recorded = recorded.replace(&f.parent, &id); // a fork's shared calls ran on its parent
             }
-            if check && (outcome != c.outcome || now.text() != recorded) {
+            if check && outcome == c.outcome && now.text() != recorded && now.text() == in_todays_words(&recorded) {
+                sent.reworded += 1;
+            } else if check && (outcome != c.outcome || now.text() != recorded) {
                 divergences.push(format!(
                     "call {} ({}): output differs ({} bytes now, {} recorded; first difference at byte {})",
                     i + 1,
@@ -200,8 +221,10 @@ pub fn summary(rows: &[Replayed], other: Option<Evaluator>, recorded: &str) -> S
     let mut s = String::new();
     let diverged: Vec<&Replayed> = rows.iter().filter(|r| !r.divergences.is_empty()).collect();
     let calls: usize = rows.iter().map(|r| r.calls).sum();
+    let reworded: usize = rows.iter().map(|r| r.reworded).sum();
+    let reworded = if reworded > 0 { format!(" ({reworded} refusals read in today's wording)") } else { String::new() };
     s.push_str(&format!(
-        "replayed {} rollouts ({calls} tool calls): {} reproduced byte for byte, {} diverged\n",
+        "replayed {} rollouts ({calls} tool calls): {} reproduced byte for byte{reworded}, {} diverged\n",
         rows.len(),
         rows.len() - diverged.len(),
         diverged.len()

@@ -455,6 +455,40 @@ async fn a_spent_budget_replays_byte_for_byte() {
     assert!(rp.divergences.is_empty(), "{rp:?}");
 }
 
+/// A refusal recorded in an older wording (the "not a memory id" refusal's example id, which was an id every
+/// conversation has) replays as the same refusal: counted apart, never a divergence; any other difference
+/// still is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_in_an_older_wording_replays_as_the_same_refusal() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|_| Canned::json(&tool_calls_reply(None, &[("c0", "delete_memory", r#"{"memory_id": "49"}"#)]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = args(&fake.url, dir.path(), &["--questions", &qs[0].0, "--group", "1", "--max-turns", "1"]);
+    let (plan, questions) = super::plan(&a, env.dataset()).unwrap();
+    run(&plan, &questions, &Env::local(env.clone()), dir.path(), 1).await.unwrap();
+    let t = &record::read(&dir.path().join("trajectories.jsonl")).unwrap()[0];
+    let (then, now) = crate::memory::REWORDED[0];
+    let refusal = t.calls().find(|c| c.outcome == Outcome::Refused).expect("the bad id is refused");
+    assert!(refusal.result.contains(now) && refusal.result.contains(crate::memory::EXAMPLE_ID), "{}", refusal.result);
+    let rp = replay::replay(&Env::local(env.clone()), t, None).await;
+    assert_eq!((rp.divergences.len(), rp.reworded), (0, 0), "{rp:?}");
+    // The same refusal as an older recording holds it.
+    let mut old = t.clone();
+    for c in old.turns.iter_mut().flat_map(|turn| turn.calls.iter_mut()) {
+        c.result = c.result.replace(now, then);
+    }
+    let rp = replay::replay(&Env::local(env.clone()), &old, None).await;
+    assert_eq!((rp.divergences.len(), rp.reworded), (0, 1), "{rp:?}");
+    // Another wording is still a divergence.
+    let mut other = t.clone();
+    for c in other.turns.iter_mut().flat_map(|turn| turn.calls.iter_mut()) {
+        c.result = c.result.replace(now, "(expected an id)");
+    }
+    let rp = replay::replay(&Env::local(env.clone()), &other, None).await;
+    assert!(rp.divergences.iter().any(|d| d.contains("output differs")), "{rp:?}");
+}
+
 /// `--fork-at 1 --fork-group 3`: one prefix per question, three forks that share it and then differ by their
 /// own seeds; each fork edits its own copy, is scored against the same p_old as the fresh group, replays on
 /// one fresh episode byte for byte, and the report compares the spreads. The second question's prefix

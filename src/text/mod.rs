@@ -27,4 +27,7 @@ pub(crate) mod fixtures;
 pub use clauses::segments;
 pub use normalize::stemmed_tokens;
 pub use sentences::sentences;
-pub use words::{char_len, content_words, dedup_key, ensure_terminal, has_time_expression, light_stem, lower, time_expressions};
+pub use words::{
+    char_len, content_word_tokens, content_words, dedup_key, ensure_terminal, has_content_word, has_time_expression, is_stopword,
+    light_stem, lower, time_expressions,
+};

@@ -406,21 +406,40 @@ pub fn light_stem(mut w: String) -> String {
 /// character, so "Melanie's" gives "melanie") that are not stopwords and have at least two
 /// characters (or are numbers), each reduced by [`light_stem`] ("groups" -> "group").
 pub fn content_words(s: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for t in s.split(|c: char| !c.is_alphanumeric()) {
-        let mut chars = t.chars();
-        let Some(first) = chars.next() else { continue };
-        if chars.next().is_none() && !first.is_ascii_digit() {
-            continue; // single letters ("s" of "Melanie's")
-        }
-        let key = Key::new(t);
-        if in_list(STOPWORDS, key.as_str()) {
-            continue;
-        }
+    content_word_tokens(s).collect()
+}
+
+/// Whether `word` (one token, any case) is a stopword of [`content_words`]'s list: it says nothing on its own.
+pub fn is_stopword(word: &str) -> bool {
+    in_list(STOPWORDS, Key::new(word).as_str())
+}
+
+/// The content words of `s` as [`content_words`] reads them, in text order and with their repeats: the
+/// multiset a memory's text adds to, or takes from, the memory.
+pub fn content_word_tokens(s: &str) -> impl Iterator<Item = String> + '_ {
+    s.split(|c: char| !c.is_alphanumeric()).filter_map(|t| {
+        let key = content_key(t)?;
         let word = if key.as_str().is_empty() { lower(t) } else { key.as_str().to_string() };
-        out.insert(light_stem(word));
+        Some(light_stem(word))
+    })
+}
+
+/// Whether `s` holds a content word ([`content_words`] of it is not empty), without building them: what
+/// the reading budget counts, word by word, on every reading.
+pub fn has_content_word(s: &str) -> bool {
+    s.split(|c: char| !c.is_alphanumeric()).any(|t| content_key(t).is_some())
+}
+
+/// The key of token `t` when it is a content word (a token of [`content_words`]): not a single letter, not a
+/// stopword. The key is empty for a token too long or not ASCII (still a content word).
+fn content_key(t: &str) -> Option<Key> {
+    let mut chars = t.chars();
+    let first = chars.next()?;
+    if chars.next().is_none() && !first.is_ascii_digit() {
+        return None; // single letters ("s" of "Melanie's")
     }
-    out
+    let key = Key::new(t);
+    (!in_list(STOPWORDS, key.as_str())).then_some(key)
 }
 
 pub(super) fn is_number_token(l: &str) -> bool {
@@ -628,5 +647,15 @@ mod tests {
         assert_eq!(content_words("Zoë's café in Zürich"), set(&["café", "zoë", "zürich"]));
         assert!(content_words("and the of it").is_empty());
         assert!(content_words("").is_empty());
+        assert!(is_stopword("The") && !is_stopword("Caroline"));
+    }
+
+    proptest::proptest! {
+        /// The budget's fast test agrees with the words themselves, whatever the text.
+        #[test]
+        fn has_content_word_is_content_words_not_empty(s in "\\PC{0,30}", t in "[a-zA-Z0-9' ,.éü-]{0,30}") {
+            proptest::prop_assert_eq!(has_content_word(&s), !content_words(&s).is_empty());
+            proptest::prop_assert_eq!(has_content_word(&t), !content_words(&t).is_empty());
+        }
     }
 }

@@ -150,6 +150,7 @@ impl Tool for ManageArgs {
                     evidence: Vec::new(),
                     source: a.source.clone().unwrap_or_else(|| "agent".to_string()),
                     created_step: ctx.step,
+                    authored: true,
                 })
             }
             ManageOp::Update(id) => {
@@ -164,6 +165,7 @@ impl Tool for ManageArgs {
                     evidence: old.evidence.clone(),
                     source: a.source.clone().unwrap_or_else(|| old.source.clone()),
                     created_step: ctx.step,
+                    authored: true,
                 })
             }
         };

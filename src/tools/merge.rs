@@ -183,6 +183,7 @@ impl Tool for MergeArgs {
             evidence: union_evidence(sources.iter().map(|r| r.evidence.as_slice())),
             source: "merge".to_string(),
             created_step: ctx.step,
+            authored: a.content.is_some() || sources.iter().any(|r| r.authored),
         };
         Ok(Prepared { plan: MergePlan { sources: a.ids.clone(), merged }, texts: vec![text] })
     }

@@ -184,6 +184,7 @@ impl Tool for SplitArgs {
                 text: t.clone(),
                 source: "split".to_string(),
                 created_step: ctx.step,
+                authored: a.parts.is_some() || original.authored,
                 ..original.clone()
             })
             .collect();

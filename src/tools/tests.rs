@@ -38,6 +38,7 @@ fn memory() -> EpisodeMemory {
             evidence: vec![d.to_string()],
             source: "conversation_observations".into(),
             created_step: 0,
+            authored: false,
         })
         .collect();
     let base = crate::episode::build_base(&embedder(), "t".into(), records, &IndexConfig::default()).unwrap();

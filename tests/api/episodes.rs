@@ -128,9 +128,15 @@ async fn a_whole_episode_with_all_six_tools() {
     let s2 = app.env.score_episode(pb::ScoreEpisodeRequest { episode_id: "ep-1".into() }).await.unwrap().into_inner();
     assert_eq!(s1, s2);
     assert_eq!((s1.initial_memory_count, s1.final_memory_count, s1.n_max, s1.top_k, s1.steps_used), (184, 183, 184, 5, 7));
-    // The default reward: the delta less the memory's text growth (one memory deleted: no growth).
-    assert_eq!((s1.reward_formula.as_str(), s1.context.as_str(), s1.growth), ("delta-growth", "budget", 0.0));
-    assert!((s1.reward - (s1.performance_delta - s1.growth)).abs() < 1e-12);
+    // The default reward: the target's delta, the other questions' term, less the content words added and
+    // removed over M₀'s (a memory deleted removes its words).
+    assert_eq!((s1.reward_formula.as_str(), s1.context.as_str()), ("whole-memory", "budget"));
+    let w = f64::from(s1.words_initial);
+    let ledger = f64::from(s1.words_added) / w + f64::from(s1.words_removed) / w;
+    assert!((s1.reward - (s1.performance_delta + s1.others_term - ledger)).abs() < 1e-12, "{s1:?}");
+    assert!(s1.words_initial > 1000 && s1.words_removed > 0, "{s1:?}");
+    let others = s1.others.clone().expect("the other questions of the conversation");
+    assert!(others.count > 50 && others.rescored <= others.count && others.evaluator == "answer-phrase", "{others:?}");
     assert!(s1.context_chars_new <= s1.context_chars_old && s1.context_chars_old > 0);
     assert_eq!(s1.evaluator, "answer-phrase");
     assert!(s1.embedder.starts_with("hash-ngram-v1/384/"));

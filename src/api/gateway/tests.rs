@@ -56,10 +56,24 @@ fn breakdown_json_keeps_every_field_name_of_the_grpc_message() {
     let v = breakdown_json(r);
     assert_eq!((v["reward"].as_f64(), v["p_new"].as_f64(), v["f1_new"].as_f64()), (Some(0.25), Some(0.5), Some(0.5)));
     assert_eq!(v["retrieved_new"], json!(["m0001"]));
-    assert_eq!(v.as_object().unwrap().len(), 33);
+    assert_eq!(v.as_object().unwrap().len(), 38);
     assert_eq!(v["metrics"], json!({}));
+    assert_eq!(v["others"], json!(null), "unset without the other questions");
     assert!(score_text(&v).starts_with("Scored: reward 0.2500"));
-    assert!(score_text(&v).contains("- growth 0.0000"), "{}", score_text(&v));
+    let delta = breakdown_json(pb::ScoreEpisodeResponse { reward_formula: "delta-growth".into(), ..Default::default() });
+    assert!(score_text(&delta).contains("- growth 0.0000"), "{}", score_text(&delta));
+    let whole = breakdown_json(pb::ScoreEpisodeResponse {
+        reward_formula: "whole-memory".into(),
+        others_term: -0.5,
+        words_initial: 1000,
+        words_added: 10,
+        others: Some(pb::OtherQuestions { count: 7, damaged: 1, evaluator: "answer-phrase".into(), ..Default::default() }),
+        ..Default::default()
+    });
+    assert_eq!((whole["others"]["count"].as_u64(), whole["others"]["damaged"].as_u64()), (Some(7), Some(1)));
+    // The policy's line says what the rest of memory cost, and nothing about which questions.
+    let text = score_text(&whole);
+    assert!(text.contains("+ the rest of memory -0.5000 - words added 0.0100 - words removed 0.0000"), "{text}");
     let memupdate = breakdown_json(pb::ScoreEpisodeResponse { reward_formula: "memupdate".into(), ..Default::default() });
     assert!(score_text(&memupdate).contains("x memory efficiency"), "{}", score_text(&memupdate));
 }

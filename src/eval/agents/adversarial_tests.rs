@@ -1,6 +1,8 @@
-//! The adversarial suite on the full test split: the goals the default reward must meet (no trick pays,
-//! padding never pays, the oracle and the honest resolver are seen), and the same tricks paying under
-//! MemUpdate's reward, so that the comparison in the README stays true.
+//! The adversarial suite on the full test split: the goals the default reward must meet in every category
+//! (no trick pays, wrecking memory the question does not read costs, neither padding nor writing over
+//! another memory beats creating the oracle's, the oracle and the honest resolver are seen, a fact fixed
+//! where every reader reads it earns more than a card for one question), and the holes the earlier
+//! formulas leave, so that the comparison in the book stays true.
 
 use super::*;
 use crate::embed::{EmbedService, HashEmbedder};
@@ -18,41 +20,61 @@ fn all_row<'a>(summary: &'a [SummaryRow], agent: &str) -> &'a SummaryRow {
 }
 
 #[tokio::test]
-async fn no_trick_pays_on_the_default_reward_and_real_improvements_do() {
+async fn no_trick_pays_in_any_category_and_real_improvements_do() {
     let env = environment(EnvConfig::default());
     let rows = evaluate(&env, &Options::default()).await.unwrap();
     assert_eq!(rows.len(), AGENTS.len() * 411);
     let summary = summarize(&rows);
-    let mean = |agent: &str| all_row(&summary, agent).evaluators[0].mean_reward;
 
     let noop = all_row(&summary, "no-op").expected.clone().unwrap();
     assert_eq!((noop.met, noop.checked), (411, 411), "a no-op scores exactly 0");
     // The oracle gains on at least 95 % of the questions where p_old < 1.
     let oracle = all_row(&summary, "oracle").expected.clone().unwrap();
     assert!(oracle.met as f64 >= 0.95 * oracle.checked as f64, "{oracle:?}");
-    // Every agent that neither reads the gold nor adds information: mean at most the no-op's 0, and
-    // above 0 on at most 5 % of questions, overall; per category no trick earns 5 % of the oracle.
-    for agent in AGENTS.iter().filter(|a| matches!(a, Agent::Trick(_)) && !a.privileged()) {
-        let row = all_row(&summary, agent.name());
-        assert!(mean(agent.name()) <= 0.0, "{} earns {} on average", agent.name(), mean(agent.name()));
-        assert!(row.positive <= 0.05, "{} is > 0 on {:.1} % of questions", agent.name(), 100.0 * row.positive);
-    }
+    // Every trick that neither reads the gold nor adds information: mean at most the no-op's 0, and above 0
+    // on at most 5 % of the questions, in every category and overall.
+    let misses = trick_misses(&summary);
+    assert!(misses.is_empty(), "{misses:#?}");
     for e in exploit(&summary) {
-        assert!(e.share < 0.05, "{e:?}");
+        assert!(e.share <= 0.0, "{e:?}");
     }
-    // Padding never raises a reward: the oracle with padding never beats the oracle alone.
-    let (checked, raised) = padding_raises(&rows);
-    assert_eq!((checked, raised.len()), (411, 0), "{raised:?}");
-    assert!(mean("padding") < 0.0);
-    // The honest resolver, which never sees the gold, gains on temporal questions whose evidence it
-    // resolves.
+    // Wrecking memory the question does not read costs on at least 95 % of the episodes.
+    let wrecks = wrecking(&summary);
+    assert_eq!(wrecks.len(), 2);
+    for (agent, negative, n) in wrecks {
+        assert!(negative >= MIN_WRECK_NEGATIVE && n == 411, "{agent}: {negative}");
+    }
+    // Neither padding the oracle's memory nor writing it over another memory beats creating it.
+    assert_eq!(above_oracle(&rows, Trick::OraclePadding), (411, vec![]));
+    assert_eq!(above_oracle(&rows, Trick::OracleOverwrite), (411, vec![]));
+    assert!(all_row(&summary, "padding").evaluators[0].mean_reward < 0.0);
+    // The honest resolver, which never sees the gold, gains on temporal questions.
     let resolver_temporal = summary.iter().find(|r| r.agent == "resolver" && r.category == Some(2)).unwrap();
     assert!(resolver_temporal.evaluators[0].mean_reward > 0.0 && resolver_temporal.positive > 0.1, "{resolver_temporal:?}");
-    // Deleting the evidence costs wherever it was read and was the answer's only statement; where a memory
-    // left still states the answer, nothing was destroyed (counted apart, and few).
+    // A date fixed in the memory that other questions read earns more than the same date as a card for the
+    // question asked, where the fix serves another question too.
+    let shared = shared_fix(&rows).unwrap();
+    assert!(shared.episodes >= 20 && shared.in_place > shared.card + 0.3, "{shared:?}");
+    // Deleting the evidence costs wherever it was read and was the answer's only statement.
     let destroyer = all_row(&summary, "destroyer").expected.clone().unwrap();
     assert!(destroyer.met as f64 >= 0.95 * destroyer.checked as f64, "{destroyer:?}");
-    assert!(destroyer.checked >= 60 && destroyer.answer_elsewhere <= destroyer.checked, "{destroyer:?}");
+    assert!(destroyer.checked >= 60, "{destroyer:?}");
+}
+
+#[tokio::test]
+async fn the_single_question_reward_lets_wrecking_and_overwriting_pass() {
+    let env = environment(EnvConfig { formula: RewardFormula::DeltaGrowth, ..EnvConfig::default() });
+    let agents = vec![Agent::Oracle, Agent::Trick(Trick::DeleteOthers), Agent::Trick(Trick::Vandal), Agent::Trick(Trick::OracleOverwrite)];
+    let rows = evaluate(&env, &Options { agents, limit: Some(80), ..Options::default() }).await.unwrap();
+    let summary = summarize(&rows);
+    // What the question does not read costs (next to) nothing …
+    for (agent, negative, n) in wrecking(&summary) {
+        let mean = all_row(&summary, agent).evaluators[0].mean_reward;
+        assert!(negative < 0.05 && mean > -0.01, "{agent} over {n}: < 0 on {negative}, mean {mean}");
+    }
+    // … and writing the oracle's text over another memory saves its growth.
+    let (checked, raised) = above_oracle(&rows, Trick::OracleOverwrite);
+    assert!(raised.len() as f64 >= 0.5 * checked as f64, "{} of {checked}", raised.len());
 }
 
 #[tokio::test]

@@ -31,6 +31,30 @@ pub(super) async fn resolve_dates(s: &mut Session<'_>, q: &Question) -> Result<(
     Ok(())
 }
 
+/// Writes, for every hit whose relative date it can resolve, an answer card: the question and the date the
+/// expression means ("When did Caroline go to the LGBTQ support group? on 7 May 2023"), leaving the memory as
+/// it was. The resolver's information, serving only the question asked: where the resolved memory serves
+/// other questions too, the resolver should earn more.
+pub(super) async fn resolved_cards(s: &mut Session<'_>, q: &Question) -> Result<(), EpisodeError> {
+    for hit in s.search(&q.question, HITS).await? {
+        let Some(day) = hit.date_label().as_deref().and_then(parse_day) else { continue };
+        if let Some(date) = resolve(&hit.text, day).and_then(|t| resolved_part(&hit.text, &t)) {
+            s.call("manage_memory", json!({"operation": "create", "content": format!("{} {date}", q.question.trim())})).await?;
+        }
+    }
+    Ok(())
+}
+
+/// What `resolve` put in place of the expression: the part of `resolved` between the text's common prefix
+/// and suffix with `text`.
+fn resolved_part(text: &str, resolved: &str) -> Option<String> {
+    let prefix = text.bytes().zip(resolved.bytes()).take_while(|(a, b)| a == b).count();
+    let suffix = text.bytes().rev().zip(resolved.bytes().rev()).take_while(|(a, b)| a == b).count();
+    let end = resolved.len().checked_sub(suffix)?;
+    let part = resolved.get(prefix.min(end)..end)?.trim();
+    (!part.is_empty()).then(|| part.to_string())
+}
+
 /// A calendar day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Day {

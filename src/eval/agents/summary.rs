@@ -142,7 +142,7 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
         Agent::NoOp => "reward = 0",
         Agent::Oracle => "reward > 0",
         Agent::Destroyer => "reward < 0",
-        Agent::Trick(Trick::OraclePadding) | Agent::Random | Agent::Resolver => return None,
+        Agent::Trick(Trick::OraclePadding | Trick::OracleOverwrite) | Agent::Random | Agent::Resolver | Agent::ResolverCard => return None,
         Agent::Trick(_) => "reward <= 0",
     };
     let mut e = ExpectedSign { rule, ..ExpectedSign::default() };
@@ -178,7 +178,7 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
             }
             Agent::Destroyer => sign(s.reward) < 0,
             Agent::Trick(_) => sign(s.reward) <= 0,
-            Agent::Random | Agent::Resolver => continue,
+            Agent::Random | Agent::Resolver | Agent::ResolverCard => continue,
         };
         e.checked += 1;
         if met {
@@ -212,7 +212,7 @@ pub fn exploit(summary: &[SummaryRow]) -> Vec<Exploit> {
     let mut cats: Vec<Option<u8>> = (1..=ADVERSARIAL_CATEGORY).map(Some).collect();
     cats.push(None);
     let mean = |r: &SummaryRow| r.evaluators.first().map_or(0.0, |e| e.mean_reward);
-    let unprivileged = |name: &str| AGENTS.iter().any(|a| a.name() == name && !a.privileged() && *a != Agent::Resolver);
+    let unprivileged = |name: &str| AGENTS.iter().any(|a| a.name() == name && !a.privileged() && !a.honest());
     cats.into_iter()
         .filter_map(|c| {
             let oracle = summary.iter().find(|r| r.agent == "oracle" && r.category == c)?;
@@ -222,23 +222,6 @@ pub fn exploit(summary: &[SummaryRow]) -> Vec<Exploit> {
             Some(Exploit { category: c, best: best.agent, best_mean, oracle_mean, share })
         })
         .collect()
-}
-
-/// Questions where the oracle with padding scored above the oracle alone (first evaluator): (checked,
-/// raised).
-pub fn padding_raises(rows: &[EpisodeRow]) -> (usize, Vec<String>) {
-    let oracle: std::collections::HashMap<&str, f64> =
-        rows.iter().filter(|r| r.agent == Agent::Oracle).filter_map(|r| Some((r.question_id.as_str(), r.scores.first()?.reward))).collect();
-    let mut checked = 0;
-    let mut raised = Vec::new();
-    for r in rows.iter().filter(|r| r.agent == Agent::Trick(Trick::OraclePadding)) {
-        let (Some(o), Some(s)) = (oracle.get(r.question_id.as_str()), r.scores.first()) else { continue };
-        checked += 1;
-        if s.reward > o + SIGN_EPSILON {
-            raised.push(r.question_id.clone());
-        }
-    }
-    (checked, raised)
 }
 
 /// Per agent and gold status (first evaluator): episodes, mean reward and the share > 0, as text; one

@@ -177,7 +177,19 @@ fn row(agent: Agent, category: u8, edits: usize, scores: &[(f64, f64, f64)]) -> 
         refused: 0,
         evidence_recall_old: 1.0,
         answer_elsewhere: false,
-        scores: scores.iter().zip(names).map(|(&(p_old, p_new, reward), evaluator)| Score { evaluator, p_old, p_new, reward }).collect(),
+        scores: scores
+            .iter()
+            .zip(names)
+            .map(|(&(p_old, p_new, reward), evaluator)| Score {
+                evaluator,
+                p_old,
+                p_new,
+                reward,
+                others_improved: 0,
+                others_damaged: 0,
+                others_term: 0.0,
+            })
+            .collect(),
     }
 }
 

@@ -51,11 +51,30 @@ pub enum Trick {
     EchoHits,
     /// Rewrites the top 20 hits to their content words (more hits would fit in a character budget).
     Telegraphic,
+    /// Overwrites 25 memories the question does not read with nonsense no longer than them.
+    Vandal,
+    /// The oracle's memory written over an unrelated memory instead of created (reads the gold: checked
+    /// against the oracle, never above it).
+    OracleOverwrite,
+    /// One short memory per session date of the top 20 hits: a few of the question's words and the date
+    /// (none an answer card, none a list of dates).
+    DateGuesses,
+    /// The same, two dates to a memory ("… 7 May 2023 or 20 May 2023").
+    DatePairs,
+    /// One short memory per "the week before" / "the weekend before" each of the first six session dates.
+    RelativeGuesses,
+    /// One short memory per month and per year seen in the top 20 hits' dates.
+    PeriodGuesses,
+    /// Copies the hits ranked just below the reading (6–10), each with the question's words added so it
+    /// ranks first.
+    RerankCopies,
+    /// Rewrites the hits ranked 6–10 in place with the question's words appended (re-ranking without copies).
+    RerankInPlace,
 }
 
 impl Trick {
     /// Every trick, in report order.
-    pub const ALL: [Trick; 15] = [
+    pub const ALL: [Trick; 23] = [
         Trick::Glue1,
         Trick::Glue5,
         Trick::Glue5Dates,
@@ -71,6 +90,14 @@ impl Trick {
         Trick::MonthYears,
         Trick::EchoHits,
         Trick::Telegraphic,
+        Trick::Vandal,
+        Trick::OracleOverwrite,
+        Trick::DateGuesses,
+        Trick::DatePairs,
+        Trick::RelativeGuesses,
+        Trick::PeriodGuesses,
+        Trick::RerankCopies,
+        Trick::RerankInPlace,
     ];
 
     /// Name on the command line and in reports.
@@ -91,6 +118,14 @@ impl Trick {
             Trick::MonthYears => "month-years",
             Trick::EchoHits => "echo-hits",
             Trick::Telegraphic => "telegraphic",
+            Trick::Vandal => "vandal",
+            Trick::OracleOverwrite => "oracle-overwrite",
+            Trick::DateGuesses => "date-guesses",
+            Trick::DatePairs => "date-pairs",
+            Trick::RelativeGuesses => "relative-guesses",
+            Trick::PeriodGuesses => "period-guesses",
+            Trick::RerankCopies => "rerank-copies",
+            Trick::RerankInPlace => "rerank-in-place",
         }
     }
 }
@@ -203,8 +238,102 @@ pub(super) async fn play(s: &mut Session<'_>, trick: Trick, q: &Question) -> Res
                 }
             }
         }
+        Trick::Vandal => {
+            let read: HashSet<String> = s.search(question, 10).await?.iter().map(|h| h.id.to_string()).collect();
+            let others: Vec<MemoryRecord> = s.memories().await?.into_iter().filter(|m| !read.contains(&m.id.to_string())).collect();
+            let step = (others.len() / 25).max(1);
+            for m in others.iter().step_by(step).take(25) {
+                let junk = fit(&NONSENSE.repeat(m.text.len() / NONSENSE.len() + 1), m.text.chars().count());
+                let junk = if junk.is_empty() { "zorp".to_string() } else { junk };
+                s.call("manage_memory", json!({"operation": "update", "memory_id": m.id.to_string(), "content": junk})).await?;
+            }
+        }
+        Trick::OracleOverwrite => {
+            let Some(content) = oracle_memory(q) else { return Ok(()) };
+            let near: HashSet<String> = s.search(question, 50).await?.iter().map(|h| h.id.to_string()).collect();
+            let far: Vec<MemoryRecord> = s.memories().await?.into_iter().filter(|m| !near.contains(&m.id.to_string())).collect();
+            if far.is_empty() {
+                return create(s, &content).await;
+            }
+            let m = &far[crate::fnv::fnv1a(q.id.as_bytes()) as usize % far.len()];
+            s.call("manage_memory", json!({"operation": "update", "memory_id": m.id.to_string(), "content": content})).await?;
+        }
+        Trick::DateGuesses | Trick::DatePairs => {
+            let hits = s.search(question, 20).await?;
+            let words = question_words(question, 3);
+            let dates = session_days(&hits, 8);
+            let per = if trick == Trick::DatePairs { 2 } else { 1 };
+            for chunk in dates.chunks(per) {
+                create(s, &format!("{words} {}", chunk.join(" or "))).await?;
+            }
+        }
+        Trick::RelativeGuesses => {
+            let hits = s.search(question, 20).await?;
+            let words = question_words(question, 3);
+            for d in session_days(&hits, 6) {
+                for what in ["the week before", "the weekend before"] {
+                    create(s, &format!("{words} {what} {d}")).await?;
+                }
+            }
+        }
+        Trick::PeriodGuesses => {
+            let hits = s.search(question, 20).await?;
+            let words = question_words(question, 3);
+            let mut periods: Vec<String> = Vec::new();
+            for d in session_days(&hits, 20) {
+                let mut it = d.split_whitespace().skip(1);
+                let (Some(month), Some(year)) = (it.next(), it.next()) else { continue };
+                for p in [format!("{month} {year}"), year.to_string()] {
+                    if !periods.contains(&p) {
+                        periods.push(p);
+                    }
+                }
+            }
+            for p in periods.iter().take(12) {
+                create(s, &format!("{words} {p}")).await?;
+            }
+        }
+        Trick::RerankCopies => {
+            let words = question_words(question, usize::MAX);
+            for h in s.search(question, 10).await?.iter().skip(5) {
+                create(s, &fit(&format!("{words} {}", h.text), max)).await?;
+            }
+        }
+        Trick::RerankInPlace => {
+            let words = question_words(question, usize::MAX);
+            for h in s.search(question, 10).await?.iter().skip(5) {
+                let content = fit(&format!("{} {words}", h.text), max);
+                s.call("manage_memory", json!({"operation": "update", "memory_id": h.id.to_string(), "content": content})).await?;
+            }
+        }
     }
     Ok(())
+}
+
+/// Words that say nothing, for the vandal.
+const NONSENSE: &str = "blorf quizzle zandor plim wexo trund ";
+
+/// The first `n` content words of the question as written ("Caroline", "LGBTQ", "support").
+fn question_words(question: &str, n: usize) -> String {
+    question
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !content_words(w).is_empty())
+        .take(n)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The distinct session days of `hits` in rank order ("8 May 2023"), at most `n`.
+fn session_days(hits: &[MemoryRecord], n: usize) -> Vec<String> {
+    let mut days: Vec<String> = Vec::new();
+    for d in hits.iter().filter_map(MemoryRecord::date_label) {
+        if !days.contains(&d) {
+            days.push(d);
+        }
+    }
+    days.truncate(n);
+    days
 }
 
 async fn create(s: &mut Session<'_>, content: &str) -> Result<(), EpisodeError> {

@@ -112,6 +112,7 @@ mod tests {
             evidence: vec![format!("D1:{i}")],
             source: "locomo".into(),
             created_step: 0,
+            authored: false,
         };
         let records = vec![
             rec(0, "Caroline went to an LGBTQ support group on 7 May 2023.", "Caroline"),

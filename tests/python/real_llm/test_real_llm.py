@@ -57,8 +57,12 @@ def check_breakdown(score: pb.ScoreEpisodeResponse, model: str, evaluator: str) 
         assert score.p_old == pytest.approx((score.f1_old + score.judge_old) / 2)
         assert score.p_new == pytest.approx((score.f1_new + score.judge_new) / 2)
     assert score.performance_delta == pytest.approx(score.p_new - score.p_old)
-    assert score.reward_formula == "delta-growth" and score.context == "budget"
-    assert score.reward == pytest.approx(score.performance_delta - score.growth)
+    assert score.reward_formula == "whole-memory" and score.context == "budget"
+    # The other questions are scored offline by default (no --others-llm), and their term is in the reward.
+    assert score.HasField("others") and score.others.evaluator == "answer-phrase" and score.others.llm_scored == 0
+    assert score.others.count > 0 and score.words_initial > 0
+    words = (score.words_added + score.words_removed) / score.words_initial
+    assert score.reward == pytest.approx(score.performance_delta + score.others_term - words)
 
 
 def test_the_server_speaks_openai_chat_completions(llm):

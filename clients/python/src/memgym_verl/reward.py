@@ -49,13 +49,20 @@ SCORE_FIELDS = (
     "initial_memory_count",
     "final_memory_count",
     "steps_used",
+    "others_term",
+    "words_added",
+    "words_removed",
 )
+
+#: The other questions' aggregate (``ScoreEpisodeResponse.others``, set by the whole-memory formulas): the
+#: breakdown carries each as ``memgym_others_<name>`` (0 when the formula does not score them).
+OTHERS_FIELDS = ("count", "rescored", "improved", "damaged", "mean_delta", "destroyed", "displaced")
 
 #: The prefix of every key memgym adds to verl's reward_extra_info (see the module doc).
 PREFIX = "memgym_"
 
 #: The breakdown keys: ``memgym_reward``, ``memgym_p_old``, …
-BREAKDOWN_KEYS = tuple(PREFIX + name for name in SCORE_FIELDS)
+BREAKDOWN_KEYS = tuple(PREFIX + name for name in SCORE_FIELDS) + tuple(PREFIX + "others_" + name for name in OTHERS_FIELDS)
 
 #: The breakdown key holding the reward.
 REWARD_KEY = PREFIX + "reward"
@@ -77,7 +84,11 @@ class EpisodeMissing(RuntimeError):
 
 def breakdown(resp: Any) -> Dict[str, float]:
     """A ``ScoreEpisodeResponse`` as ``{"memgym_reward": …, …}`` (every ``BREAKDOWN_KEYS`` key, floats)."""
-    return {PREFIX + name: float(getattr(resp, name)) for name in SCORE_FIELDS}
+    out = {PREFIX + name: float(getattr(resp, name)) for name in SCORE_FIELDS}
+    others = resp.others if resp.HasField("others") else None
+    for name in OTHERS_FIELDS:
+        out[PREFIX + "others_" + name] = float(getattr(others, name)) if others is not None else 0.0
+    return out
 
 
 def _closed_quietly(err: MemgymError) -> bool:

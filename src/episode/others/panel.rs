@@ -1,0 +1,416 @@
+//! A conversation's other questions as M₀ answers them (a [`Panel`], built once per conversation and
+//! offline evaluator), and the scoring of one episode's memory against them.
+//!
+//! Scoring is most of the whole-memory reward's cost, so the panel keeps what does not depend on the
+//! episode: each question's embedding, M₀'s ranking for it (deep enough to fill its reading after many
+//! removals), its reading, budget and p_old, the analysis of every M₀ memory's text (`answer-phrase` reads
+//! the same memory for many questions), and, once needed, what each M₀ memory states of each answer. A
+//! question's new reading is then M₀'s ranking less what the episode removed, merged with what it wrote;
+//! a full search answers only when the removals exhaust the kept ranking, or when M₀ has an HNSW graph (its
+//! search is approximate, and the scoring must read what the search reads). Under hybrid search the ranking
+//! is M₀'s rank fusion, frozen, with what was written placed in it ([`FrozenFusion`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::memory::lexical::{FrozenFusion, Terms};
+use crate::memory::{BaseMemory, EpisodeMemory, Filter, MemoryId, MemoryRecord};
+use crate::reward::others::OtherDelta;
+use crate::reward::phrase::{Analysed, Prepared};
+use crate::reward::reading::{cost, Reading, Unit};
+use crate::reward::{self, Context, Evaluator, Target};
+
+/// How many M₀ memories beyond the reading depth a question's kept ranking holds: removals up to this many
+/// among them are answered from it.
+const SPARE: usize = 64;
+
+/// One other question, as M₀ answers it.
+#[derive(Debug)]
+pub struct Other {
+    /// Its question id.
+    pub id: String,
+    /// What it is scored against.
+    pub target: Target,
+    pub(super) query: Vec<f32>,
+    /// M₀'s ranking for it, best first: the reading depth and [`SPARE`] more (all of M₀ when smaller).
+    ranked: Vec<(f64, MemoryId)>,
+    /// The memories M₀'s reading holds, best first.
+    read: Vec<MemoryId>,
+    /// The score of the last memory read on M₀ (−∞ when it read none).
+    floor: f64,
+    /// Hybrid search: M₀'s rank fusion for it, frozen ([`FrozenFusion`]); the scores of `ranked` and
+    /// `floor` are then fused scores, and what the episode wrote is placed in it.
+    fusion: Option<FrozenFusion>,
+    budget: usize,
+    /// p on M₀'s top-k read whole.
+    pub(super) p_old: f64,
+    /// p on M₀'s ranking read within the budget: what a reading the edits could not change scores (equal to
+    /// `p_old` unless a memory at the end of the top-k holds no content word).
+    p_same: f64,
+    /// How much of its answer one memory states ([`reward::Stater`]).
+    stater: reward::Stater,
+    /// What each M₀ memory that states any of its answer states, read alone: computed when first needed
+    /// (a rise to credit, or a fall to tell destroyed from displaced).
+    statements: OnceLock<Vec<(MemoryId, Vec<f64>)>>,
+    /// The M₀ memories it has read so far, prepared for it (`answer-phrase`), by position and the length of
+    /// the text read (the budget may cut the last one read).
+    prepared: Mutex<HashMap<(u32, usize), Arc<Prepared>>>,
+}
+
+/// Every other question of one conversation under one offline evaluator.
+#[derive(Debug)]
+pub struct Panel {
+    pub(super) evaluator: Evaluator,
+    questions: Vec<Other>,
+    /// Each M₀ memory's view analysed, by position (`answer-phrase`).
+    analysed: Vec<Analysed>,
+    /// Each M₀ memory's view's reading cost, by position.
+    costs: Vec<usize>,
+    depth: usize,
+}
+
+/// What the other questions scored on one episode's memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// Per question of the panel but the target, in panel order.
+    pub deltas: Vec<OtherDelta>,
+    /// The re-scored questions: (panel position, position in `deltas`, how many ids its reading gained or
+    /// lost).
+    pub rescored: Vec<(usize, usize, usize)>,
+}
+
+/// How one scoring reads: the settings, and what the episode wrote and removed, analysed once.
+struct Pass<'m> {
+    memory: &'m EpisodeMemory,
+    context: Context,
+    /// Read the questions' rankings by full search (an HNSW graph: its search is approximate).
+    search: bool,
+    /// The records the episode wrote, with their vectors and analyses.
+    written: Vec<(&'m MemoryRecord, &'m [f32])>,
+    /// Their lexical terms (hybrid search).
+    written_terms: HashMap<MemoryId, Terms>,
+    written_analysed: HashMap<MemoryId, Analysed>,
+    written_costs: HashMap<MemoryId, usize>,
+    /// Units the budget cut, analysed once per pass (by id and length read).
+    cut: Mutex<HashMap<(u32, usize), Arc<Analysed>>>,
+    /// M₀ memories removed without carrying their content ([`ghosts`]).
+    ghosts: Vec<&'m MemoryRecord>,
+}
+
+impl Panel {
+    /// Builds the panel of `questions` (with their embeddings) on `base`, for readings of depth `depth`.
+    pub fn build(
+        evaluator: Evaluator,
+        base: &Arc<BaseMemory>,
+        k: usize,
+        depth: usize,
+        questions: Vec<(String, Target)>,
+        queries: Vec<Vec<f32>>,
+    ) -> Panel {
+        let view = EpisodeMemory::new(base.clone());
+        let analysed = base.records().iter().map(|r| Analysed::of(&Reading::whole(&[r]).units[0])).collect();
+        let costs = base.records().iter().map(|r| cost(&r.view())).collect();
+        let keep = (depth + SPARE).min(base.len());
+        let questions = questions
+            .into_iter()
+            .zip(queries)
+            .map(|((id, target), query)| {
+                let (hits, _) = view.search_text(&query, &target.question, keep, &Filter::default(), None);
+                let recs: Vec<&MemoryRecord> = hits.iter().take(k).map(|h| h.record).collect();
+                let whole = Reading::whole(&recs);
+                let p_old = reward::evaluate(evaluator, &target, &whole).p;
+                let p_same = reward::evaluate(evaluator, &target, &Reading::budgeted(&recs, whole.budget)).p;
+                let fusion = frozen_fusion(base, &query, &target.question);
+                let score = |h: &crate::memory::Scored<'_>| fusion.as_ref().map_or(f64::from(h.score), |f| f.fused(h.record.id.0 as usize));
+                let floor = hits.get(recs.len().saturating_sub(1)).filter(|_| !recs.is_empty()).map_or(f64::NEG_INFINITY, score);
+                let stater = reward::Stater::new(evaluator, &target);
+                let ranked = hits.iter().map(|h| (score(h), h.record.id)).collect();
+                Other {
+                    id,
+                    read: whole.ids(),
+                    budget: whole.budget,
+                    floor,
+                    p_old,
+                    p_same,
+                    query,
+                    target,
+                    stater,
+                    statements: OnceLock::new(),
+                    ranked,
+                    fusion,
+                    prepared: Mutex::default(),
+                }
+            })
+            .collect();
+        Panel { evaluator, questions, analysed, costs, depth }
+    }
+
+    /// The questions, in dataset order.
+    pub fn questions(&self) -> &[Other] {
+        &self.questions
+    }
+
+    /// Scores every question but `skip` on `memory`: re-scores those whose reading the edits could have
+    /// changed (every one when `all`), and gives the rest their unchanged p.
+    pub fn score(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool) -> Scored {
+        self.score_with(memory, skip, context, all, false)
+    }
+
+    /// [`Self::score`], every ranking from a full search when `search` (what the kept rankings must equal).
+    pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool) -> Scored {
+        let written: Vec<(&MemoryRecord, &[f32])> = memory.additions().collect();
+        let written_terms = written_terms(memory, &written);
+        let written_analysed = written.iter().map(|(r, _)| (r.id, Analysed::of(&Reading::whole(&[*r]).units[0]))).collect();
+        let written_costs = written.iter().map(|(r, _)| (r.id, cost(&r.view()))).collect();
+        let pass = Pass {
+            written_costs,
+            cut: Mutex::default(),
+            memory,
+            context,
+            search: search || memory.base().has_graph(),
+            written_terms,
+            ghosts: ghosts(memory),
+            written,
+            written_analysed,
+        };
+        let mut deltas = Vec::with_capacity(self.questions.len());
+        let mut rescored = Vec::new();
+        for (i, o) in self.questions.iter().enumerate() {
+            if o.id == skip {
+                continue;
+            }
+            let changed = all
+                || o.read.iter().any(|id| !memory.is_original(*id))
+                || pass.written.iter().any(|(r, v)| written_score(&pass, o, r, v) >= o.floor);
+            if !changed {
+                let same = match context {
+                    Context::Budget => o.p_same,
+                    Context::TopK => o.p_old,
+                };
+                deltas.push(OtherDelta::unchanged(o.p_old, same));
+                continue;
+            }
+            let reading = self.read(&pass, o, &[]);
+            let now: HashSet<MemoryId> = reading.ids().into_iter().collect();
+            let then: HashSet<MemoryId> = o.read.iter().copied().collect();
+            rescored.push((i, deltas.len(), now.symmetric_difference(&then).count()));
+            deltas.push(self.delta(&pass, o, &reading));
+        }
+        Scored { deltas, rescored }
+    }
+
+    /// One re-scored question's p's on its new `reading`.
+    fn delta(&self, pass: &Pass<'_>, o: &Other, reading: &Reading) -> OtherDelta {
+        let memory = pass.memory;
+        let p_new = self.p(pass, o, reading, |_| true);
+        let (mut p_m0, mut p_grounded) = (p_new, p_new);
+        if p_new > o.p_old {
+            p_m0 = self.p(pass, o, reading, |_| false);
+            if p_new > o.p_old.max(p_m0) {
+                p_m0 = p_m0.max(self.stated_in_m0(o, memory.base()));
+                p_grounded = self.p(pass, o, reading, |u| u.evidence.iter().any(|e| o.target.evidence.contains(e)));
+            }
+        }
+        let p_now = if p_new < o.p_old { self.stated_now(pass, o) } else { p_new };
+        let p_virtual = if pass.ghosts.is_empty() { p_new } else { self.p(pass, o, &self.read(pass, o, &pass.ghosts), |_| true) };
+        OtherDelta { p_old: o.p_old, p_new, p_m0, p_grounded, p_now, p_virtual }
+    }
+
+    /// p of `reading` with M₀'s memories and the written ones `written` keeps.
+    fn p(&self, pass: &Pass<'_>, o: &Other, reading: &Reading, written: impl Fn(&Unit) -> bool) -> f64 {
+        let kept: Vec<&Unit> = reading.units.iter().filter(|u| pass.memory.is_original(u.id) || written(u)).collect();
+        let prepared: Option<Vec<Arc<Prepared>>> = kept.iter().map(|u| self.prepared(pass, o, u)).collect();
+        match prepared.and_then(|p| o.stater.recall_prepared(p.iter().map(|p| p.as_ref()))) {
+            Some(p) => p,
+            None => {
+                let units = kept.into_iter().cloned().collect();
+                reward::evaluate(self.evaluator, &o.target, &Reading { units, budget: reading.budget }).p
+            }
+        }
+    }
+
+    /// `unit` prepared for `o` (`answer-phrase`; `None` for the other evaluators): an M₀ memory read whole
+    /// from `o`'s cache, anything else prepared now.
+    fn prepared(&self, pass: &Pass<'_>, o: &Other, unit: &Unit) -> Option<Arc<Prepared>> {
+        let key = (unit.id.0, unit.text.len());
+        let original = pass.memory.is_original(unit.id);
+        if original {
+            if let Some(p) = o.prepared.lock().get(&key) {
+                return Some(p.clone());
+            }
+        }
+        let cut;
+        let analysed = match (unit.truncated, original, pass.written_analysed.get(&unit.id)) {
+            (false, true, _) => self.analysed.get(key.0 as usize)?,
+            (false, false, Some(a)) => a,
+            _ => {
+                cut = pass.cut.lock().entry(key).or_insert_with(|| Arc::new(Analysed::of(unit))).clone();
+                &cut
+            }
+        };
+        let p = Arc::new(o.stater.prepare(analysed)?);
+        if original {
+            o.prepared.lock().insert(key, p.clone());
+        }
+        Some(p)
+    }
+
+    /// What question `o` reads of the episode's memory, with `ghosts` (removed M₀ memories) kept in place:
+    /// M₀'s ranking for it less what was removed, merged with what was written (ties by id, as a search
+    /// orders them); a full search where that ranking runs out, or where searches are not exact scans.
+    fn read(&self, pass: &Pass<'_>, o: &Other, ghosts: &[&MemoryRecord]) -> Reading {
+        let memory = pass.memory;
+        let base = memory.base();
+        let mut ranked: Vec<(f64, &MemoryRecord)> = Vec::with_capacity(self.depth + ghosts.len());
+        let kept_enough = {
+            let live: Vec<(f64, &MemoryRecord)> = o
+                .ranked
+                .iter()
+                .filter(|(_, id)| memory.is_original(*id))
+                .filter_map(|(s, id)| base.record(id.0 as usize).map(|r| (*s, r)))
+                .collect();
+            let enough = live.len() >= self.depth || o.ranked.len() == base.len();
+            ranked.extend(live);
+            enough
+        };
+        match &o.fusion {
+            // The frozen fusion ranks every M₀ memory: the live ones, and what was written placed among them.
+            Some(f) => {
+                if pass.search || !kept_enough {
+                    ranked.clear();
+                    let live = (0..base.len()).filter(|i| memory.is_original(MemoryId(*i as u32)));
+                    ranked.extend(live.filter_map(|i| base.record(i).map(|r| (f.fused(i), r))));
+                }
+                ranked.extend(pass.written.iter().map(|(r, v)| (written_score(pass, o, r, v), *r)));
+            }
+            None if pass.search || !kept_enough => {
+                ranked.clear();
+                let (hits, _) = memory.search_text(&o.query, &o.target.question, self.depth, &Filter::default(), None);
+                ranked.extend(hits.iter().map(|h| (f64::from(h.score), h.record)));
+            }
+            None => ranked.extend(pass.written.iter().map(|(r, v)| (written_score(pass, o, r, v), *r))),
+        }
+        ranked.extend(ghosts.iter().map(|g| {
+            let i = g.id.0 as usize;
+            (o.fusion.as_ref().map_or_else(|| f64::from(crate::vector::dot(&o.query, base.vector(i))), |f| f.fused(i)), *g)
+        }));
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        ranked.truncate(self.depth);
+        let recs: Vec<&MemoryRecord> = ranked.into_iter().map(|(_, r)| r).collect();
+        match pass.context {
+            Context::Budget => Reading::budgeted_by(&recs, o.budget, |r| {
+                // M₀'s version of a memory (live, or a ghost) is M₀'s own record; anything else was written.
+                let known = if base.record(r.id.0 as usize).is_some_and(|m| std::ptr::eq(m, r)) {
+                    self.costs.get(r.id.0 as usize).copied()
+                } else {
+                    pass.written_costs.get(&r.id).copied()
+                };
+                known.unwrap_or_else(|| cost(&r.view()))
+            }),
+            Context::TopK => Reading::whole(&recs),
+        }
+    }
+
+    /// What each M₀ memory states of `o`'s answer (computed once per question).
+    fn statements<'a>(&self, o: &'a Other, base: &BaseMemory) -> &'a [(MemoryId, Vec<f64>)] {
+        o.statements.get_or_init(|| {
+            base.records()
+                .iter()
+                .zip(&self.analysed)
+                .map(|(r, a)| (r.id, o.stater.parts_analysed(r, a)))
+                .filter(|(_, parts)| parts.iter().any(|p| *p > 0.0))
+                .collect()
+        })
+    }
+
+    /// What M₀ states of `o`'s answer somewhere.
+    fn stated_in_m0(&self, o: &Other, base: &BaseMemory) -> f64 {
+        reward::Stater::somewhere(self.statements(o, base).iter().map(|(_, parts)| parts.as_slice()))
+    }
+
+    /// What the episode's memory states of `o`'s answer somewhere: its M₀ memories left as they were, and
+    /// what it wrote.
+    fn stated_now(&self, pass: &Pass<'_>, o: &Other) -> f64 {
+        let memory = pass.memory;
+        let written: Vec<Vec<f64>> =
+            pass.written.iter().filter_map(|(r, _)| pass.written_analysed.get(&r.id).map(|a| o.stater.parts_analysed(r, a))).collect();
+        let kept = self.statements(o, memory.base()).iter().filter(|(id, _)| memory.is_original(*id)).map(|(_, parts)| parts.as_slice());
+        reward::Stater::somewhere(kept.chain(written.iter().map(Vec::as_slice)))
+    }
+}
+
+/// The M₀ memories the episode removed without carrying their content into what it wrote: deleted, or
+/// written over with other text. A memory is carried when the records written in its place (its own id
+/// rewritten, or records that keep one of its evidence ids: a merge, a split) hold more than half of its
+/// content words. The displacement of other questions' answers is measured as if these were still there:
+/// removing a memory makes no room that the episode's writing may then fill for free.
+fn ghosts(memory: &EpisodeMemory) -> Vec<&MemoryRecord> {
+    if memory.removed_count() == 0 {
+        return Vec::new();
+    }
+    let written: Vec<(&MemoryRecord, std::collections::BTreeSet<String>)> =
+        memory.additions().map(|(r, _)| (r, crate::text::content_words(&r.text))).collect();
+    memory
+        .removed_originals()
+        .filter(|m| {
+            let words = crate::text::content_words(&m.text);
+            let mut kept = std::collections::BTreeSet::new();
+            for (r, w) in &written {
+                if r.id == m.id || r.evidence.iter().any(|e| m.evidence.contains(e)) {
+                    kept.extend(w.intersection(&words).cloned());
+                }
+            }
+            kept.len() * 2 <= words.len()
+        })
+        .collect()
+}
+
+/// One question's reading of an episode's memory, for a caller outside a scoring pass (`--others-llm`).
+pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Context) -> Reading {
+    let written: Vec<(&MemoryRecord, &[f32])> = memory.additions().collect();
+    let pass = Pass {
+        memory,
+        context,
+        search: memory.base().has_graph(),
+        written_terms: written_terms(memory, &written),
+        written,
+        written_analysed: HashMap::new(),
+        written_costs: HashMap::new(),
+        cut: Mutex::default(),
+        ghosts: Vec::new(),
+    };
+    panel.read(&pass, o, &[])
+}
+
+/// M₀'s rank fusion for a question (hybrid search only; `None` for dense search).
+fn frozen_fusion(base: &BaseMemory, query: &[f32], question: &str) -> Option<FrozenFusion> {
+    if !base.config().hybrid {
+        return None;
+    }
+    let terms: Vec<&Terms> = (0..base.len()).filter_map(|i| base.terms(i)).collect();
+    if terms.len() != base.len() {
+        return None;
+    }
+    let dense = (0..base.len()).map(|i| f64::from(crate::vector::dot(query, base.vector(i)))).collect();
+    Some(FrozenFusion::new(question, dense, &terms))
+}
+
+/// The lexical terms of what the episode wrote, when M₀ searches by hybrid fusion.
+fn written_terms(memory: &EpisodeMemory, written: &[(&MemoryRecord, &[f32])]) -> HashMap<MemoryId, Terms> {
+    if !memory.base().config().hybrid {
+        return HashMap::new();
+    }
+    written.iter().map(|(r, _)| (r.id, Terms::of(&r.text))).collect()
+}
+
+/// Where a memory the episode wrote ranks for `o`: its cosine, or, under hybrid search, its place in M₀'s
+/// frozen fusion.
+fn written_score(pass: &Pass<'_>, o: &Other, r: &MemoryRecord, v: &[f32]) -> f64 {
+    let dense = f64::from(crate::vector::dot(&o.query, v));
+    match (&o.fusion, pass.written_terms.get(&r.id)) {
+        (Some(f), Some(t)) => f.place(dense, t),
+        _ => dense,
+    }
+}
