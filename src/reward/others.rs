@@ -69,7 +69,8 @@ impl OtherDelta {
     /// A fact still stated somewhere that the reading no longer reaches, pushed out by what the episode wrote:
     /// measured with the memories it removed without carrying their content still in place
     /// (`p_virtual`), so that removing one memory makes no room for the writing's displacement; what was
-    /// destroyed is not counted again.
+    /// destroyed is not counted again. A fact the removals kept in the reading is displaced all the same
+    /// (deleting one memory must not make room for writing over another's fact for free).
     pub fn displaced(&self) -> f64 {
         (self.p_old - self.p_virtual - self.destroyed()).max(0.0)
     }

@@ -95,8 +95,9 @@ struct Pass<'m> {
     written_costs: HashMap<MemoryId, usize>,
     /// Units the budget cut, analysed once per pass (by id and length read).
     cut: Mutex<HashMap<(u32, usize), Arc<Analysed>>>,
-    /// M₀ memories removed without carrying their content ([`ghosts`]).
+    /// M₀ memories removed without carrying their content ([`ghosts`]), and their ids.
     ghosts: Vec<&'m MemoryRecord>,
+    ghost_ids: HashSet<MemoryId>,
 }
 
 impl Panel {
@@ -162,6 +163,7 @@ impl Panel {
     pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool) -> Scored {
         let written: Vec<(&MemoryRecord, &[f32])> = memory.additions().collect();
         let written_terms = written_terms(memory, &written);
+        let ghosts = ghosts(memory);
         let written_analysed = written.iter().map(|(r, _)| (r.id, Analysed::of(&Reading::whole(&[*r]).units[0]))).collect();
         let written_costs = written.iter().map(|(r, _)| (r.id, cost(&r.view()))).collect();
         let pass = Pass {
@@ -171,7 +173,8 @@ impl Panel {
             context,
             search: search || memory.base().has_graph(),
             written_terms,
-            ghosts: ghosts(memory),
+            ghost_ids: ghosts.iter().map(|g| g.id).collect(),
+            ghosts,
             written,
             written_analysed,
         };
@@ -192,17 +195,18 @@ impl Panel {
                 deltas.push(OtherDelta::unchanged(o.p_old, same));
                 continue;
             }
-            let reading = self.read(&pass, o, &[]);
+            let (reading, last) = self.read_scored(&pass, o, &[]);
             let now: HashSet<MemoryId> = reading.ids().into_iter().collect();
             let then: HashSet<MemoryId> = o.read.iter().copied().collect();
             rescored.push((i, deltas.len(), now.symmetric_difference(&then).count()));
-            deltas.push(self.delta(&pass, o, &reading));
+            deltas.push(self.delta(&pass, o, &reading, last));
         }
         Scored { deltas, rescored }
     }
 
-    /// One re-scored question's p's on its new `reading`.
-    fn delta(&self, pass: &Pass<'_>, o: &Other, reading: &Reading) -> OtherDelta {
+    /// One re-scored question's p's on its new `reading`, whose last memory read ranked at `last` (`None`:
+    /// read by a full search).
+    fn delta(&self, pass: &Pass<'_>, o: &Other, reading: &Reading, last: Option<f64>) -> OtherDelta {
         let memory = pass.memory;
         let p_new = self.p(pass, o, reading, |_| true);
         let (mut p_m0, mut p_grounded) = (p_new, p_new);
@@ -214,7 +218,15 @@ impl Panel {
             }
         }
         let p_now = if p_new < o.p_old { self.stated_now(pass, o) } else { p_new };
-        let p_virtual = if pass.ghosts.is_empty() { p_new } else { self.p(pass, o, &self.read(pass, o, &pass.ghosts), |_| true) };
+        // A ghost that ranks below the last memory read cannot enter the reading: then p_virtual is p_new.
+        let in_reach = match last {
+            None => !pass.ghosts.is_empty(),
+            Some(floor) => o.ranked.iter().any(|(s, id)| *s >= floor && pass.ghost_ids.contains(id)),
+        };
+        // Nor is it needed where nothing is left to displace (p_old = 0, or all of it destroyed).
+        let destroyed = (o.p_old - p_new.max(p_now)).max(0.0);
+        let p_virtual =
+            if in_reach && o.p_old - destroyed > 0.0 { self.p(pass, o, &self.read(pass, o, &pass.ghosts), |_| true) } else { p_new };
         OtherDelta { p_old: o.p_old, p_new, p_m0, p_grounded, p_now, p_virtual }
     }
 
@@ -261,6 +273,12 @@ impl Panel {
     /// M₀'s ranking for it less what was removed, merged with what was written (ties by id, as a search
     /// orders them); a full search where that ranking runs out, or where searches are not exact scans.
     fn read(&self, pass: &Pass<'_>, o: &Other, ghosts: &[&MemoryRecord]) -> Reading {
+        self.read_scored(pass, o, ghosts).0
+    }
+
+    /// [`Self::read`], and where the last memory read ranks in `o`'s kept ranking (`None` when a full search
+    /// read it).
+    fn read_scored(&self, pass: &Pass<'_>, o: &Other, ghosts: &[&MemoryRecord]) -> (Reading, Option<f64>) {
         let memory = pass.memory;
         let base = memory.base();
         let mut ranked: Vec<(f64, &MemoryRecord)> = Vec::with_capacity(self.depth + ghosts.len());
@@ -292,14 +310,21 @@ impl Panel {
             }
             None => ranked.extend(pass.written.iter().map(|(r, v)| (written_score(pass, o, r, v), *r))),
         }
-        ranked.extend(ghosts.iter().map(|g| {
-            let i = g.id.0 as usize;
-            (o.fusion.as_ref().map_or_else(|| f64::from(crate::vector::dot(&o.query, base.vector(i))), |f| f.fused(i)), *g)
-        }));
+        if !ghosts.is_empty() && kept_enough && !pass.search {
+            // A ghost below the kept ranking ranks below every memory it keeps: only the kept ones can be read.
+            let kept = o.ranked.iter().filter(|(_, id)| ghosts.iter().any(|g| g.id == *id));
+            ranked.extend(kept.filter_map(|(s, id)| base.record(id.0 as usize).map(|r| (*s, r))));
+        } else {
+            ranked.extend(ghosts.iter().map(|g| {
+                let i = g.id.0 as usize;
+                (o.fusion.as_ref().map_or_else(|| f64::from(crate::vector::dot(&o.query, base.vector(i))), |f| f.fused(i)), *g)
+            }));
+        }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
         ranked.truncate(self.depth);
-        let recs: Vec<&MemoryRecord> = ranked.into_iter().map(|(_, r)| r).collect();
-        match pass.context {
+        let kept_path = kept_enough && !pass.search;
+        let (scores, recs): (Vec<f64>, Vec<&MemoryRecord>) = ranked.into_iter().unzip();
+        let reading = match pass.context {
             Context::Budget => Reading::budgeted_by(&recs, o.budget, |r| {
                 // M₀'s version of a memory (live, or a ghost) is M₀'s own record; anything else was written.
                 let known = if base.record(r.id.0 as usize).is_some_and(|m| std::ptr::eq(m, r)) {
@@ -310,7 +335,9 @@ impl Panel {
                 known.unwrap_or_else(|| cost(&r.view()))
             }),
             Context::TopK => Reading::whole(&recs),
-        }
+        };
+        let last = reading.units.len().checked_sub(1).map(|i| scores[i]).filter(|_| kept_path);
+        (reading, last)
     }
 
     /// What each M₀ memory states of `o`'s answer (computed once per question).
@@ -380,6 +407,7 @@ pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Contex
         written_costs: HashMap::new(),
         cut: Mutex::default(),
         ghosts: Vec::new(),
+        ghost_ids: HashSet::new(),
     };
     panel.read(&pass, o, &[])
 }
