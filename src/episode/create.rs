@@ -17,7 +17,7 @@ fn valid_episode_id(id: &str) -> Result<(), EpisodeError> {
 /// The rule for a client-chosen episode id, refusing as `field`.
 pub(super) fn valid_id(field: &str, id: &str) -> Result<(), EpisodeError> {
     if id.is_empty() || id.len() > 128 {
-        return Err(EpisodeError::invalid(field, format!("must be 1 to 128 characters, got {}", id.len())));
+        return Err(EpisodeError::invalid(field, format!("must be 1 to 128 characters, got {} ({})", id.len(), crate::quote::quoted(id))));
     }
     if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))) {
         return Err(EpisodeError::invalid(field, format!("may hold only letters, digits, '.', '_', ':' and '-', found {c:?}")));

@@ -68,6 +68,7 @@ impl Environment {
                 return Err(EpisodeError::invalid(&field, format!("{} is named twice (or is the parent's id)", crate::quote::quoted(id))));
             }
         }
+        super::create::valid_id("episode_id", &req.episode_id)?;
         self.replica.check(&req.episode_id)?;
         self.replica.admit_new()?;
         let now = self.clock.now_ms();

@@ -152,6 +152,7 @@ impl Environment {
 
     /// The open entry of `id`; EpisodeEnded for a remembered ended id, else EpisodeNotFound.
     fn entry(&self, id: &str) -> Result<Arc<Entry>, EpisodeError> {
+        create::valid_id("episode_id", id)?;
         self.replica.check(id)?;
         let now = self.clock.now_ms();
         match self.registry.find(id, now) {
@@ -221,6 +222,7 @@ impl Environment {
     /// Closes the episode (after a call in flight on it) and remembers its id; returns its last state.
     /// Idempotent: an episode already closed or reaped whose id is remembered gives `None`.
     pub async fn close_episode(&self, episode_id: &str) -> Result<Option<EpisodeState>, EpisodeError> {
+        create::valid_id("episode_id", episode_id)?;
         self.replica.check(episode_id)?;
         let entry = match self.registry.find(episode_id, self.clock.now_ms()) {
             Lookup::Live(e) => e,

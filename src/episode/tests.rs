@@ -633,3 +633,27 @@ async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_question
 mod fork;
 mod once;
 mod whole;
+
+/// One id rule for every call: an id CreateEpisode would refuse is refused by name wherever it is used
+/// (a lookup of 10 MB is InvalidArgument on `episode_id`, quoting nothing of it), never NOT_FOUND.
+#[tokio::test]
+async fn every_call_refuses_an_id_create_would_refuse() {
+    let env = env();
+    let huge = "x".repeat(10 << 20);
+    for bad in [huge.as_str(), "", "a b", "ep/1"] {
+        let errs = [
+            env.get_episode(bad, false).await.err(),
+            env.score_episode(bad).await.err(),
+            env.call_tool(bad, call("sample_memory", r#"{"k": 1}"#)).await.err(),
+            env.close_episode(bad).await.err(),
+        ];
+        for e in errs {
+            let e = e.expect("refused");
+            let EpisodeError::InvalidArgument { field, message } = &e else { panic!("{e:?}") };
+            assert_eq!(field, "episode_id");
+            assert!(message.len() < 200, "{}", &message[..200.min(message.len())]);
+        }
+    }
+    // A valid id that names nothing is still NOT_FOUND.
+    assert!(matches!(env.get_episode("no-such-episode", false).await, Err(EpisodeError::EpisodeNotFound { .. })));
+}

@@ -406,7 +406,8 @@ async fn long_values_come_back_as_a_short_prefix() {
             Code::InvalidArgument,
             "split_criteria",
         ),
-        ("CallTool episode_id", call_tool(z.clone(), "sample_memory".into(), "{}".into()), Code::NotFound, "episode"),
+        // An id CreateEpisode would refuse is refused by name on every call, not looked up.
+        ("CallTool episode_id", call_tool(z.clone(), "sample_memory".into(), "{}".into()), Code::InvalidArgument, "episode_id"),
         (
             "CallTool duplicate key",
             call_tool(ep(), "search_memory".into(), r#"{"query": "a", "query": "b"}"#.into()),
@@ -437,8 +438,8 @@ async fn long_values_come_back_as_a_short_prefix() {
         (
             "GetEpisode.episode_id",
             rpc!(get_episode, pb::GetEpisodeRequest { episode_id: z.clone(), include_trace: false }),
-            Code::NotFound,
-            "episode",
+            Code::InvalidArgument,
+            "episode_id",
         ),
         (
             "CreateEpisode.question_id",
