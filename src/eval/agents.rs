@@ -56,8 +56,7 @@ pub use goals::*;
 pub use summary::*;
 pub use tricks::Trick;
 
-/// A reward with |reward| at or below this has sign 0.
-pub const SIGN_EPSILON: f64 = 1e-9;
+pub use crate::reward::SIGN_EPSILON;
 
 /// A scripted agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -185,6 +185,21 @@ impl RewardFormula {
     }
 }
 
+/// A reward with |r| at or below this has sign 0, and rewards this close are equal: the one threshold every
+/// report (`memgym eval`, `memgym rollout`'s GRPO signal) reads signs and ties with.
+pub const SIGN_EPSILON: f64 = 1e-9;
+
+/// The sign of a reward: 0 within [`SIGN_EPSILON`] of zero.
+pub fn sign(x: f64) -> i8 {
+    if x > SIGN_EPSILON {
+        1
+    } else if x < -SIGN_EPSILON {
+        -1
+    } else {
+        0
+    }
+}
+
 /// Answer recall of the text read (category 5: one minus the recall of the trap answer).
 pub fn answer_recall_score(target: &Target, reading: &Reading) -> f64 {
     let context = reading.texts().join("\n");

@@ -26,18 +26,7 @@ use super::record::{Outcome, Status, Stop, Trajectory};
 use crate::dataset::category_name;
 use crate::tools::TOOL_NAMES;
 
-/// A reward with |r| at or below this has sign 0.
-pub const SIGN_EPSILON: f64 = 1e-9;
-/// The sign of a reward: 0 within [`SIGN_EPSILON`] of zero.
-pub fn sign(x: f64) -> i8 {
-    if x > SIGN_EPSILON {
-        1
-    } else if x < -SIGN_EPSILON {
-        -1
-    } else {
-        0
-    }
-}
+pub use crate::reward::{sign, SIGN_EPSILON};
 
 /// Bootstrap resamples per CI.
 pub const BOOTSTRAP_RESAMPLES: usize = 2_000;

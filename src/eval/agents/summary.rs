@@ -5,16 +5,7 @@
 
 use super::*;
 
-/// The sign of a reward: 0 within [`SIGN_EPSILON`] of 0.
-pub fn sign(reward: f64) -> i8 {
-    if reward > SIGN_EPSILON {
-        1
-    } else if reward < -SIGN_EPSILON {
-        -1
-    } else {
-        0
-    }
-}
+pub use crate::reward::sign;
 
 /// One evaluator's numbers in a [`SummaryRow`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
