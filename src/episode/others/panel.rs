@@ -195,7 +195,7 @@ impl Panel {
                 deltas.push(OtherDelta::unchanged(o.p_old, same));
                 continue;
             }
-            let (reading, last) = self.read_scored(&pass, o, &[]);
+            let (reading, last) = self.read_scored(&pass, o, false);
             let now: HashSet<MemoryId> = reading.ids().into_iter().collect();
             let then: HashSet<MemoryId> = o.read.iter().copied().collect();
             rescored.push((i, deltas.len(), now.symmetric_difference(&then).count()));
@@ -223,11 +223,12 @@ impl Panel {
             None => !pass.ghosts.is_empty(),
             Some(floor) => o.ranked.iter().any(|(s, id)| *s >= floor && pass.ghost_ids.contains(id)),
         };
+        let mut d = OtherDelta { p_old: o.p_old, p_new, p_m0, p_grounded, p_now, p_virtual: p_new };
         // Nor is it needed where nothing is left to displace (p_old = 0, or all of it destroyed).
-        let destroyed = (o.p_old - p_new.max(p_now)).max(0.0);
-        let p_virtual =
-            if in_reach && o.p_old - destroyed > 0.0 { self.p(pass, o, &self.read(pass, o, &pass.ghosts), |_| true) } else { p_new };
-        OtherDelta { p_old: o.p_old, p_new, p_m0, p_grounded, p_now, p_virtual }
+        if in_reach && o.p_old - d.destroyed() > 0.0 {
+            d.p_virtual = self.p(pass, o, &self.read(pass, o, true), |_| true);
+        }
+        d
     }
 
     /// p of `reading` with M₀'s memories and the written ones `written` keeps.
@@ -269,17 +270,19 @@ impl Panel {
         Some(p)
     }
 
-    /// What question `o` reads of the episode's memory, with `ghosts` (removed M₀ memories) kept in place:
+    /// What question `o` reads of the episode's memory, with the pass's ghosts (removed M₀ memories) kept in
+    /// place when `with_ghosts`:
     /// M₀'s ranking for it less what was removed, merged with what was written (ties by id, as a search
     /// orders them); a full search where that ranking runs out, or where searches are not exact scans.
-    fn read(&self, pass: &Pass<'_>, o: &Other, ghosts: &[&MemoryRecord]) -> Reading {
-        self.read_scored(pass, o, ghosts).0
+    fn read(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> Reading {
+        self.read_scored(pass, o, with_ghosts).0
     }
 
     /// [`Self::read`], and where the last memory read ranks in `o`'s kept ranking (`None` when a full search
     /// read it).
-    fn read_scored(&self, pass: &Pass<'_>, o: &Other, ghosts: &[&MemoryRecord]) -> (Reading, Option<f64>) {
+    fn read_scored(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> (Reading, Option<f64>) {
         let memory = pass.memory;
+        let ghosts: &[&MemoryRecord] = if with_ghosts { &pass.ghosts } else { &[] };
         let base = memory.base();
         let mut ranked: Vec<(f64, &MemoryRecord)> = Vec::with_capacity(self.depth + ghosts.len());
         let kept_enough = {
@@ -310,9 +313,10 @@ impl Panel {
             }
             None => ranked.extend(pass.written.iter().map(|(r, v)| (written_score(pass, o, r, v), *r))),
         }
-        if !ghosts.is_empty() && kept_enough && !pass.search {
+        let kept_path = kept_enough && !pass.search;
+        if !ghosts.is_empty() && kept_path {
             // A ghost below the kept ranking ranks below every memory it keeps: only the kept ones can be read.
-            let kept = o.ranked.iter().filter(|(_, id)| ghosts.iter().any(|g| g.id == *id));
+            let kept = o.ranked.iter().filter(|(_, id)| pass.ghost_ids.contains(id));
             ranked.extend(kept.filter_map(|(s, id)| base.record(id.0 as usize).map(|r| (*s, r))));
         } else {
             ranked.extend(ghosts.iter().map(|g| {
@@ -322,7 +326,6 @@ impl Panel {
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
         ranked.truncate(self.depth);
-        let kept_path = kept_enough && !pass.search;
         let (scores, recs): (Vec<f64>, Vec<&MemoryRecord>) = ranked.into_iter().unzip();
         let reading = match pass.context {
             Context::Budget => Reading::budgeted_by(&recs, o.budget, |r| {
@@ -409,7 +412,7 @@ pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Contex
         ghosts: Vec::new(),
         ghost_ids: HashSet::new(),
     };
-    panel.read(&pass, o, &[])
+    panel.read(&pass, o, false)
 }
 
 /// M₀'s rank fusion for a question (hybrid search only; `None` for dense search).
