@@ -72,7 +72,7 @@ pub fn tools_json() -> Vec<Value> {
         json!({"type": "object", "properties": {"episode_id": {"type": "string", "description": EPISODE_ID}}, "required": ["episode_id"]});
     out.push(json!({"name": EPISODE_TOOLS[0], "description": "Opens an episode: one LoCoMo conversation's memory and a target question. Returns its episode_id and question.",
         "inputSchema": {"type": "object", "properties": open, "required": []}}));
-    out.push(json!({"name": EPISODE_TOOLS[1], "description": "Scores the episode (idempotent; finalises it): reward = performance_delta - growth by default (or MemUpdate's performance_delta x memory_efficiency, as the server is configured), with the breakdown.",
+    out.push(json!({"name": EPISODE_TOOLS[1], "description": format!("Scores the episode (idempotent; finalises it): {}. Returns the breakdown.", crate::reward::IN_BRIEF),
         "inputSchema": id_only}));
     out.push(json!({"name": EPISODE_TOOLS[2], "description": "Closes the episode and frees it (idempotent).", "inputSchema": id_only}));
     out.push(json!({"name": EPISODE_TOOLS[3],

@@ -1,4 +1,5 @@
-//! The reward, as pure functions: by default reward = (p_new − p_old) − growth ([`RewardFormula`]).
+//! The reward, as pure functions: by default the target's p_new − p_old, plus what the edit does to every other
+//! question of the conversation, minus the content words it added and removed ([`RewardFormula`]).
 //!
 //! A policy trained on this reward will find any way to raise it; every piece below is there because a
 //! scripted policy that never saw the gold answer raised MemUpdate's reward without improving memory
@@ -127,6 +128,12 @@ impl Context {
         Self::ALL.into_iter().find(|c| c.name() == name.trim()).ok_or_else(|| format!("unknown context {name:?}: expected budget or top-k"))
     }
 }
+
+/// The reward in one sentence, for the faces that describe it to a client or a policy (MCP's score tool,
+/// OpenEnv's metadata, ORS's `submit`).
+pub const IN_BRIEF: &str = "reward = the target question's performance_delta, plus half of the rises and minus the \
+    facts lost on every other question of the conversation, minus the content words added and removed (the default \
+    whole-memory formula; the server's --reward-formula may name another)";
 
 /// How p_new − p_old, the other questions and the memory's growth make the reward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -73,8 +73,8 @@ pub fn experiences_in(text: &str) -> usize {
 }
 
 /// A reward mapped into LearnFromGroup's [0, 1]: `(r + 1) / 2`, clamped. Linear, so the learner sees the
-/// order and the spread of a group's rewards as they were; memgym's reward lies in [−1, 1] except that
-/// growth may push it below −1 (clamped to 0).
+/// order and the spread of a group's rewards as they were above −1; the whole-memory reward goes below −1
+/// when an edit destroys other questions' facts, and every such rollout reads 0, the worst.
 pub fn normalise(reward: f64) -> f64 {
     if reward.is_finite() {
         ((reward + 1.0) / 2.0).clamp(0.0, 1.0)

@@ -11,8 +11,8 @@ use crate::tools::TOOL_NAMES;
 pub fn metadata() -> Value {
     json!({
         "name": "memgym",
-        "description": "Memory editing on LoCoMo: an episode is one conversation's memory plus a question; the agent edits the memory \
-            with six tools (search, manage, delete, sample, merge, split) and is scored reward = performance_delta - growth by default (MemUpdate's performance_delta x memory_efficiency on request).",
+        "description": format!("Memory editing on LoCoMo: an episode is one conversation's memory plus a question; the agent edits the \
+            memory with six tools (search, manage, delete, sample, merge, split) and is scored: {}.", crate::reward::IN_BRIEF),
         "version": env!("CARGO_PKG_VERSION"),
         "author": "memgym",
         "documentation_url": null,

@@ -21,9 +21,9 @@ pub const ENV_NAME: &str = "memgym";
 pub const SUBMIT: &str = "submit";
 
 /// What `submit` says to the policy.
-const SUBMIT_DESCRIPTION: &str = "Finish: score the memory as it is now and end the episode. The reward is the \
-    performance delta minus growth (or MemUpdate's performance delta x memory efficiency, as the server is configured). \
-    No tool call is accepted after it.";
+fn submit_description() -> String {
+    format!("Finish: score the memory as it is now and end the episode: {}. No tool call is accepted after it.", crate::reward::IN_BRIEF)
+}
 
 /// The tools as ORS lists them (`GET /tools`, `GET /task_tools`): the six memory tools with the server's
 /// schemas, then `submit`, which takes no arguments.
@@ -35,7 +35,7 @@ pub(super) fn tool_list() -> Value {
             json!({"name": f["name"], "description": f["description"], "input_schema": f["parameters"]})
         })
         .collect();
-    tools.push(json!({"name": SUBMIT, "description": SUBMIT_DESCRIPTION,
+    tools.push(json!({"name": SUBMIT, "description": submit_description(),
         "input_schema": {"type": "object", "properties": {}, "required": []}}));
     json!({"tools": tools, "terminal_tool": null, "supports_score_group": false, "message_block_types": ["text"]})
 }
