@@ -351,13 +351,15 @@ def main() -> int:
                     failures += 1
                 continue
             ran += 1
+            started = time.monotonic()
             why = run_block(b, args, addrs, env)
+            took = f"{time.monotonic() - started:.0f} s"
             if why is None:
                 passed += 1
-                print(f"ok       {where}")
+                print(f"ok       {where} ({took})")
             else:
                 failures += 1
-                print(f"FAILED   {where}: {why}")
+                print(f"FAILED   {where} ({took}): {why}")
     finally:
         server.terminate()
         server.wait(timeout=20)

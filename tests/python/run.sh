@@ -37,6 +37,8 @@
 # Extra arguments go to every pytest run. The tests start the server themselves on a free loopback port.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# Each tier's time goes to $MEMGYM_TIMING when scripts/test sets it.
+. "$ROOT/scripts/tier.sh"
 VENV=${MEMGYM_PYVENV:-$HOME/.cache/memgym/pyvenv}
 if [ -z "${MEMGYM_BIN:-}" ]; then
   if [ -n "${CARGO_TARGET_DIR:-}" ]; then MEMGYM_BIN=$CARGO_TARGET_DIR/debug/memgym; else MEMGYM_BIN=$HOME/.cache/memgym/target/debug/memgym; fi
@@ -48,68 +50,73 @@ if [ ! -x "$MEMGYM_BIN" ]; then
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "== creating $VENV"
+  tier "creating $VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --upgrade pip
 fi
-echo "== installing clients/python and the test requirements into $VENV"
+tier "installing clients/python and the test requirements into $VENV"
 "$VENV/bin/pip" install --quiet "$ROOT/clients/python" "pytest>=7" grpcio-health-checking "pydantic>=2" omegaconf pyarrow vermin prometheus-client trustme
 
 export MEMGYM_VERL_WHEELS=${MEMGYM_VERL_WHEELS:-$HOME/.cache/memgym/verl-wheels}
 for v in 0.5.0 0.7.0 0.7.1 0.9.1; do
   if ! compgen -G "$MEMGYM_VERL_WHEELS/verl-$v-*.whl" >/dev/null; then
-    echo "== downloading the verl $v wheel into $MEMGYM_VERL_WHEELS"
+    tier "downloading the verl $v wheel into $MEMGYM_VERL_WHEELS"
     "$VENV/bin/pip" download --quiet --no-deps "verl==$v" -d "$MEMGYM_VERL_WHEELS"
   fi
 done
 
 cd "$ROOT/tests/python"
-echo "== pytest tests/python without verl (server: $MEMGYM_BIN)"
+tier "pytest tests/python without verl (server: $MEMGYM_BIN)"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=with_verl --ignore=real_llm --ignore=protocols "$@"
 
 if [ "${MEMGYM_REAL_LLM:-}" != skip ]; then
-  echo "== the real LLM (scripts/install-llm.sh)"
+  tier "the real LLM (scripts/install-llm.sh)"
   env=$("$ROOT/scripts/install-llm.sh")
+  tier_end
   # In a subshell: the variables are the tier's alone and do not reach the verl suites below.
   (
     eval "$env"
     export MEMGYM_LOCAL_LLM_PYTHON MEMGYM_LOCAL_LLM_GGUF MEMGYM_LOCAL_LLM_NAME MEMGYM_REQUIRE_LLM=1
-    echo "== pytest tests/python/real_llm against $MEMGYM_LOCAL_LLM_NAME"
+    tier "pytest tests/python/real_llm against $MEMGYM_LOCAL_LLM_NAME"
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider real_llm "$@"
+    tier_end
   )
 fi
 
 if [ "${MEMGYM_PROTOCOLS:-}" != skip ]; then
-  echo "== the released OpenEnv, MCP, TRL and transformers clients (scripts/install-protocols.sh, scripts/install-qwen.sh)"
+  tier "the released OpenEnv, MCP, TRL and transformers clients (scripts/install-protocols.sh, scripts/install-qwen.sh)"
   env=$("$ROOT/scripts/install-protocols.sh")
+  tier_end
   # In a subshell, like the real-LLM tier: the variables stay the tier's.
   (
     eval "$env"
     env=$("$ROOT/scripts/install-qwen.sh" "$MEMGYM_PROTOCOLS_VENV/trl/bin/python")
     eval "$env"
     export MEMGYM_QWEN_TOKENIZER MEMGYM_PROTOCOLS_REQUIRE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-    echo "== pytest tests/python/protocols/test_openenv.py with openenv 0.10.0"
+    tier "pytest tests/python/protocols/test_openenv.py with openenv 0.10.0"
     "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest -q -p no:cacheprovider protocols/test_openenv.py "$@"
-    echo "== pytest tests/python/protocols/test_openenv_rfc008.py (RFC 008's runtime contracts) with openenv 0.10.0"
+    tier "pytest tests/python/protocols/test_openenv_rfc008.py (RFC 008's runtime contracts) with openenv 0.10.0"
     "$MEMGYM_PROTOCOLS_VENV/openenv/bin/python" -m pytest -q -p no:cacheprovider protocols/test_openenv_rfc008.py "$@"
-    echo "== pytest tests/python/protocols/test_mcp.py with mcp 2.3.0"
+    tier "pytest tests/python/protocols/test_mcp.py with mcp 2.3.0"
     "$MEMGYM_PROTOCOLS_VENV/mcp/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp.py protocols/test_mcp_stress.py "$@"
-    echo "== pytest tests/python/protocols/test_mcp1.py with mcp 1.30.0"
+    tier "pytest tests/python/protocols/test_mcp1.py with mcp 1.30.0"
     "$MEMGYM_PROTOCOLS_VENV/mcp1/bin/python" -m pytest -q -p no:cacheprovider protocols/test_mcp1.py "$@"
-    echo "== pytest tests/python/protocols/test_nemo_gym.py with nemo-gym 0.7.0 (Python 3.13)"
+    tier "pytest tests/python/protocols/test_nemo_gym.py with nemo-gym 0.7.0 (Python 3.13)"
     "$MEMGYM_PROTOCOLS_VENV/nemo_gym/bin/python" -m pytest -q -p no:cacheprovider protocols/test_nemo_gym.py "$@"
-    echo "== pytest tests/python/protocols/test_trl*.py with trl 1.16.0 and transformers 5.23.0"
+    tier "pytest tests/python/protocols/test_trl*.py with trl 1.16.0 and transformers 5.23.0"
     "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_trl.py protocols/test_trl_grpo.py "$@"
-    echo "== pytest tests/python/protocols/test_verifiers.py with verifiers 0.4.0 (vf-eval memgym-locomo)"
+    tier "pytest tests/python/protocols/test_verifiers.py with verifiers 0.4.0 (vf-eval memgym-locomo)"
     "$MEMGYM_PROTOCOLS_VENV/verifiers/bin/python" -m pytest -q -p no:cacheprovider protocols/test_verifiers.py "$@"
-    echo "== pytest tests/python/protocols/test_ors.py and test_trl_ors.py (the Open Reward Standard) with openreward 0.1.167 and trl 1.16.0"
+    tier "pytest tests/python/protocols/test_ors.py and test_trl_ors.py (the Open Reward Standard) with openreward 0.1.167 and trl 1.16.0"
     "$MEMGYM_PROTOCOLS_VENV/trl/bin/python" -m pytest -q -p no:cacheprovider protocols/test_ors.py protocols/test_trl_ors.py "$@"
+    tier_end
   )
 fi
 
 VERSIONS=${MEMGYM_VERL_VERSIONS:-0.7.1 0.8.0 0.9.0 0.9.1}
+tier_end
 [ "$VERSIONS" = none ] && exit 0
-echo "== verl and its dependencies (scripts/install-verl.sh), the Qwen2.5 tokenizer (scripts/install-qwen.sh)"
+tier "verl and its dependencies (scripts/install-verl.sh), the Qwen2.5 tokenizer (scripts/install-qwen.sh)"
 env=$("$ROOT/scripts/install-verl.sh")
 eval "$env"
 for family in 0.7 0.9; do
@@ -121,7 +128,8 @@ eval "$env"
 export MEMGYM_QWEN_TOKENIZER HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_DEDUP_LOGS=0
 for v in $VERSIONS; do
   case $v in 0.7.*|0.8.*) family=0.7 ;; *) family=0.9 ;; esac
-  echo "== pytest tests/python/with_verl against verl $v's own code"
+  tier "pytest tests/python/with_verl against verl $v's own code"
   MEMGYM_VERL_VERSION=$v PYTHONPATH="$MEMGYM_VERL_WHEELS/src/$v" \
     "$MEMGYM_VERL_ROOT/venv-$family/bin/python" -m pytest -q -p no:cacheprovider with_verl "$@"
 done
+tier_end
