@@ -42,7 +42,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use memgym::config::load_dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::{CreateRequest, EnvConfig, Environment, EpisodeSource, SystemClock};
 use memgym::memory::{EpisodeMemory, Filter, MemoryRecord};
@@ -52,7 +51,7 @@ use memgym::reward::{answer_recall, evaluate, memory_efficiency, Evaluator, Size
 const QUESTION: &str = "conv-41:q1";
 
 fn environment() -> Environment {
-    let dataset = Arc::new(load_dataset(None).expect("the embedded LoCoMo dataset loads"));
+    let dataset = Arc::new(memgym::dataset::Dataset::load(None).expect("the embedded LoCoMo dataset loads"));
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
     Environment::new(EnvConfig::default(), dataset, embed, Arc::new(SystemClock::default())).expect("hash embedding cannot fail")
 }

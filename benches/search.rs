@@ -51,7 +51,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
-use memgym::config::load_dataset;
 use memgym::dataset::Dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::build_base;
@@ -91,7 +90,7 @@ fn embed() -> &'static EmbedService {
 
 fn dataset() -> &'static Dataset {
     static D: OnceLock<Dataset> = OnceLock::new();
-    D.get_or_init(|| load_dataset(None).expect("the embedded LoCoMo dataset loads"))
+    D.get_or_init(|| memgym::dataset::Dataset::load(None).expect("the embedded LoCoMo dataset loads"))
 }
 
 /// Every LoCoMo question, embedded (the query set).

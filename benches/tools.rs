@@ -27,7 +27,6 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use memgym::config::load_dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::{build_base, initial_records};
 use memgym::memory::{BaseMemory, EpisodeMemory, IndexConfig, MemoryId};
@@ -37,7 +36,7 @@ use memgym::tools::{Tool, ToolCall, ToolContext, ToolLimits, ToolOutput};
 const SEED: u64 = 7;
 
 fn conv41(embed: &EmbedService) -> Arc<BaseMemory> {
-    let ds = load_dataset(None).expect("the embedded LoCoMo dataset loads");
+    let ds = memgym::dataset::Dataset::load(None).expect("the embedded LoCoMo dataset loads");
     let records = initial_records(ds.memories_of("conv-41"));
     Arc::new(build_base(embed, "conv-41".into(), records, &IndexConfig::default()).expect("hash embedding cannot fail"))
 }

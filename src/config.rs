@@ -1,6 +1,5 @@
-//! Validated settings: turns raw CLI flags ([`crate::cli::EnvArgs`]) into an [`EnvConfig`], and loads
-//! the dataset (a Parquet directory, or by default the copy embedded in the binary at build time, so the
-//! server runs with nothing but its binary).
+//! Validated settings: turns raw CLI flags ([`crate::cli::EnvArgs`]) into an [`EnvConfig`] and the parts
+//! an environment is built from (the dataset comes from [`Dataset::load`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,37 +16,6 @@ use crate::llm::{ChatConfig, Llm, OpenAiChat};
 use crate::memory::{IndexConfig, IndexMode};
 use crate::reward::{Evaluator, RewardFormula};
 use crate::tools::ToolLimits;
-
-const EMBEDDED_CONVERSATIONS: &[u8] = include_bytes!("../data/locomo/conversations.parquet");
-const EMBEDDED_MEMORIES: &[u8] = include_bytes!("../data/locomo/memories.parquet");
-const EMBEDDED_QUESTIONS: &[u8] = include_bytes!("../data/locomo/questions.parquet");
-/// The LoCoMo Benchmark Audit's list of wrong gold answers (CC BY-NC 4.0; `data/locomo-audit/`).
-const EMBEDDED_AUDIT: &[u8] = include_bytes!("../data/locomo-audit/errors.json");
-const AUDIT_FILE: &str = "data/locomo-audit/errors.json";
-
-/// The LoCoMo dataset from `dir`, or the embedded copy.
-pub fn load_dataset(dir: Option<&Path>) -> anyhow::Result<Dataset> {
-    let mut ds = match dir {
-        Some(d) => Dataset::read_parquet_dir(d).with_context(|| format!("loading the dataset from {}", d.display()))?,
-        None => Dataset::read_parquet_bytes(
-            bytes::Bytes::from_static(EMBEDDED_CONVERSATIONS),
-            bytes::Bytes::from_static(EMBEDDED_MEMORIES),
-            bytes::Bytes::from_static(EMBEDDED_QUESTIONS),
-        )
-        .context("loading the embedded dataset")?,
-    };
-    // The LoCoMo audit joins to the questions it names (all of them on LoCoMo, none on another dataset).
-    let join = ds.join_audit(AUDIT_FILE, EMBEDDED_AUDIT).context("joining the LoCoMo audit")?;
-    tracing::debug!(joined = join.joined, unmatched = join.unmatched, "LoCoMo audit");
-    Ok(ds)
-}
-
-/// The dataset with the gold answers `mode` chooses ([`Dataset::apply_gold`]).
-pub fn load_dataset_with_gold(dir: Option<&Path>, mode: GoldMode) -> anyhow::Result<Dataset> {
-    let mut ds = load_dataset(dir)?;
-    ds.apply_gold(mode);
-    Ok(ds)
-}
 
 /// Validates the flags.
 pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
@@ -198,7 +166,7 @@ pub fn build_environment(a: &EnvArgs) -> anyhow::Result<Arc<Environment>> {
 pub fn build_replica_environment(a: &EnvArgs, replica: Option<String>) -> anyhow::Result<Arc<Environment>> {
     let config = env_config(a)?;
     let gold = GoldMode::parse(&a.gold).map_err(anyhow::Error::msg).context("--gold")?;
-    let dataset = Arc::new(load_dataset_with_gold(a.data_dir.as_deref(), gold)?);
+    let dataset = Arc::new(Dataset::load_with_gold(a.data_dir.as_deref(), gold)?);
     let kind: EmbedderKind = a.embed.embedder.parse().map_err(anyhow::Error::msg).context("--embedder")?;
     let embed = embed_service(kind, &a.embed)?;
     let id = embed.identity().clone();
@@ -279,7 +247,7 @@ pub async fn build_banks(a: &crate::cli::BanksArgs, env: &Environment) -> anyhow
 
 /// Embeds M₀ and writes `vectors-<embedder>.parquet` into `out`.
 pub fn embed_dataset(data_dir: Option<&Path>, out: &Path, a: &EmbedArgs) -> anyhow::Result<PathBuf> {
-    let dataset = load_dataset(data_dir)?;
+    let dataset = Dataset::load(data_dir)?;
     let kind: EmbedderKind = a.embedder.parse().map_err(anyhow::Error::msg).context("--embedder")?;
     let embed = embed_service(kind, a)?;
     let id = embed.identity().clone();

@@ -84,7 +84,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         }
         Command::Rollout(a) => {
             let gold = memgym::dataset::GoldMode::parse(&a.env.gold).map_err(anyhow::Error::msg).context("--gold")?;
-            let ds = config::load_dataset_with_gold(a.env.data_dir.as_deref(), gold)?;
+            let ds = Dataset::load_with_gold(a.env.data_dir.as_deref(), gold)?;
             let (mut plan, mut questions) = rollout::plan(&a, &ds)?;
             if a.report_only {
                 (plan, questions) = rollout::recorded(plan, questions, &a.out, &ds)?;
@@ -110,7 +110,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         }
         Command::Learn(a) => {
             let gold = memgym::dataset::GoldMode::parse(&a.gold).map_err(anyhow::Error::msg).context("--gold")?;
-            let ds = config::load_dataset_with_gold(a.data_dir.as_deref(), gold)?;
+            let ds = Dataset::load_with_gold(a.data_dir.as_deref(), gold)?;
             let (train, test) = rollout::learn::questions(&a, &ds)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
@@ -273,7 +273,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Eval(EvalArgs { command: Some(EvalCommand::Retrieval { with, split, json, embed }), .. }) => {
-            let ds = config::load_dataset(None)?;
+            let ds = Dataset::load(None)?;
             let split = split.map(|s| s.parse::<Split>()).transpose().map_err(|e| anyhow::anyhow!("--split: {e}"))?;
             let kinds: Vec<EmbedderKind> = if with.is_empty() {
                 EmbedderKind::ALL.to_vec()
@@ -305,7 +305,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                 None => memgym::dataset::verl::SYSTEM_PROMPT.to_string(),
             };
             let gold = memgym::dataset::GoldMode::parse(&gold).map_err(anyhow::Error::msg).context("--gold")?;
-            let ds = config::load_dataset_with_gold(data_dir.as_deref(), gold)?;
+            let ds = Dataset::load_with_gold(data_dir.as_deref(), gold)?;
             let split = match split.as_str() {
                 "all" => None,
                 s => Some(s.parse::<Split>().map_err(|e| anyhow::anyhow!("--split: {e} (or all)"))?),
@@ -318,7 +318,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         Command::Dataset(DatasetCommand::Stats { data_dir, locomo }) => {
             let ds = match locomo {
                 Some(p) => Dataset::from_locomo_json(&p)?,
-                None => config::load_dataset(data_dir.as_deref())?,
+                None => Dataset::load(data_dir.as_deref())?,
             };
             println!("{}", ds.stats());
             Ok(())

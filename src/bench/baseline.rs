@@ -21,7 +21,7 @@ pub(super) async fn embedder_alone(a: &BenchArgs, env: Option<&Arc<Environment>>
         Some(env) => (env.embedder().clone(), observation_texts(env.dataset())),
         None => {
             let kind: EmbedderKind = a.env.embed.embedder.parse().map_err(anyhow::Error::msg).context("--embedder")?;
-            let ds = config::load_dataset(a.env.data_dir.as_deref())?;
+            let ds = crate::dataset::Dataset::load(a.env.data_dir.as_deref())?;
             (config::embed_service(kind, &a.env.embed)?, observation_texts(&ds))
         }
     };

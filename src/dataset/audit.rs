@@ -197,7 +197,7 @@ mod tests {
     use super::*;
 
     fn locomo() -> Dataset {
-        crate::config::load_dataset(None).unwrap()
+        crate::dataset::Dataset::load(None).unwrap()
     }
 
     #[test]

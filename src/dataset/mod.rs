@@ -77,6 +77,7 @@
 //! [`Dataset::validate`] called on a hand-built value).
 
 mod audit;
+mod embedded;
 mod evidence;
 mod locomo;
 mod parquet_io;

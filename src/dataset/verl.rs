@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn rows_carry_the_gold_status_and_exclude_flagged_drops_the_audits_corrupt_golds() {
-        let mut ds = crate::config::load_dataset(None).unwrap();
+        let mut ds = crate::dataset::Dataset::load(None).unwrap();
         let opts = VerlOptions { split: Some(Split::Train), ..VerlOptions::new(None) };
         let status = |ds: &Dataset| -> Vec<String> {
             let b = batch(&select(ds, &opts), DEFAULT_AGENT_NAME, SYSTEM_PROMPT, &TOOL_NAMES).unwrap();

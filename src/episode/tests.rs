@@ -604,7 +604,7 @@ async fn llm_edit_falls_back_to_the_offline_strategy_with_a_note() {
 async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_questions() {
     use crate::dataset::GoldMode;
     let with = |mode| {
-        let ds = Arc::new(crate::config::load_dataset_with_gold(None, mode).unwrap());
+        let ds = Arc::new(crate::dataset::Dataset::load_with_gold(None, mode).unwrap());
         let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
         Environment::new(EnvConfig::default(), ds, embed, Arc::new(SystemClock::default())).unwrap()
     };

@@ -43,6 +43,9 @@ impl Bm25 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::tests::locomo_base;
+    use crate::memory::{EpisodeMemory, Filter};
+    use crate::vector::dot;
 
     #[test]
     fn ranks_by_term_rarity_and_frequency() {
@@ -59,5 +62,32 @@ mod tests {
         let b = [2, 0, 3, 1];
         assert_eq!(rrf(&[&a, &b], 4, 60.0)[..2], [0, 2]);
         assert_eq!(rrf(&[&a], 4, 60.0), vec![0, 1, 2, 3]);
+    }
+
+    // The memory layer's hybrid search, served by `--search hybrid`, ranks exactly as this evaluation's BM25
+    // and reciprocal-rank fusion over the same dense scores.
+    #[test]
+    fn the_served_hybrid_search_is_exactly_the_evaluated_fusion() {
+        let (base, questions, embed) = locomo_base("conv-30", true);
+        let mem = EpisodeMemory::new(base.clone());
+        let texts: Vec<&str> = base.records().iter().map(|r| r.text.as_str()).collect();
+        let bm25 = Bm25::new(texts.iter().copied());
+        for q in questions.iter().take(40) {
+            let qv = embed.embed_blocking(&[q.question.as_str()]).unwrap().remove(0);
+            let dense: Vec<f64> = (0..base.len()).map(|i| f64::from(dot(&qv, base.vector(i)))).collect();
+            let want: Vec<u32> =
+                rrf(&[&rank_by(&dense), &bm25.rank(&q.question)], base.len(), 60.0).into_iter().take(10).map(|i| i as u32).collect();
+            let (got, _) = mem.search_text(&qv, &q.question, 10, &Filter::default(), None);
+            let got: Vec<u32> = got.iter().map(|s| s.record.id.0).collect();
+            assert_eq!(got, want, "{}", q.id);
+        }
+        // Dense mode ignores the text.
+        let (dense_base, _, _) = locomo_base("conv-30", false);
+        let plain = EpisodeMemory::new(dense_base);
+        let qv = embed.embed_blocking(&["Jon's dance studio"]).unwrap().remove(0);
+        assert_eq!(
+            plain.search_text(&qv, "anything", 5, &Filter::default(), None).0.iter().map(|s| s.record.id).collect::<Vec<_>>(),
+            plain.search(&qv, 5, &Filter::default(), None).0.iter().map(|s| s.record.id).collect::<Vec<_>>()
+        );
     }
 }

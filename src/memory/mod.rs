@@ -12,4 +12,4 @@ pub use episode::{EpisodeMemory, Scored};
 pub use record::{BadMemoryId, Filter, MemoryId, MemoryRecord, MemoryType, EXAMPLE_ID, REWORDED};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

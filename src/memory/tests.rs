@@ -177,40 +177,16 @@ fn overlay_update_delete_and_ids() {
     assert_eq!(other.len(), 10);
 }
 
-fn locomo_base(conv: &str, hybrid: bool) -> (Arc<BaseMemory>, Vec<crate::dataset::Question>, crate::embed::EmbedService) {
-    let ds = crate::config::load_dataset(None).unwrap();
+/// conv's M₀ as a base (hybrid or dense), its questions and the hash embedder (also the fixture of
+/// `eval::bm25`'s test that the served fusion is the evaluated one).
+pub(crate) fn locomo_base(conv: &str, hybrid: bool) -> (Arc<BaseMemory>, Vec<crate::dataset::Question>, crate::embed::EmbedService) {
+    let ds = crate::dataset::Dataset::load(None).unwrap();
     let embed = crate::embed::EmbedService::new(Arc::new(crate::embed::HashEmbedder::default()), 1);
     let records = crate::episode::initial_records(ds.memories_of(conv));
     let cfg = IndexConfig { hybrid, ..IndexConfig::default() };
     let base = crate::episode::build_base(&embed, conv.into(), records, &cfg).unwrap();
     let qs = ds.questions.iter().filter(|q| q.conversation_id == conv).cloned().collect();
     (Arc::new(base), qs, embed)
-}
-
-#[test]
-fn hybrid_search_is_exactly_the_evaluated_fusion() {
-    use crate::eval::bm25::{rank_by, rrf, Bm25};
-    let (base, questions, embed) = locomo_base("conv-30", true);
-    let mem = EpisodeMemory::new(base.clone());
-    let texts: Vec<&str> = base.records().iter().map(|r| r.text.as_str()).collect();
-    let bm25 = Bm25::new(texts.iter().copied());
-    for q in questions.iter().take(40) {
-        let qv = embed.embed_blocking(&[q.question.as_str()]).unwrap().remove(0);
-        let dense: Vec<f64> = (0..base.len()).map(|i| f64::from(dot(&qv, base.vector(i)))).collect();
-        let want: Vec<u32> =
-            rrf(&[&rank_by(&dense), &bm25.rank(&q.question)], base.len(), 60.0).into_iter().take(10).map(|i| i as u32).collect();
-        let (got, _) = mem.search_text(&qv, &q.question, 10, &Filter::default(), None);
-        let got: Vec<u32> = got.iter().map(|s| s.record.id.0).collect();
-        assert_eq!(got, want, "{}", q.id);
-    }
-    // Dense mode ignores the text.
-    let (dense_base, _, _) = locomo_base("conv-30", false);
-    let plain = EpisodeMemory::new(dense_base);
-    let qv = embed.embed_blocking(&["Jon's dance studio"]).unwrap().remove(0);
-    assert_eq!(
-        plain.search_text(&qv, "anything", 5, &Filter::default(), None).0.iter().map(|s| s.record.id).collect::<Vec<_>>(),
-        plain.search(&qv, 5, &Filter::default(), None).0.iter().map(|s| s.record.id).collect::<Vec<_>>()
-    );
 }
 
 #[test]

@@ -16,7 +16,7 @@ use parse::Mode;
 use record::{Outcome, Stop};
 
 fn environment() -> Arc<Environment> {
-    let dataset = Arc::new(crate::config::load_dataset(None).unwrap());
+    let dataset = Arc::new(crate::dataset::Dataset::load(None).unwrap());
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
     Arc::new(Environment::new(EnvConfig::default(), dataset, embed, Arc::new(SystemClock::default())).unwrap())
 }

@@ -86,7 +86,7 @@ async fn verl_rows_with_include_adversarial_open_their_episodes() {
     use arrow_array::cast::AsArray;
     use memgym::dataset::verl::{self, VerlOptions};
 
-    let ds = memgym::config::load_dataset(None).unwrap();
+    let ds = memgym::dataset::Dataset::load(None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("test.parquet");
     let opts = VerlOptions { include_adversarial: true, ..VerlOptions::new(Some(memgym::dataset::Split::Test)) };

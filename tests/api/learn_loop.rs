@@ -55,7 +55,7 @@ fn policy(golds: Arc<HashMap<String, String>>, follows: bool) -> impl Fn(&Value)
 }
 
 fn golds() -> Arc<HashMap<String, String>> {
-    let ds = memgym::config::load_dataset(None).unwrap();
+    let ds = memgym::dataset::Dataset::load(None).unwrap();
     Arc::new(ds.questions.iter().filter_map(|q| q.answer.clone().map(|a| (q.question.clone(), a))).collect())
 }
 

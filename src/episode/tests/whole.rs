@@ -232,10 +232,6 @@ async fn deleting(q: crate::dataset::Question, m: MemoryId) {
         assert!(o.rescored >= 1 && o.damaged >= 1 && o.damage > 0.0 && b.others_term < 0.0, "{o:?}");
         assert!(b.ledger.removed > 0 && b.ledger.added == 0, "{:?}", b.ledger);
         assert!(b.reward < 0.0 && b.performance_delta == 0.0, "{b:?}");
-        // The breakdown on the wire carries the same terms.
-        let wire = crate::api::pb::ScoreEpisodeResponse::from(b.as_ref());
-        let others = wire.others.unwrap();
-        assert_eq!((others.damaged as usize, others.count as usize, wire.words_removed as usize), (o.damaged, o.count, b.ledger.removed));
         return;
     }
     panic!("no target that does not read {m}");

@@ -10,7 +10,7 @@ use crate::episode::{EnvConfig, SystemClock};
 use crate::reward::{Context, RewardFormula};
 
 fn environment(config: EnvConfig) -> Arc<Environment> {
-    let dataset = Arc::new(crate::config::load_dataset(None).unwrap());
+    let dataset = Arc::new(crate::dataset::Dataset::load(None).unwrap());
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
     Arc::new(Environment::new(config, dataset, embed, Arc::new(SystemClock::default())).unwrap())
 }

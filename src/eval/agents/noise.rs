@@ -67,7 +67,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_order_sensitive_reader_moves_and_an_offline_evaluator_does_not() {
-        let dataset = Arc::new(crate::config::load_dataset(None).unwrap());
+        let dataset = Arc::new(crate::dataset::Dataset::load(None).unwrap());
         let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
         // A reader that answers with the first line of its context: order is all it sees.
         let chat = Arc::new(ScriptedChat::new(|r| Ok(r.messages[0].content.lines().next().unwrap_or("").to_string())));

@@ -9,7 +9,7 @@ use crate::llm::{Llm, LlmError};
 
 /// The environment `memgym eval` builds on its defaults (embedded data, hash embedder), with an LLM.
 fn environment(chat: Option<Arc<ScriptedChat>>) -> Arc<Environment> {
-    let dataset = Arc::new(crate::config::load_dataset(None).unwrap());
+    let dataset = Arc::new(crate::dataset::Dataset::load(None).unwrap());
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
     let env = Environment::new(EnvConfig::default(), dataset, embed, Arc::new(SystemClock::default())).unwrap();
     Arc::new(env.with_llm(chat.map(|c| Arc::new(Llm::new(c, 4096)))).unwrap())
@@ -109,7 +109,7 @@ async fn category_5_is_run_only_when_included_and_not_held_against_the_destroyer
 
 #[test]
 fn a_limit_spreads_over_every_conversation_and_category() {
-    let ds = crate::config::load_dataset(None).unwrap();
+    let ds = crate::dataset::Dataset::load(None).unwrap();
     let o = Options { limit: Some(24), ..Options::default() };
     let picked = select_questions(&ds, &o);
     assert_eq!(picked.len(), 24);
@@ -286,7 +286,7 @@ fn sign_has_a_dead_zone_of_epsilon() {
 
 #[test]
 fn the_oracle_writes_the_answer_or_abstains_on_category_5() {
-    let ds = crate::config::load_dataset(None).unwrap();
+    let ds = crate::dataset::Dataset::load(None).unwrap();
     let q = ds.questions.iter().find(|q| q.category == 4).unwrap();
     assert_eq!(oracle_memory(q), Some(format!("{} {}", q.question, q.answer.as_deref().unwrap())));
     let adv = ds.questions.iter().find(|q| q.category == 5).unwrap();
