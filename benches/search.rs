@@ -55,7 +55,7 @@ use memgym::dataset::Dataset;
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::build_base;
 use memgym::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, IndexMode, MemoryId, MemoryRecord, MemoryType};
-use memgym::vector::{dot, dot_rows};
+use memgym::util::vector::{dot, dot_rows};
 
 const TOP_K: usize = 10;
 /// M₀ sizes: the 300 / 3k / 30k, and 1k to 20k around the exact/HNSW crossover.

@@ -13,29 +13,18 @@
 //! [`eval`] (offline evaluations).
 
 pub mod api;
+pub mod app;
 pub mod banks;
-pub mod bench;
-pub mod cli;
-pub mod config;
 pub mod dataset;
 pub mod embed;
 pub mod episode;
-pub mod eval;
-pub mod fnv;
-pub mod json;
+pub mod harness;
 pub mod llm;
 pub mod memory;
-pub mod obs;
-pub mod openai_compat;
-pub mod quote;
-pub mod reference;
 pub mod reward;
-pub mod rollout;
-pub mod server;
-pub mod telemetry;
 pub mod text;
 pub mod tools;
-pub mod vector;
+pub mod util;
 
 /// The one fake OpenAI server of the tests (`tests/support/`), shared with the integration tests.
 #[cfg(test)]

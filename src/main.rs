@@ -1,4 +1,4 @@
-//! The `memgym` binary: parses the command line and dispatches; see [`memgym::cli`].
+//! The `memgym` binary: parses the command line and dispatches; see [`memgym::app::cli`].
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -6,10 +6,11 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
-use memgym::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
+use memgym::app::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
+use memgym::app::{config, server, telemetry};
 use memgym::dataset::{Dataset, Split};
 use memgym::embed::select::EmbedderKind;
-use memgym::{bench, config, eval, rollout, server, telemetry};
+use memgym::harness::{bench, eval, rollout};
 
 /// jemalloc instead of glibc malloc: the gRPC path allocates many small, short-lived buffers per call,
 /// and glibc spent a quarter of `memgym bench`'s CPU in malloc/free. jemalloc's background threads
@@ -72,8 +73,8 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         }
         Command::Reference(what) => {
             let md = match what {
-                memgym::cli::ReferenceCommand::Cli => memgym::reference::cli_markdown(),
-                memgym::cli::ReferenceCommand::Grpc => memgym::reference::grpc_markdown(),
+                memgym::app::cli::ReferenceCommand::Cli => memgym::app::reference::cli_markdown(),
+                memgym::app::cli::ReferenceCommand::Grpc => memgym::app::reference::grpc_markdown(),
             };
             // A closed pipe (`| head`) ends the output quietly; any other write error is reported.
             use std::io::Write as _;
@@ -326,9 +327,9 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         Command::Bench(mut a) => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             match a.mode.take() {
-                Some(memgym::cli::BenchMode::Banks(b)) => rt.block_on(bench::banks::run(b)),
-                Some(memgym::cli::BenchMode::Protocols(p)) => rt.block_on(bench::protocols::run(p)),
-                Some(memgym::cli::BenchMode::Rollout(r)) => rt.block_on(bench::rollout::run(r)),
+                Some(memgym::app::cli::BenchMode::Banks(b)) => rt.block_on(bench::banks::run(b)),
+                Some(memgym::app::cli::BenchMode::Protocols(p)) => rt.block_on(bench::protocols::run(p)),
+                Some(memgym::app::cli::BenchMode::Rollout(r)) => rt.block_on(bench::rollout::run(r)),
                 None => rt.block_on(bench::run(a)),
             }
         }

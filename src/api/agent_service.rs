@@ -12,7 +12,7 @@ use super::pb;
 use super::pb::agent_memory_server::AgentMemory as AgentRpc;
 use crate::banks::agent::{CardInput, CardOutcome, ConsolidateMode, Episode, DEFAULT_MAX_RECENT, DEFAULT_MAX_RULES};
 use crate::banks::{BankError, Banks};
-use crate::quote::name;
+use crate::util::quote::name;
 
 /// The AgentMemory service.
 #[derive(Debug, Clone)]

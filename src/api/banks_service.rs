@@ -18,7 +18,7 @@ use crate::banks::formats::Format;
 use crate::banks::semantic::{self, Query, DEFAULT_MERGE_THRESHOLD, DEFAULT_PROMPT_TOP_K, DEFAULT_TOP_K};
 use crate::banks::store::BankMeta;
 use crate::banks::{show_id, BankError, Banks, Experience, Kind};
-use crate::quote::name;
+use crate::util::quote::name;
 
 /// The Banks service.
 #[derive(Debug, Clone)]

@@ -14,8 +14,8 @@ use super::pb;
 use super::pb::memory_env_server::MemoryEnv;
 use super::status::log_status;
 use crate::episode::{CreateRequest, Environment};
-use crate::quote::name;
 use crate::tools::{json, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, ToolCall, ToolError, ToolLimits};
+use crate::util::quote::name;
 use pb::call_tool_response::Result as R;
 
 /// The MemoryEnv service.

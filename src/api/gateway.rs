@@ -16,9 +16,9 @@ use super::convert::{named, tool_result};
 use super::pb;
 use crate::dataset::ADVERSARIAL_CATEGORY;
 use crate::episode::{CreateRequest, Environment, EpisodeState};
-use crate::quote::{name, quoted};
 use crate::reward::Evaluator;
 use crate::tools::{json as tool_json, TOOL_NAMES};
+use crate::util::quote::{name, quoted};
 use pb::call_tool_response::Result as R;
 
 /// The keys that open an episode (OpenEnv reset data, MCP `create_episode` arguments), with their JSON
@@ -316,7 +316,7 @@ fn open_request(args: &Map<String, Value>) -> Result<pb::CreateEpisodeRequest, S
 }
 
 /// The JSON type name of `v`, for error messages.
-pub use crate::json::kind_of as kind;
+pub use crate::util::json::kind_of as kind;
 
 /// The lowercase gRPC code name a JSON face reports ("invalid_argument").
 pub fn code_name(code: Code) -> &'static str {

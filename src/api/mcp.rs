@@ -145,13 +145,14 @@ pub async fn call_bound(gw: &Gateway, id: &str, name: &str, mut args: Map<String
             format!(
                 "tool {name} is not served on /mcp/episodes/{{episode_id}}: this URL is bound to episode {}; open, fork, score \
                  and close episodes over gRPC or /mcp",
-                crate::quote::quoted(id)
+                crate::util::quote::quoted(id)
             ),
             None,
         ));
     }
     if !is_tool(name) {
-        let message = format!("unknown tool {} (this endpoint serves {})", crate::quote::quoted(name), crate::tools::TOOL_NAMES.join(", "));
+        let message =
+            format!("unknown tool {} (this endpoint serves {})", crate::util::quote::quoted(name), crate::tools::TOOL_NAMES.join(", "));
         return Err(ErrorData::invalid_params(message, None));
     }
     if args.contains_key("episode_id") {
@@ -248,7 +249,7 @@ fn take_episode_id(args: &mut Map<String, Value>) -> Result<String, Status> {
 
 fn only_episode_id(args: &Map<String, Value>) -> Result<(), Status> {
     match args.keys().next() {
-        Some(k) => Err(super::status::invalid(format!("{}: unknown argument (expected episode_id)", crate::quote::name(k)))),
+        Some(k) => Err(super::status::invalid(format!("{}: unknown argument (expected episode_id)", crate::util::quote::name(k)))),
         None => Ok(()),
     }
 }
@@ -320,12 +321,12 @@ impl ServerHandler for McpServer {
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
         let reply = if let Some(id) = bound(&context) {
-            let span = tracing::info_span!("mcp_tool", tool = %crate::quote::name(&name), episode_id = %crate::quote::name(id));
+            let span = tracing::info_span!("mcp_tool", tool = %crate::util::quote::name(&name), episode_id = %crate::util::quote::name(id));
             call_bound(&self.gw, id, &name, args).instrument(span).await?
         } else {
-            let span = tracing::info_span!("mcp_tool", tool = %crate::quote::name(&name));
+            let span = tracing::info_span!("mcp_tool", tool = %crate::util::quote::name(&name));
             let Some(reply) = call(&self.gw, &name, args).instrument(span).await else {
-                return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::quote::quoted(&name)), None));
+                return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::util::quote::quoted(&name)), None));
             };
             reply
         };
@@ -403,7 +404,7 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
             return refusal(http::StatusCode::PAYLOAD_TOO_LARGE, &format!("Payload too large: the cap is {MAX_BODY} bytes"));
         };
         // Strict JSON: rmcp would keep one of a repeated key's values without a word.
-        let parsed = match crate::json::strict_value_bytes(&bytes) {
+        let parsed = match crate::util::json::strict_value_bytes(&bytes) {
             // JSON-RPC batches left MCP in 2025-06-18: an Invalid Request, as JSON-RPC answers what it
             // cannot take (rmcp alone answers 415 "fail to deserialize").
             Ok(serde_json::Value::Array(_)) => {
@@ -413,13 +414,13 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
                 return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
             }
             Ok(v) => Some(v),
-            Err(e @ crate::json::StrictError::Duplicate(_)) => {
+            Err(e @ crate::util::json::StrictError::Duplicate(_)) => {
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {e}")}});
                 return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
             }
-            Err(crate::json::StrictError::Syntax(e)) => {
+            Err(crate::util::json::StrictError::Syntax(e)) => {
                 // JSON-RPC's parse error (rmcp would answer 415 "fail to deserialize").
-                let message = format!("Parse error: {}", crate::quote::cut(&e.to_string()));
+                let message = format!("Parse error: {}", crate::util::quote::cut(&e.to_string()));
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": message}});
                 return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
             }
@@ -458,7 +459,7 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
 /// (`-32600`, id null) whose message says what was wrong.
 fn refusal(status: http::StatusCode, message: &str) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": crate::quote::cut(message)}});
+    let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": crate::util::quote::cut(message)}});
     (status, axum::Json(error)).into_response()
 }
 

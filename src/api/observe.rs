@@ -1,5 +1,5 @@
 //! Request metrics of the gRPC face ([`ObserveLayer`]) and of the HTTP faces ([`observe_http`]): counts
-//! by status and latency per RPC or route, and the in-flight gauge ([`crate::obs`]).
+//! by status and latency per RPC or route, and the in-flight gauge ([`crate::util::prometheus`]).
 //!
 //! A gRPC method is labelled by its path only when it is one the server serves (memgym's RPCs from the
 //! descriptor set, health, reflection); any other path is `other`, so a client cannot grow the label set.
@@ -14,7 +14,7 @@ use std::time::Instant;
 use prost::Message;
 
 use super::around::{AroundLayer, Call, Hook};
-use crate::obs;
+use crate::util::prometheus;
 
 /// Every gRPC path the server serves, as a `'static` label.
 fn known_methods() -> &'static HashMap<String, &'static str> {
@@ -73,7 +73,7 @@ impl Hook for Observe {
                 Ok(resp) => resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).map_or("ok", code_label),
                 Err(_) => "unknown",
             };
-            obs::request("grpc", method, code, started.elapsed().as_secs_f64());
+            prometheus::request("grpc", method, code, started.elapsed().as_secs_f64());
             drop(guard);
             r
         })
@@ -86,14 +86,14 @@ struct InFlight(&'static str);
 
 impl InFlight {
     fn start(face: &'static str) -> InFlight {
-        obs::in_flight(face, 1.0);
+        prometheus::in_flight(face, 1.0);
         InFlight(face)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        obs::in_flight(self.0, -1.0);
+        prometheus::in_flight(self.0, -1.0);
     }
 }
 
@@ -107,7 +107,7 @@ pub async fn observe_http(face: &'static str, req: axum::extract::Request, next:
     let started = Instant::now();
     let _guard = InFlight::start(face);
     let resp = next.run(req).await;
-    obs::request(face, route, status_label(resp.status().as_u16()), started.elapsed().as_secs_f64());
+    prometheus::request(face, route, status_label(resp.status().as_u16()), started.elapsed().as_secs_f64());
     resp
 }
 

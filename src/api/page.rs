@@ -14,7 +14,7 @@
 
 use tonic::Status;
 
-use crate::fnv::{fnv1a_extend as fnv, FNV1A_OFFSET};
+use crate::util::fnv::{fnv1a_extend as fnv, FNV1A_OFFSET};
 
 /// The listing a token belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub fn decode(rpc: Rpc, key: u64, token: &str) -> Result<Option<u64>, Status> {
     if token.is_empty() {
         return Ok(None);
     }
-    let not_ours = || refused(format!("{} is not a token this listing issued", crate::quote::quoted(token)));
+    let not_ours = || refused(format!("{} is not a token this listing issued", crate::util::quote::quoted(token)));
     if token.len() != 40 || !token.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(not_ours());
     }

@@ -37,7 +37,7 @@ use std::collections::BinaryHeap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::vector::dot;
+use crate::util::vector::dot;
 
 /// Temporal decay rate per epoch of age: the weight of an experience `age` epochs old is `exp(−DEFAULT_DECAY · age)`.
 pub const DEFAULT_DECAY: f64 = 0.1;

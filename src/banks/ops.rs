@@ -40,14 +40,14 @@
 //! operation's index and the field, and quotes at most a short prefix of a bad value. Parsing never
 //! panics and its work and memory stay within a small multiple of the reply's size.
 
-use crate::json::{kind_of, strict_value, StrictError};
+use crate::util::json::{kind_of, strict_value, StrictError};
 use std::collections::HashSet;
 use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::quote::{cut, quoted};
 use crate::text::charset::{self, Shape};
+use crate::util::quote::{cut, quoted};
 
 /// The normalised operations.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,7 +162,7 @@ pub enum BatchError {
         complete: usize,
     },
     /// The JSON found repeats a key inside one object: which of the two values was meant is unknown, so
-    /// the batch is refused (strict JSON, [`crate::json::strict_value`]).
+    /// the batch is refused (strict JSON, [`crate::util::json::strict_value`]).
     #[error("operations: key {} appears twice in one object (duplicate JSON keys are refused)", quoted(key))]
     DuplicateKey {
         /// The repeated key.

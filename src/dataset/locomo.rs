@@ -11,7 +11,7 @@ use super::{
     memory_id, question_id, seed42_split, Conversation, Dataset, DatasetError, EvidenceRepairReport, MemoryRow, Question, Session,
     MEMORY_TYPE_EPISODIC, SOURCE_OBSERVATIONS,
 };
-use crate::json::Json;
+use crate::util::json::Json;
 
 impl Dataset {
     /// Reads and converts `locomo10.json` (see the module docs for how rows are built).
@@ -36,7 +36,7 @@ impl Dataset {
         let syntax = |message: String| DatasetError::JsonSyntax { file: file.to_owned(), message };
         let root: Json = serde_json::from_slice(bytes).map_err(|e| syntax(e.to_string()))?;
         if let Some(key) = root.first_duplicate() {
-            return Err(syntax(format!("duplicate key {}", crate::quote::quoted(key))));
+            return Err(syntax(format!("duplicate key {}", crate::util::quote::quoted(key))));
         }
         let mut converter = Converter {
             file,

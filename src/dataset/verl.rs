@@ -56,7 +56,7 @@ pub fn user_prompt(question: &str) -> String {
 
 /// The policy's opening messages for one question under the system message `system` ([`SYSTEM_PROMPT`]
 /// unless `--system-prompt-file` says otherwise), as (role, content): the one rule that builds both a verl
-/// row's `prompt` and the first messages `memgym rollout` sends (`crate::rollout::prompt`), so the policy
+/// row's `prompt` and the first messages `memgym rollout` sends (`crate::harness::rollout::prompt`), so the policy
 /// measured before training sees what the trainer will show it.
 pub fn prompt_messages(system: &str, question: &str) -> [(&'static str, String); 2] {
     [("system", system.to_string()), ("user", user_prompt(question))]

@@ -46,7 +46,7 @@ use ::fastembed::{InitOptionsUserDefined, OutputKey, Pooling, TextEmbedding, Tok
 use parking_lot::{Condvar, Mutex};
 
 use super::{panic_message, EmbedError, Embedder, EmbedderIdentity};
-use crate::fnv::{fnv1a, fnv1a_extend};
+use crate::util::fnv::{fnv1a, fnv1a_extend};
 
 /// Embedder name recorded in [`EmbedderIdentity`].
 pub const NAME: &str = "all-MiniLM-L6-v2-int8";
@@ -264,7 +264,7 @@ fn read(path: &Path) -> Result<Vec<u8>, EmbedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vector::dot;
+    use crate::util::vector::dot;
     use std::time::Instant;
 
     const TOKENIZER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/models/all-MiniLM-L6-v2-tokenizer");

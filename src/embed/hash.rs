@@ -7,7 +7,7 @@
 //! retrieval quality and the default until real models are configured.
 
 use super::{EmbedError, Embedder, EmbedderIdentity};
-use crate::fnv::{fnv1a, fnv1a_extend};
+use crate::util::fnv::{fnv1a, fnv1a_extend};
 
 const STOPWORDS: &[&str] = &[
     "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as", "is", "was", "are", "were",
@@ -108,7 +108,7 @@ fn salted_hash(salt: u8, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vector::{dot, normalize};
+    use crate::util::vector::{dot, normalize};
 
     fn unit(e: &HashEmbedder, t: &str) -> Vec<f32> {
         let mut v = e.embed_one(t);

@@ -21,7 +21,7 @@ pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use potion::PotionEmbedder;
 use tokio::sync::Semaphore;
 
-use crate::vector::normalize;
+use crate::util::vector::normalize;
 
 /// Failures of an embedder.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -214,7 +214,7 @@ impl EmbedService {
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let (n, started) = (texts.len(), std::time::Instant::now());
         let r = self.embed_unobserved(texts).await;
-        crate::obs::embed_call(n, r.is_ok(), started.elapsed().as_secs_f64());
+        crate::util::prometheus::embed_call(n, r.is_ok(), started.elapsed().as_secs_f64());
         r
     }
 
@@ -237,7 +237,7 @@ impl EmbedService {
                     match c.get(&t) {
                         Some(v) => {
                             out[i] = Some(v.as_ref().clone());
-                            crate::obs::embed_cache_hit();
+                            crate::util::prometheus::embed_cache_hit();
                         }
                         None => {
                             missing.push(t);

@@ -43,8 +43,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::{EmbedError, Embedder, EmbedderIdentity};
-use crate::fnv::fnv1a;
-use crate::openai_compat::{build_client, classify, normalize_base_url, with_retries, OpenAiClient};
+use crate::util::fnv::fnv1a;
+use crate::util::openai_compat::{build_client, classify, normalize_base_url, with_retries, OpenAiClient};
 
 /// Default number of texts per request.
 const DEFAULT_BATCH_SIZE: usize = 64;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use model2vec_rs::model::StaticModel;
 
 use super::{panic_message, EmbedError, Embedder, EmbedderIdentity};
-use crate::fnv::{fnv1a_extend, FNV1A_OFFSET};
+use crate::util::fnv::{fnv1a_extend, FNV1A_OFFSET};
 
 /// Name recorded in the identity.
 const NAME: &str = "potion-base-2M";
@@ -120,7 +120,7 @@ mod tests {
 
     use super::*;
     use crate::embed::EmbedService;
-    use crate::vector::dot;
+    use crate::util::vector::dot;
 
     fn model() -> &'static PotionEmbedder {
         static M: OnceLock<PotionEmbedder> = OnceLock::new();

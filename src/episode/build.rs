@@ -40,12 +40,12 @@ impl Environment {
                         // Stored vectors came out of an EmbedService, already unit length: use them bit for
                         // bit (normalising again moves them by an ulp, and ties could then rank
                         // differently than on a server that embedded M₀ itself).
-                        let norm = crate::vector::dot(v, v).sqrt();
+                        let norm = crate::util::vector::dot(v, v).sqrt();
                         if (norm - 1.0).abs() <= 1e-4 {
                             flat.extend_from_slice(v);
                         } else {
                             let mut v = v.clone();
-                            crate::vector::normalize(&mut v);
+                            crate::util::vector::normalize(&mut v);
                             flat.extend_from_slice(&v);
                         }
                     }

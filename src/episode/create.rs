@@ -4,9 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::fnv::{fnv1a_extend, FNV1A_OFFSET};
 use crate::memory::EpisodeMemory;
 use crate::reward::Target;
+use crate::util::fnv::{fnv1a_extend, FNV1A_OFFSET};
 
 use super::*;
 
@@ -17,7 +17,10 @@ fn valid_episode_id(id: &str) -> Result<(), EpisodeError> {
 /// The rule for a client-chosen episode id, refusing as `field`.
 pub(super) fn valid_id(field: &str, id: &str) -> Result<(), EpisodeError> {
     if id.is_empty() || id.len() > 128 {
-        return Err(EpisodeError::invalid(field, format!("must be 1 to 128 characters, got {} ({})", id.len(), crate::quote::quoted(id))));
+        return Err(EpisodeError::invalid(
+            field,
+            format!("must be 1 to 128 characters, got {} ({})", id.len(), crate::util::quote::quoted(id)),
+        ));
     }
     if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))) {
         return Err(EpisodeError::invalid(field, format!("may hold only letters, digits, '.', '_', ':' and '-', found {c:?}")));
@@ -140,7 +143,7 @@ impl Environment {
         };
         match self.registry.insert_with(&id, self.clock.now_ms(), make) {
             Inserted::New(e) => {
-                crate::obs::episodes(crate::obs::EpisodeEvent::Created, 1);
+                crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::Created, 1);
                 Ok(Created { state: e.episode.lock().await.state(), created: true })
             }
             Inserted::Existing(e) => self.existing(&e, &definition).await,
@@ -159,8 +162,8 @@ impl Environment {
                 message: format!(
                     "episode {} is live as ({}), not ({})",
                     ep.id,
-                    crate::quote::cut(&ep.definition),
-                    crate::quote::cut(definition)
+                    crate::util::quote::cut(&ep.definition),
+                    crate::util::quote::cut(definition)
                 ),
             });
         }

@@ -65,7 +65,10 @@ impl Environment {
         for (i, id) in req.fork_ids.iter().enumerate() {
             let field = format!("fork_ids[{i}]");
             if id == &req.episode_id || !seen.insert(id.as_str()) {
-                return Err(EpisodeError::invalid(&field, format!("{} is named twice (or is the parent's id)", crate::quote::quoted(id))));
+                return Err(EpisodeError::invalid(
+                    &field,
+                    format!("{} is named twice (or is the parent's id)", crate::util::quote::quoted(id)),
+                ));
             }
         }
         super::create::valid_id("episode_id", &req.episode_id)?;
@@ -82,7 +85,7 @@ impl Environment {
         if parent.scored.is_some() {
             return Err(EpisodeError::precondition(format!(
                 "episode {} is scored: a fork must start from an episode that can still be edited",
-                crate::quote::quoted(&parent.id)
+                crate::util::quote::quoted(&parent.id)
             )));
         }
         entry.touch(now);
@@ -116,7 +119,7 @@ impl Environment {
                     continue;
                 }
                 Inserted::Existing(_) => {
-                    EpisodeError::AlreadyExists { message: format!("fork_ids[{i}]: episode {} is live", crate::quote::quoted(id)) }
+                    EpisodeError::AlreadyExists { message: format!("fork_ids[{i}]: episode {} is live", crate::util::quote::quoted(id)) }
                 }
                 Inserted::Ended(t) => self.ended(id, t),
                 Inserted::Full => EpisodeError::ResourceExhausted {
@@ -133,8 +136,8 @@ impl Environment {
             return Err(refused);
         }
         let n = states.len() as u64;
-        crate::obs::episodes(crate::obs::EpisodeEvent::Created, n);
-        crate::obs::episodes(crate::obs::EpisodeEvent::Forked, n);
+        crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::Created, n);
+        crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::Forked, n);
         Ok(states)
     }
 }

@@ -65,7 +65,7 @@ pub struct Registry {
 }
 
 fn shard_of(id: &str) -> usize {
-    (crate::fnv::fnv1a(id.as_bytes()) % SHARDS as u64) as usize
+    (crate::util::fnv::fnv1a(id.as_bytes()) % SHARDS as u64) as usize
 }
 
 impl Registry {
@@ -120,9 +120,9 @@ impl Registry {
         }
     }
 
-    /// The open-episodes gauge ([`crate::obs`]), set wherever the count changes.
+    /// The open-episodes gauge ([`crate::util::prometheus`]), set wherever the count changes.
     fn observe_open(&self) {
-        crate::obs::episodes_open(self.count.load(Ordering::Acquire));
+        crate::util::prometheus::episodes_open(self.count.load(Ordering::Acquire));
     }
 
     /// Inserts `make()` under `id` unless the id is taken, remembered, or the cap is reached.
@@ -136,7 +136,7 @@ impl Registry {
         }
         if self.count.fetch_add(1, Ordering::AcqRel) >= self.max {
             self.count.fetch_sub(1, Ordering::AcqRel);
-            crate::obs::episodes(crate::obs::EpisodeEvent::RefusedAtCap, 1);
+            crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::RefusedAtCap, 1);
             return Inserted::Full;
         }
         let entry = Arc::new(Entry { episode: tokio::sync::Mutex::new(make()), last_used_ms: AtomicU64::new(now_ms) });
@@ -153,7 +153,7 @@ impl Registry {
             shard.remove(id);
             self.count.fetch_sub(1, Ordering::AcqRel);
             self.ended.lock().bury(id, tombstone);
-            crate::obs::episodes(crate::obs::EpisodeEvent::Closed, 1);
+            crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::Closed, 1);
             self.observe_open();
         }
     }
@@ -216,7 +216,7 @@ impl Registry {
             }
         }
         self.count.fetch_sub(reaped, Ordering::AcqRel);
-        crate::obs::episodes(crate::obs::EpisodeEvent::Reaped, reaped as u64);
+        crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::Reaped, reaped as u64);
         self.observe_open();
         reaped
     }

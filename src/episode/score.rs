@@ -65,8 +65,8 @@ impl Environment {
         let mut b = reward::breakdown(old_eval, new_eval, sizes, whole, info);
         b.score_ms = started.elapsed().as_secs_f64() * 1e3;
         let b = Arc::new(b);
-        crate::obs::episodes(crate::obs::EpisodeEvent::Scored, 1);
-        crate::obs::scored(evaluator.name(), b.reward, b.new.p);
+        crate::util::prometheus::episodes(crate::util::prometheus::EpisodeEvent::Scored, 1);
+        crate::util::prometheus::scored(evaluator.name(), b.reward, b.new.p);
         ep.scored = Some(b.clone());
         Ok((b, ep.state()))
     }

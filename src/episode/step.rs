@@ -31,7 +31,7 @@ impl Environment {
         let tool = call.name();
         let mut r = self.call_tool_unobserved(episode_id, call, call_id).await;
         let seconds = started.elapsed().as_secs_f64();
-        crate::obs::tool_call(tool, r.is_ok(), seconds);
+        crate::util::prometheus::tool_call(tool, r.is_ok(), seconds);
         if let Ok(r) = &mut r {
             r.metrics.tool_ms = seconds * 1e3;
         }

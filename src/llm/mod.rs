@@ -207,16 +207,16 @@ impl Llm {
             .await?;
         if !ran {
             self.cached.fetch_add(1, Ordering::Relaxed);
-            crate::obs::llm_cache_hit();
+            crate::util::prometheus::llm_cache_hit();
         }
         Ok(answer.clone())
     }
 
-    /// One request to the endpoint, timed and counted ([`crate::obs`]).
+    /// One request to the endpoint, timed and counted ([`crate::util::prometheus`]).
     async fn complete_observed(&self, request: &ChatRequest) -> Result<String, LlmError> {
         let started = std::time::Instant::now();
         let r = self.model.complete(request).await;
-        crate::obs::llm_request(r.is_ok(), started.elapsed().as_secs_f64());
+        crate::util::prometheus::llm_request(r.is_ok(), started.elapsed().as_secs_f64());
         r
     }
 }

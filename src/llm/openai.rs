@@ -5,7 +5,7 @@
 //!   is the client's fixed seed (vLLM, SGLang, llama.cpp and OpenAI accept it; omitted when `None`).
 //! - At most [`ChatConfig::concurrency`] requests in flight (a semaphore); each attempt is bounded by
 //!   [`ChatConfig::timeout`]; 429, 5xx, timeouts and connection errors are retried up to
-//!   [`ChatConfig::max_retries`] times with backoff (see [`crate::openai_compat`]); other statuses and
+//!   [`ChatConfig::max_retries`] times with backoff (see [`crate::util::openai_compat`]); other statuses and
 //!   malformed replies fail at once.
 //! - Errors: all attempts timed out → [`LlmError::Timeout`]; an HTTP failure → [`LlmError::Unavailable`]
 //!   naming the status, the server's message and the attempts; a 2xx reply without a text completion →
@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use super::{BoxFuture, ChatModel, ChatRequest, LlmError};
-use crate::openai_compat::{
+use crate::util::openai_compat::{
     build_client, classify, normalize_base_url, truncate, with_retries, Failure, FailureKind, GaveUp, OpenAiClient,
 };
 

@@ -17,7 +17,7 @@ use hnsw_rs::prelude::{Distance, Hnsw};
 
 use super::graph::Graph;
 use super::record::{Filter, MemoryRecord};
-use crate::vector::{dot, dot_rows, Hit, TopK};
+use crate::util::vector::{dot, dot_rows, Hit, TopK};
 
 /// Which search path to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

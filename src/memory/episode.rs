@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::base::{BaseMemory, SearchPath, Tombstones};
 use super::lexical::{bm25_scores, rank_by, rrf, Terms, RRF_K};
 use super::record::{Filter, MemoryId, MemoryRecord};
-use crate::vector::{Hit, TopK};
+use crate::util::vector::{Hit, TopK};
 
 /// Tombstones over M₀ positions, allocated on the first delete.
 #[derive(Debug, Clone, Default)]
@@ -281,7 +281,7 @@ impl EpisodeMemory {
         // Id order, so the shared rankings' ties-by-position are ties by id (an updated M₀ record sits
         // among the additions, out of id order).
         live.sort_by_key(|(r, _, _)| r.id);
-        let dense: Vec<f32> = live.iter().map(|(_, v, _)| crate::vector::dot(query, v)).collect();
+        let dense: Vec<f32> = live.iter().map(|(_, v, _)| crate::util::vector::dot(query, v)).collect();
         let terms: Vec<&Terms> = live.iter().map(|(_, _, t)| *t).collect();
         let by_dense = rank_by(&dense.iter().map(|s| f64::from(*s)).collect::<Vec<_>>());
         let by_lexical = rank_by(&bm25_scores(text, &terms));
@@ -301,7 +301,7 @@ impl EpisodeMemory {
         let d = self.dim();
         for (p, r) in self.added.iter().enumerate() {
             if filter.is_empty() || filter.matches(r) {
-                top.push(Hit { score: crate::vector::dot(query, &self.added_vecs[p * d..(p + 1) * d]), key: r.id.0 });
+                top.push(Hit { score: crate::util::vector::dot(query, &self.added_vecs[p * d..(p + 1) * d]), key: r.id.0 });
             }
         }
         let hits = top.into_sorted();

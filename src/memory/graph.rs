@@ -20,7 +20,7 @@ use std::collections::BinaryHeap;
 use hnsw_rs::prelude::{Distance, Hnsw};
 
 use super::base::Tombstones;
-use crate::vector::{dot, Hit};
+use crate::util::vector::{dot, Hit};
 
 /// An empty slot of a layer-0 row.
 const NONE: u32 = u32::MAX;
@@ -222,7 +222,7 @@ impl Graph {
 mod tests {
     use super::*;
     use crate::memory::base::{NoTombstones, UnitDot};
-    use crate::vector::normalize;
+    use crate::util::vector::normalize;
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
-use crate::vector::{dot, normalize};
+use crate::util::vector::{dot, normalize};
 
 fn record(i: u32, speaker: &str, session: u32) -> MemoryRecord {
     MemoryRecord {

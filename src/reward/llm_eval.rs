@@ -6,11 +6,11 @@
 //!
 //! Any failure of the endpoint is an error, never a score of 0.
 
-use crate::fnv::fnv1a;
 use crate::llm::{ChatRequest, Llm, LlmError};
 use crate::reward::reading::Reading;
 use crate::reward::{self, judge, qa_prompt, Evaluation, Evaluator, Target};
 use crate::text::reply;
+use crate::util::fnv::fnv1a;
 
 /// Labels a QA reply may start with.
 const ANSWER_LABELS: [&str; 4] = ["short answer", "final answer", "answer", "response"];

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
 use crate::memory::{EpisodeMemory, MemoryRecord, MemoryType};
-use crate::vector::dot;
+use crate::util::vector::dot;
 
 use super::args::*;
 use super::json::{function, prop, prop_enum, Args, TYPES};

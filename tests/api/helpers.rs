@@ -4,8 +4,8 @@ use clap::Parser;
 use memgym::api::pb;
 use memgym::api::pb::dataset_client::DatasetClient;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::cli::{Cli, Command};
-use memgym::server::{self, Running};
+use memgym::app::cli::{Cli, Command};
+use memgym::app::server::{self, Running};
 use tonic::transport::Channel;
 
 /// A running server and clients connected to it.
@@ -21,7 +21,7 @@ pub async fn spawn_app(flags: &[&str]) -> App {
     let mut argv = vec!["memgym", "serve"];
     argv.extend_from_slice(flags);
     let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_environment(&args.env).expect("environment builds");
+    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
     let server = server::spawn(env, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     App { env: MemoryEnvClient::new(channel.clone()), data: DatasetClient::new(channel.clone()), channel, server }
@@ -100,8 +100,8 @@ pub async fn spawn_banked(flags: &[&str]) -> Banked {
     let mut argv = vec!["memgym", "serve", "--banks-dir", &d];
     argv.extend_from_slice(flags);
     let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let banks = memgym::config::build_banks(&args.banks, &env).await.expect("banks open");
+    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
+    let banks = memgym::app::config::build_banks(&args.banks, &env).await.expect("banks open");
     let server = server::spawn_with(env, banks, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     Banked { _server: server, channel, _dir: dir }

@@ -5,7 +5,7 @@
 use memgym::api::mcp::McpOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::cli::{Cli, Command};
+use memgym::app::cli::{Cli, Command};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tonic::transport::Channel;
 
 pub(super) struct Face {
-    pub(super) server: memgym::server::Running,
+    pub(super) server: memgym::app::server::Running,
     pub(super) url: String,
     pub(super) grpc: MemoryEnvClient<Channel>,
 }
@@ -31,8 +31,9 @@ async fn spawn_face_with(options: McpOptions) -> Face {
 pub(super) async fn spawn_replica_face(options: McpOptions, replica: Option<&str>) -> Face {
     use clap::Parser;
     let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_replica_environment(&args.env, replica.map(str::to_string)).expect("environment builds");
-    let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), None, Some(options)).await.expect("server starts");
+    let env = memgym::app::config::build_replica_environment(&args.env, replica.map(str::to_string)).expect("environment builds");
+    let server =
+        memgym::app::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), None, Some(options)).await.expect("server starts");
     let url = format!("http://{}/mcp", server.mcp_addr.expect("mcp face"));
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     Face { url, grpc: MemoryEnvClient::new(channel), server }

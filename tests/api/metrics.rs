@@ -124,7 +124,7 @@ async fn metrics_count_requests_episodes_tools_and_rewards() {
     assert!(get(&s, "memgym_resident_memory_bytes") > 1e6);
     assert_eq!(get(&s, "memgym_requests_in_flight{face=\"grpc\"}"), 0.0);
     // Every series has its help once recorded (the embedding cache serves only the costly embedders).
-    for series in memgym::obs::SERIES.into_iter().filter(|s| *s != memgym::obs::EMBED_CACHE_HITS) {
+    for series in memgym::util::prometheus::SERIES.into_iter().filter(|s| *s != memgym::util::prometheus::EMBED_CACHE_HITS) {
         assert!(text.contains(&format!("# HELP {series} ")), "{series} has its help");
     }
     // No episode id, question or memory text in any label.

@@ -7,23 +7,23 @@ use clap::Parser;
 use memgym::api::nemo_gym::NemoGymOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::cli::{Cli, Command};
+use memgym::app::cli::{Cli, Command};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
 struct Face {
     http: String,
     grpc: MemoryEnvClient<Channel>,
-    _server: memgym::server::Running,
+    _server: memgym::app::server::Running,
 }
 
 async fn spawn_face() -> Face {
     let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_environment(&args.env).expect("environment builds");
-    let mut faces = memgym::server::Faces::default();
+    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
+    let mut faces = memgym::app::server::Faces::default();
     let options = NemoGymOptions { allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()] };
     faces.bind_nemo_gym("127.0.0.1:0".parse().unwrap(), options).await.expect("binds");
-    let server = memgym::server::spawn_faces(env, None, "127.0.0.1:0".parse().unwrap(), faces).await.expect("server starts");
+    let server = memgym::app::server::spawn_faces(env, None, "127.0.0.1:0".parse().unwrap(), faces).await.expect("server starts");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     Face { http: format!("http://{}", server.nemo_gym_addr.expect("nemo-gym face")), grpc: MemoryEnvClient::new(channel), _server: server }
 }

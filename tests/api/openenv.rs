@@ -9,7 +9,7 @@ use memgym::api::mcp::McpOptions;
 use memgym::api::openenv::OpenEnvOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::cli::{Cli, Command};
+use memgym::app::cli::{Cli, Command};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
@@ -21,7 +21,7 @@ use crate::fake_openai::{Canned, FakeOpenAi};
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 struct Face {
-    _server: memgym::server::Running,
+    _server: memgym::app::server::Running,
     http: String,
     ws: String,
     grpc: MemoryEnvClient<Channel>,
@@ -35,10 +35,11 @@ async fn spawn_face_pinging(flags: &[&str], max_sessions: usize, ping_every: Dur
     let mut argv = vec!["memgym", "serve"];
     argv.extend_from_slice(flags);
     let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
-    let env = memgym::config::build_environment(&args.env).expect("environment builds");
+    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
     let mcp = McpOptions::new(vec!["127.0.0.1".into(), "localhost".into()]);
     let options = OpenEnvOptions { ping_every, ..OpenEnvOptions::new(max_sessions, mcp) };
-    let server = memgym::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), Some(options), None).await.expect("server starts");
+    let server =
+        memgym::app::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), Some(options), None).await.expect("server starts");
     let addr = server.openenv_addr.expect("openenv face");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
     Face { http: format!("http://{addr}"), ws: format!("ws://{addr}/ws"), grpc: MemoryEnvClient::new(channel), _server: server }

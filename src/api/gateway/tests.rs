@@ -103,7 +103,7 @@ proptest! {
             Err(e) => {
                 prop_assert_eq!(e.code(), Code::InvalidArgument);
                 let field = e.message().split(':').next().unwrap_or("").to_string();
-                prop_assert!(m.keys().any(|k| crate::quote::name(k) == field), "{}", e.message());
+                prop_assert!(m.keys().any(|k| crate::util::quote::name(k) == field), "{}", e.message());
             }
         }
     }

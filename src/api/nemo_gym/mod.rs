@@ -155,13 +155,13 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, Status> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    match crate::json::strict_value_bytes(body) {
+    match crate::util::json::strict_value_bytes(body) {
         Ok(Value::Object(o)) => Ok(o),
         Ok(v) => Err(super::status::invalid(format!("body: must be a JSON object, got {}", kind(&v)))),
-        Err(crate::json::StrictError::Syntax(e)) => {
-            Err(super::status::invalid(format!("body: not valid JSON: {}", crate::quote::cut(&e.to_string()))))
+        Err(crate::util::json::StrictError::Syntax(e)) => {
+            Err(super::status::invalid(format!("body: not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))
         }
-        Err(e @ crate::json::StrictError::Duplicate(_)) => Err(super::status::invalid(format!("body: {e}"))),
+        Err(e @ crate::util::json::StrictError::Duplicate(_)) => Err(super::status::invalid(format!("body: {e}"))),
     }
 }
 
@@ -213,7 +213,7 @@ async fn seed_session(State(face): State<Arc<Face>>, headers: HeaderMap, body: B
             let id = face.gateway.env().replica().own("resources_session_id", &session).map_err(Status::from)?;
             let bound = face.bindings.bind(&id, identity);
             if bound == Bound::Other {
-                return Err(NemoGymError::Conflict { session: crate::quote::quoted(&session), what: "episode or task" });
+                return Err(NemoGymError::Conflict { session: crate::util::quote::quoted(&session), what: "episode or task" });
             }
             open.insert("episode_id".into(), Value::String(id.clone()));
             match face.gateway.open(&open).await {
@@ -279,7 +279,7 @@ async fn close_session(State(face): State<Arc<Face>>, headers: HeaderMap, body: 
         Some((session, episode)) => {
             let id = face.gateway.env().replica().own("resources_session_id", &session).map_err(Status::from)?;
             if face.bindings.get(&id).is_some_and(|bound| bound.episode != episode) {
-                return Err(NemoGymError::Conflict { session: crate::quote::quoted(&session), what: "episode" });
+                return Err(NemoGymError::Conflict { session: crate::util::quote::quoted(&session), what: "episode" });
             }
             (session, id)
         }

@@ -18,7 +18,7 @@ use tonic::Status;
 
 use crate::api::gateway::{kind, OPEN_KEYS};
 use crate::api::status::invalid;
-use crate::quote::name;
+use crate::util::quote::name;
 
 /// Keys NeMo Gym itself puts in a run request or a dataset row, which memgym does not read.
 const NEMO_KEYS: [&str; 8] =
@@ -81,7 +81,7 @@ pub fn read_seed(body: &Map<String, Value>) -> Result<Seed, Status> {
     // The same session seeded again must pick the same question: without a question id or a seed, the
     // session id seeds the pick.
     if !open.contains_key("question_id") && !open.contains_key("seed") {
-        open.insert("seed".into(), Value::from(crate::fnv::fnv1a(session.as_bytes()) >> 11));
+        open.insert("seed".into(), Value::from(crate::util::fnv::fnv1a(session.as_bytes()) >> 11));
     }
     Ok(Seed::Typed { session, identity: Identity { episode, task }, open })
 }
@@ -132,9 +132,9 @@ fn episode_fingerprint(v: Option<&Value>, field: &str) -> Result<u64, Status> {
 }
 
 fn fingerprint(parts: &[&str]) -> u64 {
-    let mut h = crate::fnv::FNV1A_OFFSET;
+    let mut h = crate::util::fnv::FNV1A_OFFSET;
     for p in parts {
-        h = crate::fnv::fnv1a_extend(crate::fnv::fnv1a_extend(h, p.as_bytes()), &[0]);
+        h = crate::util::fnv::fnv1a_extend(crate::util::fnv::fnv1a_extend(h, p.as_bytes()), &[0]);
     }
     h
 }

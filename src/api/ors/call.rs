@@ -31,8 +31,8 @@ use crate::api::gateway::{code_name, is_tool, score_text, Called};
 use crate::api::status::reason_of;
 use crate::dataset::verl::{prompt_messages, SYSTEM_PROMPT};
 use crate::episode::EpisodeState;
-use crate::quote::{name, quoted};
 use crate::tools::TOOL_NAMES;
+use crate::util::quote::{name, quoted};
 
 /// Bytes of a result per SSE event at most (the SDK's servers chunk at 4096 characters).
 const CHUNK_BYTES: usize = 4096;
@@ -101,7 +101,7 @@ pub(super) async fn create(State(ors): State<Arc<Ors>>, headers: HeaderMap, body
         return Err(OrsError::BadRequest("toolset_name: memgym serves no toolsets (send null)".into()));
     }
     if let Some(v) = b.get("secrets").filter(|v| !v.is_null() && !v.is_object()) {
-        return Err(OrsError::BadRequest(format!("secrets: must be an object, got {}", crate::json::kind_of(v))));
+        return Err(OrsError::BadRequest(format!("secrets: must be an object, got {}", crate::util::json::kind_of(v))));
     }
     let ds = ors.gateway.env().dataset();
     let spec = b.get("task_spec").filter(|v| !v.is_null());
@@ -240,7 +240,7 @@ pub(super) async fn call(
     let input = match b.get("input") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(o)) => o.clone(),
-        Some(v) => return Err(OrsError::BadRequest(format!("input: must be an object, got {}", crate::json::kind_of(v)))),
+        Some(v) => return Err(OrsError::BadRequest(format!("input: must be an object, got {}", crate::util::json::kind_of(v)))),
     };
     let task_id = match opt_string(&b, "task_id")? {
         Some(t) => {

@@ -41,7 +41,7 @@ use serde_json::{json, Map, Value};
 use tonic::{Code, Status};
 
 use super::gateway::{kind, Gateway};
-use crate::quote::{name, quoted};
+use crate::util::quote::{name, quoted};
 
 pub use tasks::{task_spec, ENV_NAME, SUBMIT};
 
@@ -211,13 +211,13 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, OrsError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    match crate::json::strict_value_bytes(body) {
+    match crate::util::json::strict_value_bytes(body) {
         Ok(Value::Object(o)) => Ok(o),
         Ok(v) => Err(OrsError::BadRequest(format!("body: must be a JSON object, got {}", kind(&v)))),
-        Err(crate::json::StrictError::Syntax(e)) => {
-            Err(OrsError::BadRequest(format!("body: not valid JSON: {}", crate::quote::cut(&e.to_string()))))
+        Err(crate::util::json::StrictError::Syntax(e)) => {
+            Err(OrsError::BadRequest(format!("body: not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))
         }
-        Err(e @ crate::json::StrictError::Duplicate(_)) => Err(OrsError::BadRequest(format!("body: {e}"))),
+        Err(e @ crate::util::json::StrictError::Duplicate(_)) => Err(OrsError::BadRequest(format!("body: {e}"))),
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::{body_object, check_env, known_keys, opt_int, opt_string, Ors, OrsError};
 use crate::dataset::{Dataset, Question, Split, ADVERSARIAL_CATEGORY};
-use crate::quote::quoted;
+use crate::util::quote::quoted;
 
 /// The environment's name (`GET /list_environments`, the `/{env_name}/` routes).
 pub const ENV_NAME: &str = "memgym";
@@ -139,7 +139,7 @@ const SPEC_OPTIONS: [&str; 3] = ["seed", "max_steps", "evaluator"];
 /// key of the task's spec must hold that task's value (a spec of another dataset is refused, naming it).
 pub(super) fn from_spec<'a>(ds: &'a Dataset, spec: &Value) -> Result<(&'a Question, Map<String, Value>), OrsError> {
     let Value::Object(spec) = spec else {
-        return Err(OrsError::BadRequest(format!("task_spec: must be an object, got {}", crate::json::kind_of(spec))));
+        return Err(OrsError::BadRequest(format!("task_spec: must be an object, got {}", crate::util::json::kind_of(spec))));
     };
     let Some(Value::String(id)) = spec.get("question_id") else {
         return Err(OrsError::BadRequest("task_spec.question_id: is required (a string, as /tasks lists it)".into()));
@@ -155,7 +155,11 @@ pub(super) fn from_spec<'a>(ds: &'a Dataset, spec: &Value) -> Result<(&'a Questi
         } else if canonical.get(k).is_none() {
             let mut known: Vec<&str> = canonical.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
             known.extend(SPEC_OPTIONS);
-            return Err(OrsError::BadRequest(format!("task_spec.{}: unknown key (expected {})", crate::quote::name(k), known.join(", "))));
+            return Err(OrsError::BadRequest(format!(
+                "task_spec.{}: unknown key (expected {})",
+                crate::util::quote::name(k),
+                known.join(", ")
+            )));
         } else if canonical[k.as_str()] != *v {
             return Err(OrsError::BadRequest(format!(
                 "task_spec.{k}: does not match question {} ({} here)",

@@ -144,7 +144,7 @@ impl AgentMemory {
     }
 
     fn import_fields(json: &str) -> Result<AgentMemory, AgentError> {
-        let value: Value = crate::json::strict_value(json).map_err(|e| AgentError::invalid("", e.to_string()))?;
+        let value: Value = crate::util::json::strict_value(json).map_err(|e| AgentError::invalid("", e.to_string()))?;
         let obj = as_object(&value, "")?;
         let mut mem = AgentMemory::new();
         if let Some(v) = field(obj, "version") {
@@ -249,13 +249,13 @@ fn field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 }
 
 fn key_path(map: &str, key: &str) -> String {
-    format!("{map}.{}", crate::quote::name(key))
+    format!("{map}.{}", crate::util::quote::name(key))
 }
 
 fn bad(path: &str, expected: &str, v: &Value) -> AgentError {
     let shown = match v.as_str() {
-        Some(s) => crate::quote::quoted(s),
-        None => crate::quote::quoted(&v.to_string()),
+        Some(s) => crate::util::quote::quoted(s),
+        None => crate::util::quote::quoted(&v.to_string()),
     };
     AgentError::invalid(path, format!("expected {expected}, got {shown}"))
 }

@@ -1,4 +1,4 @@
-//! A [`BankStore`] that times and counts every operation of the store it wraps ([`crate::obs`]), so an
+//! A [`BankStore`] that times and counts every operation of the store it wraps ([`crate::util::prometheus`]), so an
 //! operator sees the banks' database latency and errors (SQLite or PostgreSQL) beside the requests. It
 //! changes nothing else: every call goes to the inner store as it came.
 
@@ -24,7 +24,7 @@ impl Observed {
     async fn timed<T>(&self, op: &'static str, f: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
         let started = Instant::now();
         let r = f.await;
-        crate::obs::bank_store(self.kind, op, r.is_ok(), started.elapsed().as_secs_f64());
+        crate::util::prometheus::bank_store(self.kind, op, r.is_ok(), started.elapsed().as_secs_f64());
         r
     }
 }

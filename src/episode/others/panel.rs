@@ -321,7 +321,7 @@ impl Panel {
         } else {
             ranked.extend(ghosts.iter().map(|g| {
                 let i = g.id.0 as usize;
-                (o.fusion.as_ref().map_or_else(|| f64::from(crate::vector::dot(&o.query, base.vector(i))), |f| f.fused(i)), *g)
+                (o.fusion.as_ref().map_or_else(|| f64::from(crate::util::vector::dot(&o.query, base.vector(i))), |f| f.fused(i)), *g)
             }));
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
@@ -424,7 +424,7 @@ fn frozen_fusion(base: &BaseMemory, query: &[f32], question: &str) -> Option<Fro
     if terms.len() != base.len() {
         return None;
     }
-    let dense = (0..base.len()).map(|i| f64::from(crate::vector::dot(query, base.vector(i)))).collect();
+    let dense = (0..base.len()).map(|i| f64::from(crate::util::vector::dot(query, base.vector(i)))).collect();
     Some(FrozenFusion::new(question, dense, &terms))
 }
 
@@ -439,7 +439,7 @@ fn written_terms(memory: &EpisodeMemory, written: &[(&MemoryRecord, &[f32])]) ->
 /// Where a memory the episode wrote ranks for `o`: its cosine, or, under hybrid search, its place in M₀'s
 /// frozen fusion.
 fn written_score(pass: &Pass<'_>, o: &Other, r: &MemoryRecord, v: &[f32]) -> f64 {
-    let dense = f64::from(crate::vector::dot(&o.query, v));
+    let dense = f64::from(crate::util::vector::dot(&o.query, v));
     match (&o.fusion, pass.written_terms.get(&r.id)) {
         (Some(f), Some(t)) => f.place(dense, t),
         _ => dense,

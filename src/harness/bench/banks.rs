@@ -1,0 +1,283 @@
+//! `memgym bench banks`: the memory banks measured, on an in-process server on `127.0.0.1:0` with the
+//! hash embedder and its banks in a temporary SQLite file (and PostgreSQL with `--postgres-url`).
+//!
+//! - **Retrieve over gRPC** at each `--sizes` (default 100, 10,000, 100,000 experiences): one caller
+//!   for `--secs` seconds (p50/p99: latency), then `--clients` concurrent callers (calls/s and their
+//!   p99), the search path, and at sizes where HNSW answers, recall@10 against the exact scan over
+//!   `--recall-queries` queries.
+//! - **Load and open**: the import of each size (acknowledged once embedded and durable) and the time
+//!   until its index is rebuilt in the background (retrieval is measured after that), and — for the
+//!   largest — the open of the bank by a fresh server on the same file (read, index rebuild).
+//! - **ApplyOperations** batches of 1, 10 and 100 adds, durable, one after another for `--secs`
+//!   seconds each: latency and operations/s, on SQLite and on PostgreSQL.
+//! - **Compression** at 1,000 and 10,000 experiences, each strategy as a dry run (the selection alone).
+//!
+//! Texts are 12-word sentences from a seeded generator, so every run embeds the same library. Like a real
+//! library, which holds many experiences about each of its tasks, they are clustered: each sentence
+//! takes 8 words from one of 500 topics (40 words each) and 4 from the whole 2,000-word vocabulary;
+//! queries are drawn the same way. (Uniformly random texts, whose hash embeddings are near-uniform on
+//! the sphere, are the worst case for HNSW; no library looks like that.)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+use tonic::transport::Channel;
+
+use super::hist::Hist;
+use crate::api::pb;
+use crate::api::pb::banks_client::BanksClient;
+use crate::app::cli::BankBenchArgs;
+use crate::banks::compress::{Params, Strategy};
+use crate::banks::store::postgres::PostgresStore;
+use crate::banks::store::sqlite::SqliteStore;
+use crate::banks::store::BankStore;
+use crate::banks::{Banks, BanksConfig};
+use crate::util::vector::dot;
+
+const WORDS: usize = 2_000;
+
+fn vocabulary() -> Vec<String> {
+    const SYL: [&str; 20] =
+        ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "da", "gu", "fe", "zo", "bi", "ha", "ju", "we", "xi", "ya", "qo"];
+    (0..WORDS).map(|i| format!("{}{}{}", SYL[i % 20], SYL[(i / 20) % 20], SYL[(i / 400) % 20])).collect()
+}
+
+const TOPICS: usize = 500;
+const TOPIC_WORDS: usize = 40;
+
+fn sentence(rng: &mut ChaCha8Rng, words: &[String]) -> String {
+    let topic = rng.random_range(0..TOPICS);
+    // The topic's words: a fixed pseudo-random subset of the vocabulary.
+    let topic_word = |j: usize| &words[(topic * 7_919 + j * 104_729) % words.len()];
+    let mut out: Vec<&str> = (0..8).map(|_| topic_word(rng.random_range(0..TOPIC_WORDS)).as_str()).collect();
+    out.extend((0..4).map(|_| words[rng.random_range(0..words.len())].as_str()));
+    out.join(" ")
+}
+
+/// The upstream per-step file of `n` generated experiences.
+fn library(n: usize, seed: u64, words: &[String]) -> String {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let members: Vec<String> = (0..n).map(|i| format!("\"G{i}\": {}", json!(sentence(&mut rng, words)))).collect();
+    format!("{{{}}}", members.join(", "))
+}
+
+async fn banks_on(store: Arc<dyn BankStore>, env: &crate::episode::Environment, index: &crate::app::cli::BankIndexArgs) -> Arc<Banks> {
+    let index = crate::app::config::banks_index(index, &env.config().index);
+    Arc::new(Banks::new(store, env.embedder().clone(), None, BanksConfig { index, ..BanksConfig::default() }))
+}
+
+/// A store under measurement: its name, a client of its server, and the server (for PostgreSQL).
+type Target = (&'static str, BanksClient<Channel>, Option<(crate::app::server::Running, Arc<Banks>)>);
+
+/// Retrieval over gRPC for `secs` with `clients` callers.
+async fn retrieve_load(
+    client: &BanksClient<Channel>,
+    bank: &str,
+    clients: usize,
+    secs: f64,
+    words: &[String],
+) -> anyhow::Result<(Hist, f64, String)> {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let mut client = client.clone();
+        let bank = bank.to_string();
+        let words = words.to_vec();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = ChaCha8Rng::seed_from_u64(1_000 + c as u64);
+            let mut hist = Hist::default();
+            let mut path = String::new();
+            while Instant::now() < deadline {
+                let q = sentence(&mut rng, &words);
+                let t = Instant::now();
+                let r = client.retrieve(pb::RetrieveRequest { bank: bank.clone(), query: q, top_k: 10, ..Default::default() }).await?;
+                hist.record(t.elapsed());
+                path = r.into_inner().path;
+            }
+            anyhow::Ok((hist, path))
+        }));
+    }
+    let start = Instant::now();
+    let mut all = Hist::default();
+    let mut path = String::new();
+    for t in tasks {
+        let (h, p) = t.await??;
+        all.merge(&h);
+        path = p;
+    }
+    let rate = all.len() as f64 / start.elapsed().as_secs_f64();
+    Ok((all, rate, path))
+}
+
+/// Recall@10 of the bank's search against an exact scan of its vectors.
+async fn recall_at_10(banks: &Banks, bank: &str, queries: usize, words: &[String]) -> anyhow::Result<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let texts: Vec<String> = (0..queries).map(|_| sentence(&mut rng, words)).collect();
+    let vectors = banks.embedder().embed(texts).await?;
+    let (mut hit, mut total) = (0usize, 0usize);
+    for q in &vectors {
+        let (found, exact) = banks
+            .read(bank, |lib| {
+                let (hits, _) = lib.retrieve(q, 10, None, None, false);
+                let mut all: Vec<(f32, u64)> = lib.iter().filter_map(|e| lib.vector(e.id).map(|v| (dot(q, v), e.id))).collect();
+                all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                (hits.iter().map(|h| h.exp.id).collect::<Vec<_>>(), all.iter().take(10).map(|x| x.1).collect::<Vec<_>>())
+            })
+            .await?;
+        hit += exact.iter().filter(|id| found.contains(id)).count();
+        total += exact.len();
+    }
+    Ok(hit as f64 / total.max(1) as f64)
+}
+
+/// ApplyOperations batches of `n` adds, back to back, for `secs`.
+async fn apply_load(client: &mut BanksClient<Channel>, bank: &str, n: usize, secs: f64, words: &[String]) -> anyhow::Result<(Hist, f64)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
+    let mut hist = Hist::default();
+    let start = Instant::now();
+    let mut ops = 0usize;
+    while start.elapsed().as_secs_f64() < secs {
+        let batch: Vec<serde_json::Value> = (0..n).map(|_| json!({"option": "add", "experience": sentence(&mut rng, words)})).collect();
+        let t = Instant::now();
+        client
+            .apply_operations(pb::ApplyOperationsRequest {
+                bank: bank.into(),
+                operations_json: json!(batch).to_string(),
+                ..Default::default()
+            })
+            .await?;
+        hist.record(t.elapsed());
+        ops += n;
+    }
+    Ok((hist, ops as f64 / start.elapsed().as_secs_f64()))
+}
+
+/// Runs the measurements and prints the table (and JSON).
+pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
+    let env = crate::app::config::build_environment(&a.env)?;
+    let words = vocabulary();
+    let dir = std::env::temp_dir().join(format!("memgym-bench-banks-{}", std::process::id()));
+    let store: Arc<dyn BankStore> = Arc::new(SqliteStore::open(&dir).with_context(|| format!("banks in {}", dir.display()))?);
+    let banks = banks_on(Arc::clone(&store), &env, &a.index).await;
+    let running = crate::app::server::spawn_with(env.clone(), Some(Arc::clone(&banks)), "127.0.0.1:0".parse()?).await?;
+    let channel = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;
+    let mut client = BanksClient::new(channel.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
+    let (mut retrieve_rows, mut apply_rows, mut compress_rows, mut open_row) = (Vec::new(), Vec::new(), Vec::new(), json!(null));
+    println!("memgym bench banks — embedder {}, {} s per measurement", env.embedder().identity(), a.secs);
+
+    println!("\nRetrieve over gRPC (top_k 10, usage counted): latency with one caller, throughput with {}", a.clients);
+    println!(
+        "{:>9} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10} {:>11} {:>10}",
+        "size", "import s", "index s", "path", "p50 ms", "p99 ms", "calls/s", "p99 ms (n)", "recall@10"
+    );
+    let mut largest = None;
+    for &n in &a.sizes {
+        let name = format!("retrieve-{n}");
+        let t = Instant::now();
+        client
+            .import_bank(pb::ImportBankRequest {
+                bank: name.clone(),
+                format: pb::BankFormat::UpstreamJson as i32,
+                data: library(n, n as u64, &words),
+                ..Default::default()
+            })
+            .await?;
+        let load = t.elapsed();
+        // A large import is acknowledged once durable; its index is rebuilt in the background. Measure
+        // retrieval once that is done (the steady state), and report when it was.
+        while banks.read(&name, |lib| lib.overlay()).await? > 1_024 {
+            anyhow::ensure!(t.elapsed() < Duration::from_secs(1_800), "the index of {name} was not rebuilt within 30 minutes");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let ready = t.elapsed();
+        let (hist, _, path) = retrieve_load(&client, &name, 1, a.secs, &words).await?;
+        let (loaded, rate, _) = retrieve_load(&client, &name, a.clients, a.secs, &words).await?;
+        let recall = if path == "hnsw" { Some(recall_at_10(&banks, &name, a.recall_queries, &words).await?) } else { None };
+        println!(
+            "{n:>9} {:>10.2} {:>10.2} {path:>8} {:>9.3} {:>9.3} {rate:>10.0} {:>11.3} {:>10}",
+            load.as_secs_f64(),
+            ready.as_secs_f64(),
+            hist.pct_ms(50.0),
+            hist.pct_ms(99.0),
+            loaded.pct_ms(99.0),
+            recall.map_or("exact".to_string(), |r| format!("{r:.3}"))
+        );
+        retrieve_rows.push(json!({"size": n, "import_s": load.as_secs_f64(), "index_ready_s": ready.as_secs_f64(), "path": path, "p50_ms": hist.pct_ms(50.0),
+                                  "p99_ms": hist.pct_ms(99.0), "callers": a.clients, "calls_per_s": rate,
+                                  "p99_ms_loaded": loaded.pct_ms(99.0), "recall_at_10": recall}));
+        largest = Some(name);
+    }
+    if let Some(name) = largest {
+        // A second server on the same file: the first read loads the rows and rebuilds the index.
+        let fresh = banks_on(Arc::clone(&store), &env, &a.index).await;
+        let t = Instant::now();
+        let size = fresh.read(&name, |lib| lib.len()).await?;
+        let open = t.elapsed();
+        println!("open of {size} experiences by a fresh server (read + index rebuild): {:.2} s", open.as_secs_f64());
+        open_row = json!({"size": size, "seconds": open.as_secs_f64()});
+    }
+
+    let mut targets: Vec<Target> = vec![("sqlite", client.clone(), None)];
+    if let Some(url) = &a.postgres_url {
+        let pg: Arc<dyn BankStore> = Arc::new(PostgresStore::connect(url).await?);
+        let pg_banks = banks_on(pg, &env, &a.index).await;
+        let r = crate::app::server::spawn_with(env.clone(), Some(Arc::clone(&pg_banks)), "127.0.0.1:0".parse()?).await?;
+        let c = BanksClient::new(Channel::from_shared(format!("http://{}", r.addr))?.connect().await?);
+        targets.push(("postgres", c, Some((r, pg_banks))));
+    }
+    println!("\nApplyOperations, durable, batches of adds back to back");
+    println!("{:>9} {:>6} {:>9} {:>9} {:>10}", "store", "ops", "p50 ms", "p99 ms", "ops/s");
+    for (store_name, c, _) in &mut targets {
+        let bank = format!("apply-{}-{}", store_name, std::process::id());
+        c.create_bank(pb::CreateBankRequest { name: bank.clone(), if_not_exists: true, ..Default::default() }).await?;
+        for n in [1usize, 10, 100] {
+            let (hist, rate) = apply_load(c, &bank, n, a.secs, &words).await?;
+            println!("{store_name:>9} {n:>6} {:>9.3} {:>9.3} {rate:>10.0}", hist.pct_ms(50.0), hist.pct_ms(99.0));
+            apply_rows
+                .push(json!({"store": store_name, "ops": n, "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0), "ops_per_s": rate}));
+        }
+        c.delete_bank(pb::DeleteBankRequest { name: bank, expected_version: None }).await?;
+    }
+
+    println!("\nCompression (dry run: the selection alone)");
+    println!("{:>9} {:>10} {:>10} {:>10} {:>10}", "size", "diversity", "importance", "temporal", "hybrid");
+    for n in [1_000usize, 10_000] {
+        let name = format!("compress-{n}");
+        client
+            .import_bank(pb::ImportBankRequest {
+                bank: name.clone(),
+                format: pb::BankFormat::UpstreamJson as i32,
+                data: library(n, 99, &words),
+                ..Default::default()
+            })
+            .await?;
+        let mut row = Vec::new();
+        for s in [Strategy::Diversity, Strategy::Importance, Strategy::Temporal, Strategy::Hybrid] {
+            let t = Instant::now();
+            banks.compress(&name, Some((n / 10) as u32), s, Params::default(), true, None).await?;
+            let secs = t.elapsed().as_secs_f64();
+            row.push(secs);
+            compress_rows.push(json!({"size": n, "strategy": s.as_str(), "keep": n / 10, "seconds": secs}));
+        }
+        println!("{n:>9} {:>9.3}s {:>9.3}s {:>9.3}s {:>9.3}s", row[0], row[1], row[2], row[3]);
+    }
+    if a.json {
+        let out = json!({"embedder": env.embedder().identity().to_string(), "retrieve": retrieve_rows, "open": open_row,
+                         "apply": apply_rows, "compress": compress_rows});
+        println!("{out}");
+    }
+    for (_, _, pg) in targets {
+        if let Some((r, _)) = pg {
+            r.stop().await?;
+        }
+    }
+    running.stop().await?;
+    drop(banks);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
