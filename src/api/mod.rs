@@ -13,6 +13,7 @@ pub mod deadline;
 pub mod drain;
 mod env_service;
 pub mod gateway;
+pub mod http_status;
 mod learn_service;
 pub mod mcp;
 mod mcp_sessions;

@@ -28,42 +28,102 @@ pub const DOMAIN: &str = "memgym.v1";
 /// How long a client should wait before sending a retryable request again.
 pub const RETRY_DELAY: Duration = Duration::from_secs(1);
 
-/// Every reason, whether it is retryable, and what it means (the book's "Errors and limits" lists them).
-pub const REASONS: &[(&str, bool, &str)] = &[
-    ("INVALID_ARGUMENT", false, "an argument is missing, malformed or out of range; `field` names it"),
-    ("MEMORY_NOT_FOUND", false, "a memory id names no live memory of the episode"),
-    ("TOOL_PRECONDITION", false, "the call is well formed but cannot be carried out on this memory"),
-    ("EPISODE_MEMORY_FULL", false, "the episode holds the most memories it may"),
-    ("EPISODE_NOT_FOUND", false, "no episode has this id (never opened, or forgotten)"),
-    ("DATASET_NOT_FOUND", false, "no such question or conversation"),
-    ("EPISODE_EXISTS", false, "an episode with this id exists with another definition"),
-    ("EPISODE_PRECONDITION", false, "the episode is scored, or its step budget is spent"),
-    ("EPISODE_ENDED", false, "the episode was closed or reaped; ids are not reused"),
-    ("EPISODE_CAP", true, "the server holds its most open episodes; others will close"),
-    ("WRONG_REPLICA", false, "the episode id names another replica: the call was misrouted (see Operations → Replicas)"),
-    ("DRAINING", true, "the server is shutting down: it opens no new episodes and takes no bank calls; another replica will"),
-    ("EMBEDDER_UNAVAILABLE", true, "the embedder failed or is down"),
-    ("EMBEDDER_BROKEN", false, "the embedder returned vectors of the wrong shape"),
-    ("LLM_TIMEOUT", true, "the LLM endpoint did not answer in time"),
-    ("LLM_UNAVAILABLE", true, "the LLM endpoint failed, is down, or gave an unusable reply"),
-    ("LLM_NOT_CONFIGURED", false, "the server has no usable LLM endpoint for this"),
-    ("STORE_UNAVAILABLE", true, "the banks' database failed or is down"),
-    ("STORE_CORRUPT", false, "the banks' database holds something it cannot read"),
-    ("BANK_NOT_FOUND", false, "no bank has this name"),
-    ("EXPERIENCE_NOT_FOUND", false, "no experience has this id in the bank"),
-    ("BANK_EXISTS", false, "a bank has this name"),
-    ("BANK_VERSION_CONFLICT", false, "the bank changed since the version given: read it again, then retry"),
-    ("BANK_PRECONDITION", false, "the bank cannot do this now, or is of another kind"),
-    ("BANK_LIMIT", false, "a bank's size or a request's size limit"),
-    ("DEADLINE_EXCEEDED", true, "the call's deadline passed inside the server"),
-    ("API_KEY_MISSING", false, "the server wants an API key and the request sent none"),
-    ("API_KEY_INVALID", false, "the API key is not one the server accepts"),
-    ("READ_ONLY_KEY", false, "a read-only API key on anything but a read"),
+/// Whose a refusal is: the one rule every face uses to decide whether the policy sees it as its tool's
+/// result (in band) or the client gets an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The policy's call was wrong (its arguments, a memory id, a tool's precondition, the episode's memory
+    /// full): in band, for the policy to read and do better.
+    Call,
+    /// The episode takes no more calls (scored, or its step budget spent): in band, and the episode is over.
+    EpisodeOver,
+    /// The call ran out of time inside the server; the same call may succeed later.
+    Timeout,
+    /// The client's (the trainer's or the script's): an unknown or ended episode, an id in use, a bank
+    /// refused, an API key. Never the policy's: an error to the client.
+    Client,
+    /// The server's: a cap, a dependency down or broken, a shutdown. An error to the client.
+    Server,
+}
+
+impl Fault {
+    /// Its name in the JSON faces' error bodies (`fault`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Call => "call",
+            Fault::EpisodeOver => "episode_over",
+            Fault::Timeout => "timeout",
+            Fault::Client => "client",
+            Fault::Server => "server",
+        }
+    }
+}
+
+/// Every reason, whether it is retryable, whose fault it is, and what it means (the book's "Errors and
+/// limits" lists them).
+pub const REASONS: &[(&str, bool, Fault, &str)] = &[
+    ("INVALID_ARGUMENT", false, Fault::Call, "an argument is missing, malformed or out of range; `field` names it"),
+    ("MEMORY_NOT_FOUND", false, Fault::Call, "a memory id names no live memory of the episode"),
+    ("TOOL_PRECONDITION", false, Fault::Call, "the call is well formed but cannot be carried out on this memory"),
+    ("EPISODE_MEMORY_FULL", false, Fault::Call, "the episode holds the most memories it may"),
+    ("EPISODE_NOT_FOUND", false, Fault::Client, "no episode has this id (never opened, or forgotten)"),
+    ("DATASET_NOT_FOUND", false, Fault::Client, "no such question or conversation"),
+    ("EPISODE_EXISTS", false, Fault::Client, "an episode with this id exists with another definition"),
+    ("EPISODE_PRECONDITION", false, Fault::EpisodeOver, "the episode is scored, or its step budget is spent"),
+    ("EPISODE_ENDED", false, Fault::Client, "the episode was closed or reaped; ids are not reused"),
+    ("EPISODE_CAP", true, Fault::Server, "the server holds its most open episodes; others will close"),
+    ("WRONG_REPLICA", false, Fault::Client, "the episode id names another replica: the call was misrouted (see Operations → Replicas)"),
+    (
+        "DRAINING",
+        true,
+        Fault::Server,
+        "the server is shutting down: it opens no new episodes and takes no bank calls; another replica will",
+    ),
+    ("EMBEDDER_UNAVAILABLE", true, Fault::Server, "the embedder failed or is down"),
+    ("EMBEDDER_BROKEN", false, Fault::Server, "the embedder returned vectors of the wrong shape"),
+    ("LLM_TIMEOUT", true, Fault::Timeout, "the LLM endpoint did not answer in time"),
+    ("LLM_UNAVAILABLE", true, Fault::Server, "the LLM endpoint failed, is down, or gave an unusable reply"),
+    ("LLM_NOT_CONFIGURED", false, Fault::Server, "the server has no usable LLM endpoint for this"),
+    ("STORE_UNAVAILABLE", true, Fault::Server, "the banks' database failed or is down"),
+    ("STORE_CORRUPT", false, Fault::Server, "the banks' database holds something it cannot read"),
+    ("BANK_NOT_FOUND", false, Fault::Client, "no bank has this name"),
+    ("EXPERIENCE_NOT_FOUND", false, Fault::Client, "no experience has this id in the bank"),
+    ("BANK_EXISTS", false, Fault::Client, "a bank has this name"),
+    ("BANK_VERSION_CONFLICT", false, Fault::Client, "the bank changed since the version given: read it again, then retry"),
+    ("BANK_PRECONDITION", false, Fault::Client, "the bank cannot do this now, or is of another kind"),
+    ("BANK_LIMIT", false, Fault::Client, "a bank's size or a request's size limit"),
+    ("DEADLINE_EXCEEDED", true, Fault::Timeout, "the call's deadline passed inside the server"),
+    ("API_KEY_MISSING", false, Fault::Client, "the server wants an API key and the request sent none"),
+    ("API_KEY_INVALID", false, Fault::Client, "the API key is not one the server accepts"),
+    ("READ_ONLY_KEY", false, Fault::Client, "a read-only API key on anything but a read"),
 ];
+
+/// Whose fault `s` is: its reason's, or for a status without memgym's details (tonic's own) its code's.
+pub fn fault_of(s: &Status) -> Fault {
+    if let Some((reason, _)) = reason_of(s) {
+        if let Some((_, _, fault, _)) = REASONS.iter().find(|(r, ..)| *r == reason) {
+            return *fault;
+        }
+    }
+    match s.code() {
+        Code::InvalidArgument | Code::OutOfRange => Fault::Call,
+        Code::DeadlineExceeded => Fault::Timeout,
+        Code::NotFound | Code::AlreadyExists | Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied => Fault::Client,
+        Code::Ok
+        | Code::Cancelled
+        | Code::Unknown
+        | Code::ResourceExhausted
+        | Code::Aborted
+        | Code::Unimplemented
+        | Code::Internal
+        | Code::Unavailable
+        | Code::DataLoss => Fault::Server,
+    }
+}
 
 /// Whether `reason` is retryable (unknown reasons are not).
 pub fn retryable(reason: &str) -> bool {
-    REASONS.iter().any(|(r, yes, _)| *r == reason && *yes)
+    REASONS.iter().any(|(r, yes, ..)| *r == reason && *yes)
 }
 
 /// A refusal with its code, reason (one of [`REASONS`]) and message, and the field at fault if any.
@@ -100,10 +160,11 @@ pub fn reason_of(s: &Status) -> Option<(String, bool)> {
 }
 
 /// The JSON faces' error body for a status: `code` (the gRPC name), `message`, `reason` and `retryable`
-/// (`null`/false without memgym's details).
+/// (`null`/false without memgym's details), and `fault` ([`fault_of`]).
 pub fn error_json(s: &Status) -> Value {
     let (reason, again) = reason_of(s).map_or((Value::Null, false), |(r, a)| (Value::String(r), a));
-    json!({"code": super::gateway::code_name(s.code()), "message": s.message(), "reason": reason, "retryable": again})
+    json!({"code": super::gateway::code_name(s.code()), "message": s.message(), "reason": reason, "retryable": again,
+        "fault": fault_of(s).as_str()})
 }
 
 impl From<ToolError> for Status {
@@ -249,23 +310,40 @@ mod tests {
         assert_eq!((down.code(), reason_of(&down)), (Code::Unavailable, Some(("LLM_UNAVAILABLE".into(), true))));
         assert_eq!(
             error_json(&down),
-            json!({"code": "unavailable", "message": down.message(), "reason": "LLM_UNAVAILABLE", "retryable": true})
+            json!({"code": "unavailable", "message": down.message(), "reason": "LLM_UNAVAILABLE", "retryable": true, "fault": "server"})
         );
         assert_eq!(error_json(&Status::unimplemented("x"))["reason"], Value::Null);
     }
 
     #[test]
+    fn whose_fault_a_refusal_is_follows_its_reason() {
+        let call = |e: ToolError| fault_of(&Status::from(e));
+        assert_eq!(call(ToolError::FailedPrecondition { message: "one clause".into() }), Fault::Call);
+        assert_eq!(call(ToolError::ResourceExhausted { message: "full".into() }), Fault::Call);
+        assert_eq!(fault_of(&invalid("top_k: must be 1 to 50".into())), Fault::Call);
+        let episode = |e: EpisodeError| fault_of(&Status::from(e));
+        assert_eq!(episode(EpisodeError::ResourceExhausted { message: "cap".into() }), Fault::Server);
+        assert_eq!(episode(EpisodeError::Llm(LlmError::Unavailable { message: "down".into() })), Fault::Server);
+        // Without memgym's details, the code decides.
+        assert_eq!(fault_of(&Status::invalid_argument("x")), Fault::Call);
+        assert_eq!(fault_of(&Status::not_found("x")), Fault::Client);
+        assert_eq!(fault_of(&Status::deadline_exceeded("x")), Fault::Timeout);
+        assert_eq!(fault_of(&Status::unimplemented("x")), Fault::Server);
+        assert_eq!(error_json(&Status::not_found("x"))["fault"], "client");
+    }
+
+    #[test]
     fn every_reason_is_listed_once_in_the_shape_error_info_wants() {
         let mut seen = std::collections::HashSet::new();
-        for (r, _, what) in REASONS {
+        for (r, _, _, what) in REASONS {
             assert!(seen.insert(*r), "{r} twice");
             assert!(r.len() <= 63 && r.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'), "{r}");
             assert!(!what.is_empty());
         }
         // The book lists every reason with its retry flag.
         let book = include_str!("../../docs/book/src/errors-and-limits.md");
-        for (r, again, _) in REASONS {
-            let row = format!("| `{r}` | {} |", if *again { "yes" } else { "no" });
+        for (r, again, fault, _) in REASONS {
+            let row = format!("| `{r}` | {} | {} |", if *again { "yes" } else { "no" }, fault.as_str());
             assert!(book.contains(&row), "docs/book/src/errors-and-limits.md lacks the row {row}");
         }
         assert_eq!(field_of("count: must be a number"), Some("count"));

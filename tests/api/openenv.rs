@@ -397,7 +397,8 @@ async fn stateless_routes_answer_http_statuses_by_cause() {
     assert_eq!(get(&format!("{}/reset", face.http)).await, (405, json!({"detail": "Method Not Allowed"})));
     let url = format!("{}/reset", face.http);
     let (s, r) = post(&url, r#"{"question_id": "conv-99:q1"}"#, "*/*").await;
-    assert_eq!(s, 422, "an unknown question is bad input: {r}");
+    assert_eq!(s, 404, "an unknown question is not found, on every HTTP face: {r}");
+    assert_eq!(r["detail"][0]["reason"], "DATASET_NOT_FOUND", "{r}");
     let (s, _) = post(&url, r#"{"question_id": "conv-26:q3", "episode_id": "once"}"#, "*/*").await;
     assert_eq!(s, 200);
     let (s, r) = post(&url, r#"{"question_id": "conv-26:q3", "episode_id": "once"}"#, "*/*").await;

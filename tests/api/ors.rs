@@ -374,7 +374,7 @@ async fn bad_input_is_refused_naming_the_field() {
     face.post("/create_session", None, "").await;
     let r = reqwest::Client::new().post(format!("{}/create_session", face.base)).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 503);
-    assert_eq!(r.headers()["retry-after"], "2");
+    assert_eq!(r.headers()["retry-after"], "1", "the gRPC face's RetryInfo delay");
     assert!(r.text().await.unwrap().contains("--ors-max-sessions"));
     // A session whose episode ended elsewhere (closed over gRPC) is 410 Gone.
     let episode = created["episode_id"].as_str().unwrap();

@@ -96,25 +96,13 @@ impl IntoResponse for NemoGymError {
                 json!({"code": "already_exists", "message": detail, "reason": "SESSION_CONFLICT", "retryable": false}),
             ),
         };
-        (status, Json(json!({"detail": detail, "error": error}))).into_response()
+        crate::api::http_status::with_retry_after((status, Json(json!({"detail": detail, "error": error}))).into_response())
     }
 }
 
-/// The HTTP status a FastAPI resources server answers for what gRPC calls `code`.
-pub fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::Ok => StatusCode::OK,
-        Code::InvalidArgument | Code::OutOfRange => StatusCode::UNPROCESSABLE_ENTITY,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted => StatusCode::CONFLICT,
-        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        Code::Cancelled | Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+/// The HTTP status of a gRPC code on this face ([`crate::api::http_status`]).
+fn http_status(code: Code) -> StatusCode {
+    crate::api::http_status::http_status(crate::api::http_status::HttpFace::NemoGym, code)
 }
 
 type Answer = Result<Response, NemoGymError>;

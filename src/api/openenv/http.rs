@@ -12,7 +12,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
-use tonic::Code;
 
 use super::session::{Action, ErrorCode, Failure, Session};
 use super::{dialect, schema, ws, OpenEnv};
@@ -231,32 +230,17 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     }
 }
 
-/// FastAPI's error shapes: 422 for bad input (an unknown question included), 409 for an id in use or a
-/// refused state, 503 at a server cap or with the LLM endpoint down, 504 when it timed out, 500 otherwise.
+/// FastAPI's error shape, with the status of the one table ([`crate::api::http_status`]): 422 for bad
+/// input, 404 for an unknown question or episode, 409 for an id in use or a refused state, 503 (with
+/// Retry-After) at a server cap or with a dependency down, 504 when it timed out.
 fn failure(f: &Failure) -> Response {
     let status = match (f.status, f.code) {
-        (Some(Code::InvalidArgument | Code::NotFound | Code::OutOfRange), _) => StatusCode::UNPROCESSABLE_ENTITY,
-        (Some(Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted), _) => StatusCode::CONFLICT,
-        (Some(Code::ResourceExhausted | Code::Unavailable), _) => StatusCode::SERVICE_UNAVAILABLE,
-        (Some(Code::DeadlineExceeded), _) => StatusCode::GATEWAY_TIMEOUT,
-        (
-            Some(
-                Code::Ok
-                | Code::Cancelled
-                | Code::Unknown
-                | Code::PermissionDenied
-                | Code::Unimplemented
-                | Code::Internal
-                | Code::DataLoss
-                | Code::Unauthenticated,
-            ),
-            _,
-        ) => StatusCode::INTERNAL_SERVER_ERROR,
+        (Some(code), _) => crate::api::http_status::http_status(crate::api::http_status::HttpFace::OpenEnv, code),
         (None, ErrorCode::Validation | ErrorCode::InvalidJson | ErrorCode::UnknownType) => StatusCode::UNPROCESSABLE_ENTITY,
         (None, ErrorCode::Execution | ErrorCode::CapacityReached | ErrorCode::Session) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let field = crate::api::status::field_of(&f.message).unwrap_or("body");
     let (reason, retryable) = f.reason.clone().map_or((Value::Null, false), |(r, a)| (Value::String(r), a));
     let item = json!({"loc": ["body", field], "msg": f.message, "type": f.code.as_str().to_ascii_lowercase(), "reason": reason, "retryable": retryable});
-    (status, Json(json!({"detail": [item]}))).into_response()
+    crate::api::http_status::with_retry_after((status, Json(json!({"detail": [item]}))).into_response())
 }

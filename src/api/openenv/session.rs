@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use tonic::{Code, Status};
 
 use crate::api::gateway::{episode_json, is_tool, kind, score_text, tool_schemas, Gateway};
+use crate::api::status::{fault_of, Fault};
 use crate::episode::EpisodeState;
 
 /// OpenEnv's WebSocket error codes (`WSErrorCode`) that memgym sends.
@@ -58,48 +59,14 @@ impl Failure {
         Failure { code, message: message.into(), status: None, reason: None }
     }
 
-    /// A status from the environment: bad input (a bad value, an unknown question or conversation) is a
-    /// validation error, the rest execution errors.
+    /// A status from the environment: the caller's fault (a bad value, an unknown question, an id in use)
+    /// is a validation error, the rest execution errors ([`fault_of`]).
     fn from_status(s: &Status) -> Self {
-        let code = match classify(s.code()) {
-            Class::BadInput | Class::Missing => ErrorCode::Validation,
-            Class::Timeout | Class::Refused => ErrorCode::Execution,
+        let code = match fault_of(s) {
+            Fault::Call | Fault::Client => ErrorCode::Validation,
+            Fault::EpisodeOver | Fault::Timeout | Fault::Server => ErrorCode::Execution,
         };
         Failure { code, message: s.message().to_string(), status: Some(s.code()), reason: crate::api::status::reason_of(s) }
-    }
-}
-
-/// How the faces tell a refused request apart.
-enum Class {
-    /// InvalidArgument.
-    BadInput,
-    /// NotFound (an episode, memory, question or conversation).
-    Missing,
-    /// DeadlineExceeded.
-    Timeout,
-    /// Anything else: the episode's state, a cap, the server.
-    Refused,
-}
-
-fn classify(code: Code) -> Class {
-    match code {
-        Code::InvalidArgument => Class::BadInput,
-        Code::NotFound => Class::Missing,
-        Code::DeadlineExceeded => Class::Timeout,
-        Code::Ok
-        | Code::Cancelled
-        | Code::Unknown
-        | Code::AlreadyExists
-        | Code::PermissionDenied
-        | Code::ResourceExhausted
-        | Code::FailedPrecondition
-        | Code::Aborted
-        | Code::OutOfRange
-        | Code::Unimplemented
-        | Code::Internal
-        | Code::Unavailable
-        | Code::DataLoss
-        | Code::Unauthenticated => Class::Refused,
     }
 }
 
@@ -210,11 +177,12 @@ impl Session {
                 Ok(obs)
             }
             Err(s) => {
-                let error_type = match classify(s.code()) {
-                    Class::BadInput | Class::Missing if !is_tool(&name) => "tool_not_found",
-                    Class::BadInput | Class::Missing => "invalid_args",
-                    Class::Timeout => "timeout",
-                    Class::Refused => "execution_error",
+                // OpenEnv's error types, by whose fault the refusal is (the one rule, api::status).
+                let error_type = match fault_of(&s) {
+                    Fault::Call if !is_tool(&name) => "tool_not_found",
+                    Fault::Call => "invalid_args",
+                    Fault::Timeout => "timeout",
+                    Fault::EpisodeOver | Fault::Client | Fault::Server => "execution_error",
                 };
                 let done = self.gw.state(id).await.map(|st| st.done).unwrap_or(true);
                 Ok(Obs {

@@ -22,13 +22,13 @@ use axum::Json;
 use futures_util::stream::{self, StreamExt};
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
-use tonic::{Code, Status};
+use tonic::Status;
 
 use super::sessions::{session_id, Creating, Finish, Live};
 use super::tasks::{from_spec, resolve_index, split_of, tasks_of, tool_list, SUBMIT};
 use super::{body_object, check_env, check_name, known_keys, opt_int, opt_string, Ors, OrsError};
 use crate::api::gateway::{code_name, is_tool, score_text, Called};
-use crate::api::status::reason_of;
+use crate::api::status::{reason_of, Fault};
 use crate::dataset::verl::{prompt_messages, SYSTEM_PROMPT};
 use crate::episode::EpisodeState;
 use crate::tools::TOOL_NAMES;
@@ -377,13 +377,10 @@ async fn finish(ors: &Ors, sid: &str, live: &Live, task_id: &str, called: Option
 
 /// A refused tool call: in-band when the policy caused it, an `error` event when the server failed.
 fn in_band(tool: &str, s: &Status) -> Result<Value, String> {
-    let reason = reason_of(s).map(|(r, _)| r);
-    match (s.code(), reason.as_deref()) {
-        (_, Some("EPISODE_PRECONDITION")) => Ok(refused("episode_finished", format!("{} was not run: {}", name(tool), s.message()))),
-        (Code::InvalidArgument | Code::OutOfRange, _) | (_, Some("MEMORY_NOT_FOUND" | "TOOL_PRECONDITION" | "EPISODE_MEMORY_FULL")) => {
-            Ok(refused("input_validation", s.message().to_string()))
-        }
-        _ => Err(failure(s)),
+    match crate::api::status::fault_of(s) {
+        Fault::EpisodeOver => Ok(refused("episode_finished", format!("{} was not run: {}", name(tool), s.message()))),
+        Fault::Call => Ok(refused("input_validation", s.message().to_string())),
+        Fault::Timeout | Fault::Client | Fault::Server => Err(failure(s)),
     }
 }
 

@@ -118,20 +118,9 @@ impl OrsError {
     }
 }
 
-/// The HTTP status of a gRPC code on this face.
+/// The HTTP status of a gRPC code on this face ([`crate::api::http_status`]).
 fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted => StatusCode::CONFLICT,
-        Code::ResourceExhausted | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::Ok | Code::Cancelled | Code::Unknown | Code::Unimplemented | Code::Internal | Code::DataLoss => {
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
-    }
+    crate::api::http_status::http_status(crate::api::http_status::HttpFace::Ors, code)
 }
 
 impl IntoResponse for OrsError {
@@ -144,12 +133,8 @@ impl IntoResponse for OrsError {
                 body["retryable"] = Value::Bool(retryable);
             }
         }
-        let mut response = (status, Json(body)).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            // The SDK backs off by Retry-After on a 503.
-            response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("2"));
-        }
-        response
+        // The SDK backs off by Retry-After on a 503.
+        crate::api::http_status::with_retry_after((status, Json(body)).into_response())
     }
 }
 
