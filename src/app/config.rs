@@ -16,6 +16,7 @@ use crate::llm::{ChatConfig, Llm, OpenAiChat};
 use crate::memory::{IndexConfig, IndexMode};
 use crate::reward::{Evaluator, RewardFormula};
 use crate::tools::ToolLimits;
+use crate::util::openai_compat::ApiKey;
 
 /// Validates the flags.
 pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
@@ -94,12 +95,10 @@ pub fn llm_client(a: &LlmArgs) -> anyhow::Result<Option<Arc<Llm>>> {
 }
 
 /// An API key from `file` (trimmed), else from `OPENAI_API_KEY`; `None` when neither has one.
-pub fn api_key(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+pub fn api_key(file: Option<&Path>) -> anyhow::Result<Option<ApiKey>> {
     Ok(match file {
-        Some(p) => {
-            Some(std::fs::read_to_string(p).with_context(|| format!("reading the API key file {}", p.display()))?.trim().to_string())
-        }
-        None => std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.trim().is_empty()),
+        Some(p) => Some(ApiKey::new(std::fs::read_to_string(p).with_context(|| format!("reading the API key file {}", p.display()))?)),
+        None => std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.trim().is_empty()).map(ApiKey::new),
     })
 }
 

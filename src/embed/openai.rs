@@ -44,7 +44,7 @@ use tokio::task::JoinSet;
 
 use super::{EmbedError, Embedder, EmbedderIdentity};
 use crate::util::fnv::fnv1a;
-use crate::util::openai_compat::{build_client, classify, normalize_base_url, with_retries, OpenAiClient};
+use crate::util::openai_compat::{build_client, classify, normalize_base_url, with_retries, ApiKey, OpenAiClient};
 
 /// Default number of texts per request.
 const DEFAULT_BATCH_SIZE: usize = 64;
@@ -58,7 +58,7 @@ const MAX_IN_FLIGHT: usize = 4;
 const PROBE_TEXT: &str = "dimension probe";
 
 /// Settings of an [`OpenAiEmbedder`]. Build with [`OpenAiConfig::new`] and struct update syntax.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct OpenAiConfig {
     /// API base including the version prefix, e.g. `http://127.0.0.1:8080/v1` or
     /// `https://api.openai.com/v1`; requests go to `{base_url}/embeddings`.
@@ -66,7 +66,7 @@ pub struct OpenAiConfig {
     /// Model name sent with every request.
     pub model: String,
     /// Bearer token, if the server wants one. Never logged, redacted in `Debug`.
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     /// Expected dimension: `connect` fails if the server's differs. `None` accepts what the probe returns.
     pub dim: Option<usize>,
     /// Texts per request (default 64).
@@ -89,20 +89,6 @@ impl OpenAiConfig {
             timeout: DEFAULT_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
         }
-    }
-}
-
-impl std::fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("dim", &self.dim)
-            .field("batch_size", &self.batch_size)
-            .field("timeout", &self.timeout)
-            .field("max_retries", &self.max_retries)
-            .finish()
     }
 }
 
@@ -301,7 +287,7 @@ struct Requester {
 impl Requester {
     fn new(cfg: &OpenAiConfig, name: String) -> Result<Self, String> {
         Ok(Requester {
-            client: build_client(&cfg.base_url, cfg.api_key.as_deref(), cfg.timeout)?,
+            client: build_client(&cfg.base_url, cfg.api_key.as_ref(), cfg.timeout)?,
             name,
             url: format!("{}/embeddings", cfg.base_url),
             model: cfg.model.clone(),

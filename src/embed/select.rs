@@ -63,7 +63,7 @@ pub struct EmbedderOptions {
     /// openai: model name.
     pub openai_model: Option<String>,
     /// openai: API key (never logged).
-    pub openai_api_key: Option<String>,
+    pub openai_api_key: Option<crate::util::openai_compat::ApiKey>,
 }
 
 /// Finds a shipped model directory: relative to the working directory first (a checkout), then next to

@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 
 use super::{BoxFuture, ChatModel, ChatRequest, LlmError};
 use crate::util::openai_compat::{
-    build_client, classify, normalize_base_url, truncate, with_retries, Failure, FailureKind, GaveUp, OpenAiClient,
+    build_client, classify, normalize_base_url, truncate, with_retries, ApiKey, Failure, FailureKind, GaveUp, OpenAiClient,
 };
 
 /// Default timeout of one attempt.
@@ -33,14 +33,14 @@ pub const DEFAULT_CONCURRENCY: usize = 16;
 pub const DEFAULT_SEED: u64 = 42;
 
 /// Settings of an [`OpenAiChat`]. Build with [`ChatConfig::new`] and struct update syntax.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ChatConfig {
     /// API base including the version prefix (`http://127.0.0.1:8000/v1`).
     pub base_url: String,
     /// Model name sent with every request.
     pub model: String,
     /// Bearer token. Never logged, redacted in `Debug`.
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     /// Timeout of one attempt (default 30 s).
     pub timeout: Duration,
     /// Retries after the first attempt on 429, 5xx, timeouts and connection errors (default 3).
@@ -63,20 +63,6 @@ impl ChatConfig {
             concurrency: DEFAULT_CONCURRENCY,
             seed: Some(DEFAULT_SEED),
         }
-    }
-}
-
-impl std::fmt::Debug for ChatConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("timeout", &self.timeout)
-            .field("max_retries", &self.max_retries)
-            .field("concurrency", &self.concurrency)
-            .field("seed", &self.seed)
-            .finish()
     }
 }
 
@@ -123,7 +109,7 @@ impl OpenAiChat {
         if config.concurrency == 0 {
             return Err(LlmError::Config { field: "llm_concurrency", message: "must be at least 1".into() });
         }
-        let client = build_client(&config.base_url, config.api_key.as_deref(), config.timeout)
+        let client = build_client(&config.base_url, config.api_key.as_ref(), config.timeout)
             .map_err(|message| LlmError::Config { field: "llm_base_url", message })?;
         let url = format!("{}/chat/completions", config.base_url);
         let permits = Arc::new(Semaphore::new(config.concurrency));

@@ -39,9 +39,32 @@ pub fn normalize_base_url(url: &str) -> Result<String, String> {
     Ok(url)
 }
 
+/// An endpoint's bearer token. Its `Debug` never shows it, so every config that holds one derives `Debug`
+/// and stays safe to log; only [`ApiKey::expose`] reads it, for the `Authorization` header.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A key (surrounding whitespace, such as a key file's newline, removed).
+    pub fn new(key: impl AsRef<str>) -> ApiKey {
+        ApiKey(key.as_ref().trim().to_string())
+    }
+
+    /// The key itself, for the request header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
 /// A client for `base_url` with its own reqwest client (per-attempt `timeout`), our [`Transport`] and
 /// an explicit key (`None` → no `Authorization` header).
-pub fn build_client(base_url: &str, api_key: Option<&str>, timeout: Duration) -> Result<OpenAiClient, String> {
+pub fn build_client(base_url: &str, api_key: Option<&ApiKey>, timeout: Duration) -> Result<OpenAiClient, String> {
     let http = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -50,7 +73,7 @@ pub fn build_client(base_url: &str, api_key: Option<&str>, timeout: Duration) ->
         .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(&e)))?;
     let config = ClientConfig::new()
         .with_api_base(base_url.to_string())
-        .with_api_key(api_key.unwrap_or_default().to_string())
+        .with_api_key(api_key.map(ApiKey::expose).unwrap_or_default().to_string())
         .with_org_id("")
         .with_project_id("");
     Ok(Client::with_config(config).with_http_client(http.clone()).with_http_service(Transport { http }))
@@ -262,6 +285,18 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
+
+    #[test]
+    fn a_key_never_shows_in_debug_nor_in_the_configs_that_hold_it() {
+        let key = ApiKey::new("  sk-live-4242\n");
+        assert_eq!(key.expose(), "sk-live-4242");
+        assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
+        let chat = crate::llm::ChatConfig { api_key: Some(key.clone()), ..crate::llm::ChatConfig::new("http://x/v1", "m") };
+        let embed = crate::embed::OpenAiConfig { api_key: Some(key), ..crate::embed::OpenAiConfig::new("http://x/v1", "m") };
+        for shown in [format!("{chat:?}"), format!("{embed:?}")] {
+            assert!(!shown.contains("sk-live") && shown.contains("<redacted>"), "{shown}");
+        }
+    }
 
     #[test]
     fn error_bodies_of_common_servers_are_read() {

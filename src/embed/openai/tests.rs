@@ -256,7 +256,7 @@ fn bad_configs_are_rejected_before_any_request() {
 fn api_key_is_sent_as_bearer_and_never_printed() {
     let secret = "sk-test-0123456789-very-secret";
     let server = FakeOpenAi::start_blocking(4);
-    let cfg = OpenAiConfig { api_key: Some(secret.into()), ..config(&server) };
+    let cfg = OpenAiConfig { api_key: Some(ApiKey::new(secret)), ..config(&server) };
     assert!(!format!("{cfg:?}").contains(secret));
     assert!(!format!("{cfg:#?}").contains(secret));
     assert!(format!("{cfg:?}").contains("<redacted>"));
@@ -274,7 +274,7 @@ fn api_key_is_sent_as_bearer_and_never_printed() {
     assert!(server.authorizations().iter().all(Option::is_none), "{:?}", server.authorizations());
     // Nor in error messages.
     server.respond_to_embeddings(|_| Canned::raw(r#"{"error":{"message":"Incorrect API key provided"}}"#).status(401));
-    let bad = OpenAiEmbedder::connect(OpenAiConfig { api_key: Some(secret.into()), ..config(&server) });
+    let bad = OpenAiEmbedder::connect(OpenAiConfig { api_key: Some(ApiKey::new(secret)), ..config(&server) });
     let msg = backend_message(bad);
     assert!(msg.contains("401") && !msg.contains(secret), "{msg}");
 }

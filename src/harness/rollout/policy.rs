@@ -13,17 +13,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::util::openai_compat::{build_client, classify, normalize_base_url, truncate, with_retries, Failure, GaveUp, OpenAiClient};
+use crate::util::openai_compat::{
+    build_client, classify, normalize_base_url, truncate, with_retries, ApiKey, Failure, GaveUp, OpenAiClient,
+};
 
 /// The endpoint and the sampling settings of every request.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct PolicyConfig {
     /// API base including the version prefix (`http://127.0.0.1:8080/v1`).
     pub base_url: String,
     /// Model name sent with every request.
     pub model: String,
     /// Bearer token; never logged, never written to the output.
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     /// Timeout of one attempt.
     pub timeout: Duration,
     /// Retries after the first attempt (429, 5xx, timeouts, connection errors).
@@ -34,21 +36,6 @@ pub struct PolicyConfig {
     pub top_p: f32,
     /// Tokens per reply.
     pub max_tokens: u32,
-}
-
-impl std::fmt::Debug for PolicyConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicyConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("timeout", &self.timeout)
-            .field("max_retries", &self.max_retries)
-            .field("temperature", &self.temperature)
-            .field("top_p", &self.top_p)
-            .field("max_tokens", &self.max_tokens)
-            .finish()
-    }
 }
 
 /// One reply, as received.
@@ -101,7 +88,7 @@ impl Policy {
             return Err("--max-tokens must be positive".into());
         }
         let client =
-            build_client(&config.base_url, config.api_key.as_deref(), config.timeout).map_err(|m| format!("--policy-base-url: {m}"))?;
+            build_client(&config.base_url, config.api_key.as_ref(), config.timeout).map_err(|m| format!("--policy-base-url: {m}"))?;
         let url = format!("{}/chat/completions", config.base_url);
         Ok(Policy { config, client, url })
     }

@@ -258,6 +258,22 @@ async fn an_endpoint_that_fails_fails_the_rollout_and_never_scores_it() {
 }
 
 #[test]
+fn the_policy_config_redacts_its_key() {
+    let config = policy::PolicyConfig {
+        base_url: "http://127.0.0.1:1/v1".into(),
+        model: "m".into(),
+        api_key: Some(crate::util::openai_compat::ApiKey::new("sk-live-4242")),
+        timeout: std::time::Duration::from_secs(1),
+        max_retries: 0,
+        temperature: 1.0,
+        top_p: 1.0,
+        max_tokens: 8,
+    };
+    let shown = format!("{:?}", policy::Policy::new(config).unwrap());
+    assert!(!shown.contains("sk-live") && shown.contains("<redacted>"), "{shown}");
+}
+
+#[test]
 fn flags_are_checked_before_any_work() {
     let env = environment();
     let dir = tempfile::tempdir().unwrap();

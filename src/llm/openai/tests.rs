@@ -121,7 +121,7 @@ async fn concurrency_is_bounded_by_the_semaphore() {
 #[tokio::test]
 async fn the_key_is_sent_as_bearer_and_never_printed() {
     let server = FakeOpenAi::start(|_| Canned::answer("ok")).await;
-    let chat = client(&server, |c| ChatConfig { api_key: Some("sk-secret-123".into()), ..c });
+    let chat = client(&server, |c| ChatConfig { api_key: Some(ApiKey::new("sk-secret-123")), ..c });
     assert!(!format!("{chat:?}").contains("sk-secret-123"));
     assert!(format!("{chat:?}").contains("<redacted>"));
     chat.complete(&ChatRequest::user("q", 8)).await.unwrap();
