@@ -47,6 +47,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::text::charset::{self, Shape};
+use crate::text::reply::balanced_end;
 use crate::util::quote::{cut, quoted};
 
 /// The normalised operations.
@@ -227,12 +228,12 @@ fn unterminated_array(text: &str) -> Option<Vec<Value>> {
     let bytes = text.as_bytes();
     let start = bytes.iter().position(|&b| b == b'[')?;
     let next = start + 1 + bytes.get(start + 1..)?.iter().position(|b| !b.is_ascii_whitespace())?;
-    if bytes[next] != b'{' || matching(bytes, start, b'[', b']').is_some() {
+    if bytes[next] != b'{' || balanced_end(text, start, b'[', b']').is_some() {
         return None;
     }
     let mut items = Vec::new();
     let mut i = next;
-    while let Some(end) = matching(bytes, i, b'{', b'}') {
+    while let Some(end) = balanced_end(text, i, b'{', b'}') {
         match text.get(i..end).and_then(candidate) {
             Some(Ok(value)) => items.push(value),
             Some(Err(_)) | None => break,
@@ -285,20 +286,14 @@ fn candidate(text: &str) -> Option<Result<Value, BatchError>> {
     }
 }
 
-/// The first ```` ``` ```` fenced block (after an optional language tag) whose content parses as an array or object.
+/// The first closed fenced block ([`crate::text::reply::fences`]) whose content parses as an array or object.
 fn fenced(text: &str) -> Option<Result<Value, BatchError>> {
-    let mut rest = text;
-    for _ in 0..MAX_TRIES {
-        let after = rest.get(rest.find("```")? + 3..)?;
-        let tag = after.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'))).unwrap_or(after.len());
-        let body = after.get(tag..)?;
-        let close = body.find("```")?;
-        match candidate(body.get(..close)?) {
+    for fence in crate::text::reply::fences(text).into_iter().filter(|f| f.closed).take(MAX_TRIES) {
+        match candidate(fence.body) {
             Some(Ok(value @ (Value::Array(_) | Value::Object(_)))) => return Some(Ok(value)),
             Some(Err(e)) => return Some(Err(e)),
             Some(Ok(Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_))) | None => {}
         }
-        rest = body.get(close + 3..)?;
     }
     None
 }
@@ -310,26 +305,9 @@ fn balanced(text: &str, open: u8, close: u8) -> Option<(usize, usize, Result<Val
     for _ in 0..MAX_TRIES {
         let start = from + bytes.get(from..)?.iter().position(|&b| b == open)?;
         from = start + 1;
-        let Some(end) = matching(bytes, start, open, close) else { continue };
+        let Some(end) = balanced_end(text, start, open, close) else { continue };
         if let Some(value) = text.get(start..end).and_then(candidate) {
             return Some((start, end, value));
-        }
-    }
-    None
-}
-
-/// The end (exclusive) of the span opened by `bytes[start]`, aware of JSON strings and escapes.
-fn matching(bytes: &[u8], start: usize, open: u8, close: u8) -> Option<usize> {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (i, &b) in bytes.iter().enumerate().skip(start) {
-        match (in_string, b) {
-            (true, _) if escaped => escaped = false,
-            (true, b'\\') => escaped = true,
-            (_, b'"') => in_string = !in_string,
-            (false, _) if b == open => depth += 1,
-            (false, _) if b == close && depth <= 1 => return Some(i + 1),
-            (false, _) if b == close => depth -= 1,
-            _ => {}
         }
     }
     None

@@ -348,38 +348,16 @@ fn names_a_tool(text: &str) -> bool {
     ["\"name\"", "\"arguments\"", "'name'", "'arguments'"].iter().any(|k| text.contains(k))
 }
 
-/// The bodies of the fenced code blocks (```` ```json … ``` ````), closed or running to the end.
+/// The bodies of the fenced code blocks (```` ```json … ``` ````), closed or running to the end
+/// ([`crate::text::reply::fences`], the one fence rule).
 fn fences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("```") {
-        let after = &rest[start + 3..];
-        // The info string ("json", "tool_call", …) runs to the end of the line.
-        let body_start = after.find('\n').map_or(after.len(), |n| n + 1);
-        let info = after[..body_start].trim();
-        let (body, next) = if info.contains('{') {
-            // ```{"name": …}``` on one line: no info string.
-            match after.find("```") {
-                Some(end) => (&after[..end], &after[end + 3..]),
-                None => (after, ""),
-            }
-        } else {
-            let body = &after[body_start..];
-            match body.find("```") {
-                Some(end) => (&body[..end], &body[end + 3..]),
-                None => (body, ""),
-            }
-        };
-        out.push(body);
-        rest = next;
-    }
-    out
+    crate::text::reply::fences(text).into_iter().map(|f| f.body).collect()
 }
 
 /// A block's body without a code fence around it.
 fn strip_fence(body: &str) -> &str {
-    match fences(body).first() {
-        Some(inner) if body.starts_with("```") => inner.trim(),
+    match crate::text::reply::fences(body).first() {
+        Some(f) if f.at == 0 => f.body.trim(),
         Some(_) | None => body,
     }
 }
