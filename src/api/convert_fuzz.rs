@@ -5,7 +5,7 @@
 //! trailers over 16 KiB, and a client should see the real error).
 
 use proptest::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tonic::Status;
 
 use super::*;
@@ -64,12 +64,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         proptest::sample::select(vec!["create", "update", "RANDOM", "Diverse", "speaker", "summarize", "episodic", "m0001", "m0002"])
             .prop_map(Value::from),
     ];
-    leaf.prop_recursive(3, 24, 6, |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..7).prop_map(Value::Array),
-            proptest::collection::vec((key(), inner), 0..6).prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
+    crate::util::json::strategies::tree(leaf.boxed(), key().boxed(), 3, 24)
 }
 
 fn key() -> impl Strategy<Value = String> {

@@ -234,6 +234,37 @@ pub fn kind_of(value: &serde_json::Value) -> &'static str {
     }
 }
 
+/// Proptest strategies for JSON, written once for every property test that feeds a reader arbitrary JSON:
+/// the tree's shape here, the leaves and keys each test's domain needs from its caller.
+#[cfg(test)]
+pub(crate) mod strategies {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    /// Any scalar: null, a boolean, an integer, a finite float or a short string.
+    pub(crate) fn scalar() -> BoxedStrategy<Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            "\\PC{0,12}".prop_map(Value::String),
+        ]
+        .boxed()
+    }
+
+    /// JSON trees of `leaf`s in arrays and objects keyed by `keys`, at most `depth` deep, about `size` nodes.
+    pub(crate) fn tree(leaf: BoxedStrategy<Value>, keys: BoxedStrategy<String>, depth: u32, size: u32) -> BoxedStrategy<Value> {
+        leaf.prop_recursive(depth, size, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..6).prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+        .boxed()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,11 +16,53 @@ pub struct App {
     pub channel: Channel,
 }
 
-/// Starts a server with the default settings plus `flags` (as on the command line).
-pub async fn spawn_app(flags: &[&str]) -> App {
+/// `memgym serve` with the default settings plus `flags` (as on the command line), parsed.
+pub fn serve_args(flags: &[&str]) -> memgym::app::cli::ServeArgs {
     let mut argv = vec!["memgym", "serve"];
     argv.extend_from_slice(flags);
     let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
+    args
+}
+
+/// The JSON faces a test server binds, each on its own `127.0.0.1:0` listener with its options, and the
+/// replica name it serves as (`serve --replica`), if any.
+#[derive(Default)]
+pub struct FaceOptions {
+    pub openenv: Option<memgym::api::openenv::OpenEnvOptions>,
+    pub mcp: Option<memgym::api::mcp::McpOptions>,
+    pub nemo_gym: Option<memgym::api::nemo_gym::NemoGymOptions>,
+    pub ors: Option<memgym::api::ors::OrsOptions>,
+    pub replica: Option<String>,
+}
+
+/// A server with JSON faces: the server (its `*_addr` say where each face listens), its environment and a
+/// gRPC client of the same server.
+pub struct Served {
+    pub server: Running,
+    pub env: std::sync::Arc<memgym::episode::Environment>,
+    pub grpc: MemoryEnvClient<Channel>,
+}
+
+/// Starts a server with `flags` and the faces `options` names: the one way every face's tests start one.
+pub async fn spawn_faces(flags: &[&str], options: FaceOptions) -> Served {
+    let args = serve_args(flags);
+    let env = memgym::app::config::build_replica_environment(&args.env, options.replica).expect("environment builds");
+    let loopback: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut faces = server::Faces::bind(options.openenv.map(|o| (loopback, o)), options.mcp.map(|o| (loopback, o))).await.expect("binds");
+    if let Some(o) = options.nemo_gym {
+        faces.bind_nemo_gym(loopback, o).await.expect("binds");
+    }
+    if let Some(o) = options.ors {
+        faces.bind_ors(loopback, o).await.expect("binds");
+    }
+    let server = server::spawn_faces(env.clone(), None, loopback, faces).await.expect("server starts");
+    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
+    Served { server, env, grpc: MemoryEnvClient::new(channel) }
+}
+
+/// Starts a server with the default settings plus `flags` (as on the command line).
+pub async fn spawn_app(flags: &[&str]) -> App {
+    let args = serve_args(flags);
     let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
     let server = server::spawn(env, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");
     let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
@@ -97,9 +139,9 @@ pub struct Banked {
 pub async fn spawn_banked(flags: &[&str]) -> Banked {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    let mut argv = vec!["memgym", "serve", "--banks-dir", &d];
+    let mut argv = vec!["--banks-dir", &d];
     argv.extend_from_slice(flags);
-    let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
+    let args = serve_args(&argv);
     let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
     let banks = memgym::app::config::build_banks(&args.banks, &env).await.expect("banks open");
     let server = server::spawn_with(env, banks, "127.0.0.1:0".parse().unwrap()).await.expect("server starts");

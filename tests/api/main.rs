@@ -11,6 +11,7 @@ mod dataset;
 mod drain;
 mod ended;
 mod episodes;
+mod fork;
 mod helpers;
 mod leak;
 mod learn;

@@ -5,7 +5,6 @@
 use memgym::api::mcp::McpOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::app::cli::{Cli, Command};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -29,14 +28,9 @@ async fn spawn_face_with(options: McpOptions) -> Face {
 
 /// The MCP face of a server that is replica `replica` (`serve --replica`), or a lone server.
 pub(super) async fn spawn_replica_face(options: McpOptions, replica: Option<&str>) -> Face {
-    use clap::Parser;
-    let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
-    let env = memgym::app::config::build_replica_environment(&args.env, replica.map(str::to_string)).expect("environment builds");
-    let server =
-        memgym::app::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), None, Some(options)).await.expect("server starts");
-    let url = format!("http://{}/mcp", server.mcp_addr.expect("mcp face"));
-    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
-    Face { url, grpc: MemoryEnvClient::new(channel), server }
+    let faces = crate::helpers::FaceOptions { mcp: Some(options), replica: replica.map(str::to_string), ..Default::default() };
+    let s = crate::helpers::spawn_faces(&[], faces).await;
+    Face { url: format!("http://{}/mcp", s.server.mcp_addr.expect("mcp face")), grpc: s.grpc, server: s.server }
 }
 
 pub(super) async fn client(url: &str, mode: ClientLifecycleMode) -> RunningService<RoleClient, ()> {

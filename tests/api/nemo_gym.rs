@@ -3,11 +3,9 @@
 //! server. (NeMo Gym's own agent, client and session-contract check run against the binary in
 //! tests/python/protocols/test_nemo_gym.py.)
 
-use clap::Parser;
 use memgym::api::nemo_gym::NemoGymOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::app::cli::{Cli, Command};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
@@ -18,14 +16,9 @@ struct Face {
 }
 
 async fn spawn_face() -> Face {
-    let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
-    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
-    let mut faces = memgym::app::server::Faces::default();
     let options = NemoGymOptions { allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()] };
-    faces.bind_nemo_gym("127.0.0.1:0".parse().unwrap(), options).await.expect("binds");
-    let server = memgym::app::server::spawn_faces(env, None, "127.0.0.1:0".parse().unwrap(), faces).await.expect("server starts");
-    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
-    Face { http: format!("http://{}", server.nemo_gym_addr.expect("nemo-gym face")), grpc: MemoryEnvClient::new(channel), _server: server }
+    let s = crate::helpers::spawn_faces(&[], crate::helpers::FaceOptions { nemo_gym: Some(options), ..Default::default() }).await;
+    Face { http: format!("http://{}", s.server.nemo_gym_addr.expect("nemo-gym face")), grpc: s.grpc, _server: s.server }
 }
 
 /// One HTTP exchange's status, `Set-Cookie` value of `memgym_session` (if set) and body.

@@ -9,12 +9,9 @@ use memgym::api::mcp::McpOptions;
 use memgym::api::openenv::OpenEnvOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::app::cli::{Cli, Command};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
-
-use clap::Parser;
 
 use crate::fake_openai::{Canned, FakeOpenAi};
 
@@ -32,17 +29,11 @@ async fn spawn_face(flags: &[&str], max_sessions: usize) -> Face {
 }
 
 async fn spawn_face_pinging(flags: &[&str], max_sessions: usize, ping_every: Duration) -> Face {
-    let mut argv = vec!["memgym", "serve"];
-    argv.extend_from_slice(flags);
-    let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags parse").command else { unreachable!() };
-    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
     let mcp = McpOptions::new(vec!["127.0.0.1".into(), "localhost".into()]);
     let options = OpenEnvOptions { ping_every, ..OpenEnvOptions::new(max_sessions, mcp) };
-    let server =
-        memgym::app::server::spawn_all(env, None, "127.0.0.1:0".parse().unwrap(), Some(options), None).await.expect("server starts");
-    let addr = server.openenv_addr.expect("openenv face");
-    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
-    Face { http: format!("http://{addr}"), ws: format!("ws://{addr}/ws"), grpc: MemoryEnvClient::new(channel), _server: server }
+    let s = crate::helpers::spawn_faces(flags, crate::helpers::FaceOptions { openenv: Some(options), ..Default::default() }).await;
+    let addr = s.server.openenv_addr.expect("openenv face");
+    Face { http: format!("http://{addr}"), ws: format!("ws://{addr}/ws"), grpc: s.grpc, _server: s.server }
 }
 
 async fn connect(face: &Face) -> Ws {

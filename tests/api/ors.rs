@@ -7,7 +7,6 @@
 use memgym::api::ors::OrsOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
-use memgym::app::cli::{Cli, Command};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
@@ -19,15 +18,8 @@ struct Face {
 }
 
 async fn spawn_face(options: OrsOptions) -> Face {
-    use clap::Parser;
-    let Command::Serve(args) = Cli::try_parse_from(["memgym", "serve"]).expect("flags parse").command else { unreachable!() };
-    let env = memgym::app::config::build_environment(&args.env).expect("environment builds");
-    let mut faces = memgym::app::server::Faces::default();
-    faces.bind_ors("127.0.0.1:0".parse().unwrap(), options).await.expect("binds");
-    let server = memgym::app::server::spawn_faces(env.clone(), None, "127.0.0.1:0".parse().unwrap(), faces).await.expect("server starts");
-    let base = format!("http://{}", server.ors_addr.expect("ors face"));
-    let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.expect("connects");
-    Face { base, grpc: MemoryEnvClient::new(channel), env, _server: server }
+    let s = crate::helpers::spawn_faces(&[], crate::helpers::FaceOptions { ors: Some(options), ..Default::default() }).await;
+    Face { base: format!("http://{}", s.server.ors_addr.expect("ors face")), grpc: s.grpc, env: s.env, _server: s.server }
 }
 
 async fn default_face() -> Face {

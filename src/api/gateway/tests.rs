@@ -79,14 +79,7 @@ fn breakdown_json_keeps_every_field_name_of_the_grpc_message() {
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-        ".{0,12}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(2, 8, 4, |inner| prop::collection::vec(inner, 0..3).prop_map(Value::Array))
+    crate::util::json::strategies::tree(crate::util::json::strategies::scalar(), "[a-z_]{1,12}".boxed(), 2, 8)
 }
 
 proptest! {

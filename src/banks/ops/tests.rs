@@ -210,12 +210,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         ),
     ];
     let op_keys = keys.clone();
-    let any = leaf.clone().prop_recursive(3, 24, 6, move |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
-            prop::collection::btree_map(keys.clone(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    });
+    let any = crate::util::json::strategies::tree(leaf.clone().boxed(), keys.boxed(), 3, 24);
     let op = (valid_op(), prop::option::of((op_keys, prop_oneof![leaf.clone(), prop::collection::vec(leaf, 0..6).prop_map(Value::from)])))
         .prop_map(|(op, field)| {
             let mut value = to_seed_json(&op);

@@ -194,12 +194,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
         Just("seen_count".to_string()),
         "[a-z]{1,3}",
     ];
-    leaf.prop_recursive(4, 48, 6, move |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            proptest::collection::vec((keys.clone(), inner), 0..6).prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
+    crate::util::json::strategies::tree(leaf.boxed(), keys.boxed(), 4, 48)
 }
 
 proptest! {
