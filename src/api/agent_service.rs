@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::banks_service::logged;
+use super::banks_service::respond;
 use super::pb;
 use super::pb::agent_memory_server::AgentMemory as AgentRpc;
 use crate::banks::agent::{CardInput, CardOutcome, ConsolidateMode, Episode, DEFAULT_MAX_RECENT, DEFAULT_MAX_RULES};
@@ -79,7 +79,7 @@ impl AgentRpc for AgentService {
             successes,
             mistake_cards: mistake_cards.into_iter().map(CardInput::from).collect(),
         };
-        logged(
+        respond(
             async {
                 let (o, meta) = self.banks.record_episode(&bank, &episode, expected_version).await?;
                 Ok(pb::RecordEpisodeResponse {
@@ -109,7 +109,7 @@ impl AgentRpc for AgentService {
         let pb::BuildMemoryContextRequest { bank, task_id, max_rules, max_recent } = request.into_inner();
         let rules = max_rules.map_or(DEFAULT_MAX_RULES, |n| n as usize);
         let recent = max_recent.map_or(DEFAULT_MAX_RECENT, |n| n as usize);
-        logged(
+        respond(
             self.banks
                 .memory_context(&bank, task_id.as_deref(), rules, recent)
                 .await
@@ -123,7 +123,7 @@ impl AgentRpc for AgentService {
     ) -> Result<Response<pb::MaybeConsolidateResponse>, Status> {
         let pb::MaybeConsolidateRequest { bank, mode, force, expected_version } = request.into_inner();
         let span = tracing::info_span!("maybe_consolidate", bank = %name(&bank), force);
-        logged(
+        respond(
             async {
                 let (c, meta) = self.banks.consolidate(&bank, mode_in(mode)?, force, expected_version).await?;
                 Ok(pb::MaybeConsolidateResponse {
@@ -143,7 +143,7 @@ impl AgentRpc for AgentService {
 
     async fn get_agent_summary(&self, request: Request<pb::GetAgentSummaryRequest>) -> Result<Response<pb::AgentSummary>, Status> {
         let pb::GetAgentSummaryRequest { bank } = request.into_inner();
-        logged(self.banks.agent_summary(&bank).await.map(|(s, meta)| {
+        respond(self.banks.agent_summary(&bank).await.map(|(s, meta)| {
             pb::AgentSummary {
                 total_episodes: s.total_episodes,
                 global_rules: s.global_rules as u32,
@@ -168,7 +168,7 @@ impl AgentRpc for AgentService {
     ) -> Result<Response<pb::ImportAgentMemoryResponse>, Status> {
         let pb::ImportAgentMemoryRequest { bank, data, replace, expected_version } = request.into_inner();
         let span = tracing::info_span!("import_agent_memory", bank = %name(&bank), replace);
-        logged(
+        respond(
             async {
                 let (meta, total_episodes) = self.banks.import_agent(&bank, &data, replace, expected_version).await?;
                 Ok(pb::ImportAgentMemoryResponse { version: meta.version, total_episodes })
@@ -183,6 +183,6 @@ impl AgentRpc for AgentService {
         request: Request<pb::ExportAgentMemoryRequest>,
     ) -> Result<Response<pb::ExportAgentMemoryResponse>, Status> {
         let pb::ExportAgentMemoryRequest { bank } = request.into_inner();
-        logged(self.banks.export_agent(&bank).await.map(|data| pb::ExportAgentMemoryResponse { data }))
+        respond(self.banks.export_agent(&bank).await.map(|data| pb::ExportAgentMemoryResponse { data }))
     }
 }

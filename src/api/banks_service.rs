@@ -12,7 +12,6 @@ use super::convert::page_size;
 use super::page;
 use super::pb;
 use super::pb::banks_server::Banks as BanksRpc;
-use super::status::log_status;
 use crate::banks::experience::{group_confidence, NewFields, OpOutcome, OpStatus};
 use crate::banks::formats::Format;
 use crate::banks::semantic::{self, Query, DEFAULT_MERGE_THRESHOLD, DEFAULT_PROMPT_TOP_K, DEFAULT_TOP_K};
@@ -33,13 +32,9 @@ impl BanksService {
     }
 }
 
-/// The response, or the error's `Status` (logged).
-pub(super) fn logged<T>(r: Result<T, BankError>) -> Result<Response<T>, Status> {
-    r.map(Response::new).map_err(|e| {
-        let s = Status::from(e);
-        log_status(&s);
-        s
-    })
+/// The response, or the error's `Status`, logged by [`super::status::logged`].
+pub(super) fn respond<T>(r: Result<T, BankError>) -> Result<Response<T>, Status> {
+    super::status::logged(r.map(Response::new).map_err(Status::from))
 }
 
 fn bank_out(m: &BankMeta, size: usize) -> pb::Bank {
@@ -125,7 +120,7 @@ impl BanksRpc for BanksService {
     async fn create_bank(&self, request: Request<pb::CreateBankRequest>) -> Result<Response<pb::Bank>, Status> {
         let pb::CreateBankRequest { name: bank, kind, max_size, if_not_exists } = request.into_inner();
         let span = tracing::info_span!("create_bank", bank = %name(&bank));
-        logged(
+        respond(
             async {
                 self.banks.create(&bank, kind_in(kind)?, max_size, if_not_exists).await?;
                 let (meta, size) = self.banks.describe(&bank).await?;
@@ -138,23 +133,25 @@ impl BanksRpc for BanksService {
 
     async fn get_bank(&self, request: Request<pb::GetBankRequest>) -> Result<Response<pb::Bank>, Status> {
         let pb::GetBankRequest { name: bank } = request.into_inner();
-        logged(self.banks.describe(&bank).await.map(|(m, n)| bank_out(&m, n)))
+        respond(self.banks.describe(&bank).await.map(|(m, n)| bank_out(&m, n)))
     }
 
     async fn list_banks(&self, _request: Request<pb::ListBanksRequest>) -> Result<Response<pb::ListBanksResponse>, Status> {
-        logged(async { Ok(pb::ListBanksResponse { banks: self.banks.list().await?.iter().map(|(m, n)| bank_out(m, *n)).collect() }) }.await)
+        respond(
+            async { Ok(pb::ListBanksResponse { banks: self.banks.list().await?.iter().map(|(m, n)| bank_out(m, *n)).collect() }) }.await,
+        )
     }
 
     async fn delete_bank(&self, request: Request<pb::DeleteBankRequest>) -> Result<Response<pb::DeleteBankResponse>, Status> {
         let pb::DeleteBankRequest { name: bank, expected_version } = request.into_inner();
         let span = tracing::info_span!("delete_bank", bank = %name(&bank));
-        logged(self.banks.delete(&bank, expected_version).instrument(span).await.map(|()| pb::DeleteBankResponse {}))
+        respond(self.banks.delete(&bank, expected_version).instrument(span).await.map(|()| pb::DeleteBankResponse {}))
     }
 
     async fn add_experience(&self, request: Request<pb::AddExperienceRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let pb::AddExperienceRequest { bank, text, confidence, domain, epoch, expected_version, group_advantages } = request.into_inner();
         let span = tracing::info_span!("add_experience", bank = %name(&bank));
-        logged(
+        respond(
             async {
                 let confidence = match (confidence, group_advantages.is_empty()) {
                     (Some(c), _) => Some(c),
@@ -174,7 +171,7 @@ impl BanksRpc for BanksService {
     async fn modify_experience(&self, request: Request<pb::ModifyExperienceRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let pb::ModifyExperienceRequest { bank, id, text, confidence, domain, expected_version } = request.into_inner();
         let span = tracing::info_span!("modify_experience", bank = %name(&bank), id = %name(&id));
-        logged(
+        respond(
             self.banks
                 .modify(&bank, &id, &text, confidence, domain.as_deref(), expected_version)
                 .instrument(span)
@@ -186,7 +183,7 @@ impl BanksRpc for BanksService {
     async fn delete_experience(&self, request: Request<pb::DeleteExperienceRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let pb::DeleteExperienceRequest { bank, id, expected_version } = request.into_inner();
         let span = tracing::info_span!("delete_experience", bank = %name(&bank), id = %name(&id));
-        logged(self.banks.delete_experience(&bank, &id, expected_version).instrument(span).await.map(|m| pb::WriteResponse {
+        respond(self.banks.delete_experience(&bank, &id, expected_version).instrument(span).await.map(|m| pb::WriteResponse {
             version: m.version,
             id: id.trim().to_uppercase(),
             experience: None,
@@ -196,7 +193,7 @@ impl BanksRpc for BanksService {
     async fn merge_experiences(&self, request: Request<pb::MergeExperiencesRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let pb::MergeExperiencesRequest { bank, ids, text, confidence, domain, expected_version } = request.into_inner();
         let span = tracing::info_span!("merge_experiences", bank = %name(&bank));
-        logged(
+        respond(
             self.banks
                 .merge(&bank, &ids, &text, confidence, domain.as_deref(), expected_version)
                 .instrument(span)
@@ -211,7 +208,7 @@ impl BanksRpc for BanksService {
     ) -> Result<Response<pb::ApplyOperationsResponse>, Status> {
         let pb::ApplyOperationsRequest { bank, operations_json, expected_version, partial, dry_run } = request.into_inner();
         let span = tracing::info_span!("apply_operations", bank = %name(&bank), partial, dry_run);
-        logged(self.banks.apply_operations(&bank, &operations_json, partial, dry_run, expected_version).instrument(span).await.map(
+        respond(self.banks.apply_operations(&bank, &operations_json, partial, dry_run, expected_version).instrument(span).await.map(
             |(outs, m)| {
                 let applied = outs.iter().filter(|o| o.status == OpStatus::Applied).count() as u32;
                 pb::ApplyOperationsResponse {
@@ -225,7 +222,7 @@ impl BanksRpc for BanksService {
 
     async fn get_experience(&self, request: Request<pb::GetExperienceRequest>) -> Result<Response<pb::Experience>, Status> {
         let pb::GetExperienceRequest { bank, id } = request.into_inner();
-        logged(
+        respond(
             async {
                 let n = crate::banks::experience::parse_id("id", &id)?;
                 self.banks
@@ -246,7 +243,7 @@ impl BanksRpc for BanksService {
         let key = page::listing_key(page::Rpc::Experiences, &[&bank, &domain]);
         let after = page::decode(page::Rpc::Experiences, key, &page_token)?;
         let domain = crate::banks::experience::domain_filter("domain", &domain)?;
-        logged(
+        respond(
             self.banks
                 .read(&bank, |lib| {
                     let matches = |e: &&Experience| domain.as_ref().is_none_or(|d| e.domain == *d);
@@ -271,7 +268,7 @@ impl BanksRpc for BanksService {
     ) -> Result<Response<pb::FormatForPromptResponse>, Status> {
         let pb::FormatForPromptRequest { bank, query, top_k, domain, min_similarity, system, read_only } = request.into_inner();
         let span = tracing::info_span!("format_for_prompt", bank = %name(&bank));
-        logged(
+        respond(
             async {
                 if let Some(s) = &system {
                     crate::banks::experience::check_system("system", s)?;
@@ -303,7 +300,7 @@ impl BanksRpc for BanksService {
     async fn retrieve(&self, request: Request<pb::RetrieveRequest>) -> Result<Response<pb::RetrieveResponse>, Status> {
         let pb::RetrieveRequest { bank, query, top_k, min_similarity, domain, read_only } = request.into_inner();
         let span = tracing::info_span!("retrieve", bank = %name(&bank));
-        logged(
+        respond(
             async {
                 let domain = crate::banks::experience::domain_filter("domain", &domain)?;
                 let q = Query {
@@ -338,7 +335,7 @@ impl BanksRpc for BanksService {
 
     async fn set_epoch(&self, request: Request<pb::SetEpochRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let pb::SetEpochRequest { bank, epoch, expected_version } = request.into_inner();
-        logged(self.banks.set_epoch(&bank, epoch, expected_version).await.map(|m| pb::WriteResponse {
+        respond(self.banks.set_epoch(&bank, epoch, expected_version).await.map(|m| pb::WriteResponse {
             version: m.version,
             id: String::new(),
             experience: None,
@@ -347,7 +344,7 @@ impl BanksRpc for BanksService {
 
     async fn get_stats(&self, request: Request<pb::GetStatsRequest>) -> Result<Response<pb::BankStats>, Status> {
         let pb::GetStatsRequest { bank } = request.into_inner();
-        logged(self.banks.stats(&bank).await.map(|s| pb::BankStats {
+        respond(self.banks.stats(&bank).await.map(|s| pb::BankStats {
             total_experiences: s.total as u32,
             avg_confidence: s.avg_confidence,
             domains: s.domains.into_iter().map(|(k, v)| (k, v as u32)).collect(),
@@ -362,7 +359,7 @@ impl BanksRpc for BanksService {
     async fn compress(&self, request: Request<pb::CompressRequest>) -> Result<Response<pb::CompressResponse>, Status> {
         let pb::CompressRequest { bank, max_size, strategy, decay, seed, dry_run, expected_version } = request.into_inner();
         let span = tracing::info_span!("compress", bank = %name(&bank), strategy = %name(&strategy), dry_run);
-        logged(
+        respond(
             async {
                 let strategy = semantic::strategy("strategy", &strategy)?;
                 let defaults = crate::banks::compress::Params::default();
@@ -389,7 +386,7 @@ impl BanksRpc for BanksService {
     async fn merge_similar(&self, request: Request<pb::MergeSimilarRequest>) -> Result<Response<pb::MergeSimilarResponse>, Status> {
         let pb::MergeSimilarRequest { bank, threshold, use_llm, dry_run, expected_version } = request.into_inner();
         let span = tracing::info_span!("merge_similar", bank = %name(&bank), use_llm, dry_run);
-        logged(
+        respond(
             async {
                 let threshold = threshold.unwrap_or(DEFAULT_MERGE_THRESHOLD);
                 let (groups, m) = self.banks.merge_similar(&bank, threshold, use_llm, dry_run, expected_version).await?;
@@ -416,7 +413,7 @@ impl BanksRpc for BanksService {
     async fn import_bank(&self, request: Request<pb::ImportBankRequest>) -> Result<Response<pb::ImportBankResponse>, Status> {
         let pb::ImportBankRequest { bank, format, data, replace, expected_version } = request.into_inner();
         let span = tracing::info_span!("import_bank", bank = %name(&bank), replace);
-        logged(
+        respond(
             async {
                 let format = format_in(format)?;
                 let (n, m) = self.banks.import(&bank, format, &data, replace, expected_version).await?;
@@ -429,7 +426,7 @@ impl BanksRpc for BanksService {
 
     async fn export_bank(&self, request: Request<pb::ExportBankRequest>) -> Result<Response<pb::ExportBankResponse>, Status> {
         let pb::ExportBankRequest { bank, format } = request.into_inner();
-        logged(
+        respond(
             async {
                 let (data, m) = self.banks.export(&bank, format_in(format)?).await?;
                 Ok(pb::ExportBankResponse { data, version: m.version })

@@ -2,17 +2,17 @@
 //! Each request runs in a tracing span carrying the episode id and tool name; memory contents are never
 //! logged above debug.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::convert::{self, episode_id, named, page_size, tool_result, Typed};
+use super::calls;
+use super::convert::{self, episode_id, named, page_size, Typed};
 use super::page;
 use super::pb;
 use super::pb::memory_env_server::MemoryEnv;
-use super::status::log_status;
+use super::status::logged;
 use crate::episode::{CreateRequest, Environment};
 use crate::tools::{json, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, ToolCall, ToolError, ToolLimits};
 use crate::util::quote::name;
@@ -37,35 +37,8 @@ impl MemoryEnvService {
     {
         let Typed { episode_id: id, raw } = req.try_into()?;
         let call = raw.and_then(|raw| validate(raw, &self.env.config().limits.tools));
-        Ok(self.run(&id, call, None).await?.1)
+        Ok(calls::run(&self.env, &id, call, None).await?.result)
     }
-
-    /// Validates raw arguments (counting a refusal against the episode) and runs the call.
-    async fn run(
-        &self,
-        id: &str,
-        call: Result<ToolCall, ToolError>,
-        call_id: Option<&str>,
-    ) -> Result<(String, R, HashMap<String, f64>), Status> {
-        let call = match call {
-            Ok(call) => call,
-            Err(e) => {
-                self.env.record_rejection(id).await;
-                return Err(e.into());
-            }
-        };
-        let result = self.env.call_tool_once(id, call, call_id).await?;
-        let metrics = named(&result.metrics.pairs());
-        let (text, r) = tool_result(result);
-        Ok((text, r, metrics))
-    }
-}
-
-fn logged<T>(r: Result<T, Status>) -> Result<T, Status> {
-    if let Err(s) = &r {
-        log_status(s);
-    }
-    r
 }
 
 /// The typed result a tool RPC expects, or Internal if the tool returned another kind (a bug).
@@ -146,8 +119,8 @@ impl MemoryEnv for MemoryEnvService {
                 let id = episode_id(id)?;
                 let call = json::parse_call(&tool_name, &arguments_json, &self.env.config().limits.tools);
                 let call_id = (!call_id.is_empty()).then_some(call_id.as_str());
-                let (text, result, metrics) = self.run(&id, call, call_id).await?;
-                Ok(Response::new(pb::CallToolResponse { text, result: Some(result), metrics }))
+                let r = calls::run(&self.env, &id, call, call_id).await?;
+                Ok(Response::new(pb::CallToolResponse { text: r.text, result: Some(r.result), metrics: named(&r.metrics) }))
             }
             .instrument(span)
             .await,
@@ -204,12 +177,7 @@ impl MemoryEnv for MemoryEnvService {
         logged(
             async {
                 let id = episode_id(id)?;
-                let (b, state) = self.env.score_with_state(&id).await?;
-                let mut resp = pb::ScoreEpisodeResponse::from(b.as_ref());
-                resp.steps_used = state.steps_used;
-                resp.metrics = named(&crate::episode::score_metrics(&b));
-                tracing::debug!(reward = b.reward, p_old = b.old.p, p_new = b.new.p, "scored");
-                Ok(Response::new(resp))
+                Ok(Response::new(calls::score(&self.env, &id).await?))
             }
             .instrument(span)
             .await,

@@ -12,8 +12,8 @@ use serde_json::{json, Map, Value};
 use tonic::{Code, Status};
 use tracing::Instrument;
 
-use super::convert::{named, tool_result};
 use super::pb;
+use super::status::logged;
 use crate::dataset::ADVERSARIAL_CATEGORY;
 use crate::episode::{CreateRequest, Environment, EpisodeState};
 use crate::reward::Evaluator;
@@ -156,30 +156,19 @@ impl Gateway {
                 return Err(super::status::invalid(format!("arguments: must be a JSON object, got {}", kind(other))))
             }
         };
-        let call = match tool_json::parse_call(tool, &args, &self.env.config().limits.tools) {
-            Ok(call) => call,
-            Err(e) => {
-                self.env.record_rejection(id).await;
-                return Err(e.into());
-            }
-        };
-        let result = self.env.call_tool_once(id, call, call_id).await?;
-        let done = result.step.done;
-        let metrics: serde_json::Map<String, Value> = result.metrics.pairs().iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
-        let (text, typed) = tool_result(result);
-        let mut structured = result_json(tool.trim(), &text, typed);
+        let call = tool_json::parse_call(tool, &args, &self.env.config().limits.tools);
+        let r = super::calls::run(&self.env, id, call, call_id).await?;
+        let metrics: serde_json::Map<String, Value> = r.metrics.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
+        let (text, done) = (r.text, r.done);
+        let mut structured = result_json(tool.trim(), &text, r.result);
         structured["metrics"] = Value::Object(metrics);
         Ok(Called { structured, text, done })
     }
 
     /// Scores episode `id` (idempotent): ScoreEpisodeResponse's fields as JSON.
     pub async fn score(&self, id: &str) -> Result<Value, Status> {
-        let scored = self.env.score_with_state(id).instrument(tracing::info_span!("score_episode", episode_id = %name(id))).await;
-        let (b, state) = logged(scored.map_err(Status::from))?;
-        let mut resp = pb::ScoreEpisodeResponse::from(b.as_ref());
-        resp.steps_used = state.steps_used;
-        resp.metrics = named(&crate::episode::score_metrics(&b));
-        Ok(breakdown_json(resp))
+        let scored = super::calls::score(&self.env, id).instrument(tracing::info_span!("score_episode", episode_id = %name(id))).await;
+        Ok(breakdown_json(logged(scored)?))
     }
 
     /// Forks `id` (ForkEpisode) with the JSON arguments `count`, `fork_ids` and `seeds` (each optional;
@@ -234,14 +223,6 @@ impl Gateway {
             }
         });
     }
-}
-
-/// Logs a refusal at debug and a server failure at error, as the gRPC handlers do.
-fn logged<T>(r: Result<T, Status>) -> Result<T, Status> {
-    if let Err(s) = &r {
-        super::status::log_status(s);
-    }
-    r
 }
 
 /// Is `tool` one of the six tools (after trimming, as [`tool_json::parse_call`] reads it)?

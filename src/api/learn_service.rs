@@ -8,7 +8,7 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::banks_service::{logged, outcome_out};
+use super::banks_service::{outcome_out, respond};
 use super::pb;
 use super::pb::learn_server::Learn as LearnRpc;
 use crate::banks::learn::{self, LearnOptions, Mode, Trajectory, Variation, DEFAULT_MAX_OPERATIONS};
@@ -72,7 +72,7 @@ impl LearnRpc for LearnService {
         let pb::LearnFromGroupRequest { bank, groups, max_operations, use_groundtruth, variation, mode, dry_run, expected_version } =
             request.into_inner();
         let span = tracing::info_span!("learn_from_group", bank = %name(&bank), groups = groups.len(), dry_run);
-        logged(
+        respond(
             async {
                 let o = LearnOptions { dry_run, expected_version, ..options(max_operations, use_groundtruth, variation, mode)? };
                 let groups: Vec<Vec<Trajectory>> =
@@ -109,7 +109,7 @@ impl LearnRpc for LearnService {
         request: Request<pb::SummarizeTrajectoryRequest>,
     ) -> Result<Response<pb::SummarizeTrajectoryResponse>, Status> {
         let pb::SummarizeTrajectoryRequest { trajectory, use_groundtruth } = request.into_inner();
-        logged(
+        respond(
             async {
                 let t = Trajectory::from(trajectory.ok_or_else(|| BankError::invalid("trajectory", "is required"))?);
                 let o = options(None, use_groundtruth, 0, 0)?;
@@ -131,7 +131,7 @@ impl LearnRpc for LearnService {
     ) -> Result<Response<pb::ExtractGroupOperationsResponse>, Status> {
         let pb::ExtractGroupOperationsRequest { trajectories, experiences, max_operations, use_groundtruth, variation, mode } =
             request.into_inner();
-        logged(
+        respond(
             async {
                 let o = options(max_operations, use_groundtruth, variation, mode)?;
                 learn::check_library("experiences", &experiences)?;
@@ -168,7 +168,7 @@ impl LearnRpc for LearnService {
         request: Request<pb::ConsolidateOperationsRequest>,
     ) -> Result<Response<pb::ConsolidateOperationsResponse>, Status> {
         let pb::ConsolidateOperationsRequest { group_operations_json, experiences } = request.into_inner();
-        logged(
+        respond(
             async {
                 let limits = self.banks.op_limits();
                 learn::check_library("experiences", &experiences)?;

@@ -7,6 +7,7 @@ mod agent_service;
 pub mod around;
 pub mod auth;
 mod banks_service;
+pub mod calls;
 pub mod convert;
 mod dataset_service;
 pub mod deadline;

@@ -251,6 +251,14 @@ impl From<BankError> for Status {
     }
 }
 
+/// `r`, its error logged by [`log_status`]: every handler's and face's result passes through here once.
+pub fn logged<T>(r: Result<T, Status>) -> Result<T, Status> {
+    if let Err(s) = &r {
+        log_status(s);
+    }
+    r
+}
+
 /// Logs a refused request by status class (client errors at debug, server errors at error).
 #[allow(clippy::wildcard_enum_match_arm)] // every other code, present or future, is a client error
 pub fn log_status(s: &Status) {
