@@ -190,7 +190,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                     tokio::net::TcpListener::bind(a.addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.addr))?;
                 tracing::info!(addr = %listener.local_addr()?, conversations = env.dataset().conversations.len(),
                     embedder = %env.embedder().identity(), banks = %banks.as_ref().map_or("off".to_string(), |b| b.location()), "memgym serving");
-                let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
+                let openenv = a.openenv_addr.map(|addr| (addr, memgym::api::faces::openenv::OpenEnvOptions::new(a.openenv_max_sessions as usize, a.mcp_options())));
                 let mut faces = server::Faces::bind(openenv, a.mcp_addr.map(|addr| (addr, a.mcp_options()))).await?;
                 if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
                     faces.tls = Some(server::TlsFiles::load(cert, key)?);
@@ -198,11 +198,11 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                 }
                 faces.second_signal = true;
                 if let Some(path) = &a.api_key_file {
-                    faces.keys = Some(memgym::api::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
+                    faces.keys = Some(memgym::api::layers::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
                     tracing::info!("API keys required on every face");
                 }
                 if let Some(addr) = a.nemo_gym_addr {
-                    let options = memgym::api::nemo_gym::NemoGymOptions { allowed_hosts: a.mcp_options().allowed_hosts };
+                    let options = memgym::api::faces::nemo_gym::NemoGymOptions { allowed_hosts: a.mcp_options().allowed_hosts };
                     let addr = faces.bind_nemo_gym(addr, options).await?;
                     tracing::info!(%addr, "nemo-gym listening (resources server: /seed_session, /<tool>, /verify)");
                 }

@@ -5,7 +5,7 @@
 
 use tonic::Status;
 
-use super::convert::{named, tool_result};
+use super::grpc::convert::{named, tool_result};
 use super::pb;
 use crate::episode::Environment;
 use crate::tools::{ToolCall, ToolError};

@@ -3,33 +3,13 @@
 //! `tonic::Status` in one exhaustive place ([`status`]). The JSON faces — OpenEnv ([`openenv`]), MCP
 //! ([`mcp`]), NeMo Gym's resources server ([`nemo_gym`]) and the Open Reward Standard ([`ors`]) — reach the same environment through [`gateway`], on the same conversions and errors.
 
-mod agent_service;
-pub mod around;
-pub mod auth;
-mod banks_service;
 pub mod calls;
-pub mod convert;
-mod dataset_service;
-pub mod deadline;
-pub mod drain;
-mod env_service;
-pub mod gateway;
-pub mod http_status;
-mod learn_service;
-pub mod mcp;
-mod mcp_sessions;
-pub mod nemo_gym;
-pub mod observe;
-pub mod openenv;
-pub mod ors;
-pub mod page;
+pub mod faces;
+pub mod grpc;
+pub mod layers;
 pub mod status;
 
-pub use agent_service::AgentService;
-pub use banks_service::BanksService;
-pub use dataset_service::DatasetService;
-pub use env_service::MemoryEnvService;
-pub use learn_service::LearnService;
+pub use grpc::{AgentService, BanksService, DatasetService, LearnService, MemoryEnvService};
 
 /// The one cap on a request, in bytes, on every face: a gRPC message (every service: a custom episode of
 /// thousands of memories, an `ImportBank` of a 100,000-experience library, ~10 MB of JSON), an OpenEnv

@@ -159,11 +159,34 @@ pub fn reason_of(s: &Status) -> Option<(String, bool)> {
     Some((info.reason.clone(), info.metadata.get("retryable").is_some_and(|v| v == "true")))
 }
 
+/// The lowercase gRPC code name a JSON face reports ("invalid_argument").
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "ok",
+        Code::Cancelled => "cancelled",
+        Code::Unknown => "unknown",
+        Code::InvalidArgument => "invalid_argument",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        Code::NotFound => "not_found",
+        Code::AlreadyExists => "already_exists",
+        Code::PermissionDenied => "permission_denied",
+        Code::ResourceExhausted => "resource_exhausted",
+        Code::FailedPrecondition => "failed_precondition",
+        Code::Aborted => "aborted",
+        Code::OutOfRange => "out_of_range",
+        Code::Unimplemented => "unimplemented",
+        Code::Internal => "internal",
+        Code::Unavailable => "unavailable",
+        Code::DataLoss => "data_loss",
+        Code::Unauthenticated => "unauthenticated",
+    }
+}
+
 /// The JSON faces' error body for a status: `code` (the gRPC name), `message`, `reason` and `retryable`
 /// (`null`/false without memgym's details), and `fault` ([`fault_of`]).
 pub fn error_json(s: &Status) -> Value {
     let (reason, again) = reason_of(s).map_or((Value::Null, false), |(r, a)| (Value::String(r), a));
-    json!({"code": super::gateway::code_name(s.code()), "message": s.message(), "reason": reason, "retryable": again,
+    json!({"code": code_name(s.code()), "message": s.message(), "reason": reason, "retryable": again,
         "fault": fault_of(s).as_str()})
 }
 

@@ -17,12 +17,12 @@ use tonic::transport::Server;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::api::deadline::DeadlineLayer;
-use crate::api::gateway::Gateway;
-use crate::api::mcp::{self, McpOptions};
-use crate::api::nemo_gym::{self, NemoGymOptions};
-use crate::api::openenv::{self, OpenEnvOptions};
-use crate::api::ors::{self, OrsOptions};
+use crate::api::faces::gateway::Gateway;
+use crate::api::faces::mcp::{self, McpOptions};
+use crate::api::faces::nemo_gym::{self, NemoGymOptions};
+use crate::api::faces::openenv::{self, OpenEnvOptions};
+use crate::api::faces::ors::{self, OrsOptions};
+use crate::api::layers::deadline::DeadlineLayer;
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::dataset_server::DatasetServer;
@@ -90,7 +90,7 @@ pub struct Faces {
     /// `--metrics-addr`: Prometheus's `/metrics`, with the recorder that serves it.
     pub metrics: Option<(TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
     /// `--api-key-file`: the keys every face checks (gRPC and HTTP); none: open.
-    pub keys: Option<Arc<crate::api::auth::Keys>>,
+    pub keys: Option<Arc<crate::api::layers::auth::Keys>>,
     /// `--tls-cert`/`--tls-key`: every face serves TLS only.
     pub tls: Option<TlsFiles>,
     /// Whether a second SIGTERM/SIGINT during the drain stops the server at once (the binary; tests
@@ -164,7 +164,8 @@ impl Faces {
         let mut routers: Vec<(&'static str, TcpListener, axum::Router)> = routers
             .into_iter()
             .map(|(face, l, r)| {
-                let observed = r.layer(axum::middleware::from_fn(move |req, next| crate::api::observe::observe_http(face, req, next)));
+                let observed =
+                    r.layer(axum::middleware::from_fn(move |req, next| crate::api::layers::observe::observe_http(face, req, next)));
                 (face, l, observed)
             })
             .collect();
@@ -205,7 +206,11 @@ impl Faces {
                 .into_iter()
                 .map(|(face, l, r)| {
                     let keys = keys.clone();
-                    (face, l, r.layer(axum::middleware::from_fn(move |req, next| crate::api::auth::http_auth(keys.clone(), req, next))))
+                    (
+                        face,
+                        l,
+                        r.layer(axum::middleware::from_fn(move |req, next| crate::api::layers::auth::http_auth(keys.clone(), req, next))),
+                    )
                 })
                 .collect();
         }
@@ -259,7 +264,7 @@ async fn serve_grpc(
     listener: TcpListener,
     env: Arc<Environment>,
     banks: Option<Arc<Banks>>,
-    (keys, tls, second_signal): (Option<Arc<crate::api::auth::Keys>>, Option<TlsFiles>, bool),
+    (keys, tls, second_signal): (Option<Arc<crate::api::layers::auth::Keys>>, Option<TlsFiles>, bool),
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
     faces_stop: &tokio::sync::watch::Sender<bool>,
@@ -305,9 +310,9 @@ async fn serve_grpc(
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .trace_fn(|req| tracing::debug_span!("grpc", path = %req.uri().path()))
-        .layer(crate::api::observe::ObserveLayer::default())
-        .layer(crate::api::around::AroundLayer(crate::api::auth::Auth(keys)))
-        .layer(crate::api::around::AroundLayer(crate::api::drain::Drain::new(env.clone())))
+        .layer(crate::api::layers::observe::ObserveLayer::default())
+        .layer(crate::api::layers::around::AroundLayer(crate::api::layers::auth::Auth(keys)))
+        .layer(crate::api::layers::around::AroundLayer(crate::api::layers::drain::Drain::new(env.clone())))
         .layer(DeadlineLayer::default())
         .add_service(health_service)
         .add_service(reflection_v1)

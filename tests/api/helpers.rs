@@ -28,10 +28,10 @@ pub fn serve_args(flags: &[&str]) -> memgym::app::cli::ServeArgs {
 /// replica name it serves as (`serve --replica`), if any.
 #[derive(Default)]
 pub struct FaceOptions {
-    pub openenv: Option<memgym::api::openenv::OpenEnvOptions>,
-    pub mcp: Option<memgym::api::mcp::McpOptions>,
-    pub nemo_gym: Option<memgym::api::nemo_gym::NemoGymOptions>,
-    pub ors: Option<memgym::api::ors::OrsOptions>,
+    pub openenv: Option<memgym::api::faces::openenv::OpenEnvOptions>,
+    pub mcp: Option<memgym::api::faces::mcp::McpOptions>,
+    pub nemo_gym: Option<memgym::api::faces::nemo_gym::NemoGymOptions>,
+    pub ors: Option<memgym::api::faces::ors::OrsOptions>,
     pub replica: Option<String>,
 }
 

@@ -2,7 +2,7 @@
 //! 2026-07-28 protocol (`server/discover`) and the 2025-11-25 handshake — against the real server on
 //! loopback, checked against gRPC. (The official Python SDK runs against the binary in tests/python/protocols.)
 
-use memgym::api::mcp::McpOptions;
+use memgym::api::faces::mcp::McpOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
@@ -59,7 +59,7 @@ async fn both_wires_list_ten_tools_and_score_as_grpc_does() {
         let tools = c.peer().list_tools(None).await.expect("tools/list").tools;
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(names[..6], memgym::tools::TOOL_NAMES, "{wire}");
-        assert_eq!(names[6..], memgym::api::mcp::EPISODE_TOOLS, "{wire}");
+        assert_eq!(names[6..], memgym::api::faces::mcp::EPISODE_TOOLS, "{wire}");
         let search = &tools[0].input_schema;
         assert_eq!(search["required"], json!(["episode_id", "query"]), "{wire}");
 

@@ -4,7 +4,7 @@
 //! replica — is a JSON-RPC error (-32602, invalid params, on both wires) naming the id, quoted short. Checked against gRPC on the same
 //! server. (verifiers 0.4.0 drives these endpoints from Python in tests/python/protocols/test_verifiers.py.)
 
-use memgym::api::mcp::McpOptions;
+use memgym::api::faces::mcp::McpOptions;
 use memgym::api::pb;
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use rmcp::service::ServiceError;
@@ -71,7 +71,7 @@ async fn the_url_names_the_episode_and_the_tools_act_on_it() {
         let (err, text, refused) = call(&c, "delete_memory", json!({"episode_id": "other", "memory_id": "m0000"})).await;
         assert!(err && text.contains("episode_id") && text.contains("URL"), "{text}");
         assert_eq!(refused["error"]["code"], "invalid_argument");
-        for tool in memgym::api::mcp::EPISODE_TOOLS {
+        for tool in memgym::api::faces::mcp::EPISODE_TOOLS {
             let e = c.peer().call_tool(CallToolRequestParams::new(tool).with_arguments(Default::default())).await.unwrap_err();
             let e = rpc_error(e);
             assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{wire}: {tool}");

@@ -3,7 +3,7 @@
 //! server. (NeMo Gym's own agent, client and session-contract check run against the binary in
 //! tests/python/protocols/test_nemo_gym.py.)
 
-use memgym::api::nemo_gym::NemoGymOptions;
+use memgym::api::faces::nemo_gym::NemoGymOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
 use serde_json::{json, Value};

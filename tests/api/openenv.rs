@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use memgym::api::mcp::McpOptions;
-use memgym::api::openenv::OpenEnvOptions;
+use memgym::api::faces::mcp::McpOptions;
+use memgym::api::faces::openenv::OpenEnvOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! by `task_id`, and the refusals of bad input. (The `openreward` SDK and TRL's environment run against the
 //! binary in tests/python/protocols.)
 
-use memgym::api::ors::OrsOptions;
+use memgym::api::faces::ors::OrsOptions;
 use memgym::api::pb;
 use memgym::api::pb::memory_env_client::MemoryEnvClient;
 use serde_json::{json, Value};
@@ -145,7 +145,7 @@ async fn a_full_episode_over_sse_is_rewarded_as_score_episode_scores_it() {
     assert_eq!(n["num_tasks"].as_u64(), Some(test.len() as u64));
     let (_, all) = face.post("/memgym/tasks", None, r#"{"split": "test"}"#).await;
     assert_eq!(all["tasks"].as_array().unwrap().len(), test.len());
-    assert_eq!(all["tasks"][0], memgym::api::ors::task_spec(test[0]));
+    assert_eq!(all["tasks"][0], memgym::api::faces::ors::task_spec(test[0]));
     assert!(all["tasks"][0].get("answer").is_none(), "a task spec never carries the gold answer");
     let (_, last) = face.post("/task", None, r#"{"split": "test", "index": -1}"#).await;
     assert_eq!(last["task"]["question_id"], test[test.len() - 1].id.as_str(), "a negative index counts from the end");

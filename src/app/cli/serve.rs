@@ -244,15 +244,15 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The MCP endpoints' settings.
-    pub fn mcp_options(&self) -> crate::api::mcp::McpOptions {
+    pub fn mcp_options(&self) -> crate::api::faces::mcp::McpOptions {
         let hosts: Vec<String> = self.http_allowed_hosts.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
         let allowed_hosts = if hosts.iter().any(|h| h == "*") { Vec::new() } else { hosts };
-        crate::api::mcp::McpOptions { allowed_hosts, max_sessions: self.mcp_max_sessions as usize }
+        crate::api::faces::mcp::McpOptions { allowed_hosts, max_sessions: self.mcp_max_sessions as usize }
     }
 
     /// The ORS endpoint's settings.
-    pub fn ors_options(&self) -> crate::api::ors::OrsOptions {
-        crate::api::ors::OrsOptions { allowed_hosts: self.mcp_options().allowed_hosts, max_sessions: self.ors_max_sessions as usize }
+    pub fn ors_options(&self) -> crate::api::faces::ors::OrsOptions {
+        crate::api::faces::ors::OrsOptions { allowed_hosts: self.mcp_options().allowed_hosts, max_sessions: self.ors_max_sessions as usize }
     }
 }
 

@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 
 use super::hist::Hist;
 use super::protocols::{record, Plan};
-use crate::api::nemo_gym::COOKIE;
+use crate::api::faces::nemo_gym::COOKIE;
 use crate::api::pb;
 use crate::api::pb::memory_env_client::MemoryEnvClient;
 

@@ -27,9 +27,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
 
 use super::hist::Hist;
-use crate::api::mcp::McpOptions;
-use crate::api::nemo_gym::NemoGymOptions;
-use crate::api::openenv::OpenEnvOptions;
+use crate::api::faces::mcp::McpOptions;
+use crate::api::faces::nemo_gym::NemoGymOptions;
+use crate::api::faces::openenv::OpenEnvOptions;
 use crate::api::pb;
 use crate::api::pb::memory_env_client::MemoryEnvClient;
 use crate::app::cli::ProtocolBenchArgs;
@@ -99,7 +99,7 @@ pub async fn run(a: ProtocolBenchArgs) -> anyhow::Result<()> {
     let loopback: std::net::SocketAddr = "127.0.0.1:0".parse()?;
     let mut faces = server::Faces::bind(Some((loopback, openenv)), Some((loopback, mcp.clone()))).await?;
     faces.bind_nemo_gym(loopback, NemoGymOptions { allowed_hosts: mcp.allowed_hosts.clone() }).await?;
-    faces.bind_ors(loopback, crate::api::ors::OrsOptions::new(mcp.allowed_hosts.clone())).await?;
+    faces.bind_ors(loopback, crate::api::faces::ors::OrsOptions::new(mcp.allowed_hosts.clone())).await?;
     let running = server::spawn_faces(env, None, loopback, faces).await?;
     let nemo_gym = running.nemo_gym_addr.context("nemo-gym face")?;
     let ors = running.ors_addr.context("ors face")?;
@@ -217,7 +217,8 @@ async fn grpc_episode(channel: Channel, i: usize, plan: Plan, hist: Arc<Mutex<Hi
 }
 
 async fn openenv_episode(url: String, _i: usize, plan: Plan, hist: Arc<Mutex<Hist>>) -> anyhow::Result<u64> {
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(crate::api::openenv::WS_READ_BUFFER);
+    let config =
+        tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(crate::api::faces::openenv::WS_READ_BUFFER);
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false).await?;
     let mut ask = async |v: Value| -> anyhow::Result<Value> {
         ws.send(Message::Text(v.to_string().into())).await?;

@@ -335,7 +335,7 @@ pub async fn play_all(plan: &Plan, questions: &[Question], env: &Env, out: &Path
         tools: &tools,
         system: &plan.system,
         max_turns: plan.settings.max_turns,
-        evaluator: crate::api::convert::evaluator_out(plan.evaluator),
+        evaluator: crate::api::grpc::convert::evaluator_out(plan.evaluator),
     };
     let mut writer = record::Writer::append(&traj_path)?;
     let mut progress = Progress::new("rollouts", total as u64, skipped as u64);
@@ -414,7 +414,7 @@ async fn scripted(plan: &Plan, questions: &[Question], env: &Env, out: &Path) ->
         Ok(text) => text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect(),
         Err(_) => Vec::new(),
     };
-    let evaluator = crate::api::convert::evaluator_out(plan.evaluator);
+    let evaluator = crate::api::grpc::convert::evaluator_out(plan.evaluator);
     let mut added = false;
     for q in questions {
         for agent in ["no-op", "oracle"] {

@@ -185,7 +185,7 @@ impl TryFrom<pb::ScoreEpisodeResponse> for Score {
     /// Through the JSON faces' rendering of the breakdown (`gateway::breakdown_json`, field for field), so
     /// a trajectory's `score` has the names a JSON client sees.
     fn try_from(r: pb::ScoreEpisodeResponse) -> Result<Self, String> {
-        serde_json::from_value(crate::api::gateway::breakdown_json(r)).map_err(|e| format!("the score breakdown: {e}"))
+        serde_json::from_value(crate::api::faces::gateway::breakdown_json(r)).map_err(|e| format!("the score breakdown: {e}"))
     }
 }
 

@@ -163,7 +163,7 @@ async fn episode(
     check: bool,
 ) -> Result<(pb::ScoreEpisodeResponse, Sent, Vec<String>), String> {
     let job = Job { episode_id: super::fresh_episode_id("replay", &t.job.question_id, t.job.sample), ..t.job.clone() };
-    let pb_evaluator: pb::Evaluator = crate::api::convert::evaluator_out(evaluator);
+    let pb_evaluator: pb::Evaluator = crate::api::grpc::convert::evaluator_out(evaluator);
     // The server's id (behind replicas, the replica's name in front of the one asked for).
     let id = env
         .create(create_request(&job, pb_evaluator))

@@ -562,7 +562,7 @@ mod tests {
             if let Some(r) = reward {
                 t.status = Status::Scored;
                 t.score = Some(
-                    serde_json::from_value(crate::api::gateway::breakdown_json(crate::api::pb::ScoreEpisodeResponse {
+                    serde_json::from_value(crate::api::faces::gateway::breakdown_json(crate::api::pb::ScoreEpisodeResponse {
                         reward: r,
                         ..Default::default()
                     }))
