@@ -1,9 +1,9 @@
-//! The experience library: seed 001's `ExperienceManager` semantics on a bank.
+//! The experience library: the Training-Free GRPO design's `ExperienceManager` semantics on a bank.
 //!
 //! - `add` → "G{N}" from the bank's counter, which persists, so ids are never reused;
 //! - `modify` and `delete` of an unknown id are NotFound (the seed's `False`) and change nothing;
 //! - `merge(ids, text)` creates a new id and removes the sources (two or more distinct live ids);
-//! - `apply_operations` takes seed 001's and upstream's vocabularies ([`super::ops`]); atomic by default
+//! - `apply_operations` takes the Training-Free GRPO design's and upstream's vocabularies ([`super::ops`]); atomic by default
 //!   (one unusable operation refuses the batch, naming its index and field), or `partial`, where each
 //!   operation reports its result and the usable ones are applied as one write;
 //! - `format_for_prompt` renders `[G0]. text` lines in id order, `""` for an empty library.
@@ -27,7 +27,7 @@ pub const DEFAULT_DOMAIN: &str = "general";
 /// Below this spread a GRPO group has no variation.
 pub const MIN_GROUP_SPREAD: f64 = 1e-9;
 
-/// Seed 000's confidence of a GRPO group: `max(advantage) − min(advantage)`, clamped to at most 1 (the
+/// The semantic-memory design's confidence of a GRPO group: `max(advantage) − min(advantage)`, clamped to at most 1 (the
 /// advantages of a group normalised by its standard deviation can spread wider than 1). `None` for a
 /// group without variation, which adds nothing; an error for an empty group or a non-finite value.
 pub fn group_confidence(advantages: &[f64]) -> Result<Option<f64>, BankError> {
@@ -143,7 +143,7 @@ fn plan_merge(
         domain: Some(domain.unwrap_or_else(|| sources[0].domain.clone())),
         epoch: None,
     };
-    // Usage is the sources' (seed 000 sums it): what they were retrieved for is now retrieved as this.
+    // Usage is the sources' (the semantic-memory design sums it): what they were retrieved for is now retrieved as this.
     let usage: Vec<(u64, Option<u64>)> = sources.iter().map(|s| lib.usage(s)).collect();
     for id in ids {
         draft.delete(*id);
@@ -375,7 +375,7 @@ impl Banks {
     }
 }
 
-/// `[G0]. text` lines joined by `\n` (seed 001's `format_for_prompt`); each text through
+/// `[G0]. text` lines joined by `\n` (the Training-Free GRPO design's `format_for_prompt`); each text through
 /// [`charset::inline`], so a stored line break cannot forge another entry.
 pub fn render<'a>(exps: impl IntoIterator<Item = &'a Experience>) -> String {
     exps.into_iter().map(|e| format!("[{}]. {}", show_id(e.id), charset::inline(&e.text))).collect::<Vec<_>>().join("\n")
@@ -397,7 +397,7 @@ pub fn check_system(field: &str, s: &str) -> Result<(), BankError> {
     Ok(())
 }
 
-/// Seed 000's injection into a system prompt: `"{system}\n\n# Learned Experiences\n{experiences}"`, or
+/// The semantic-memory design's injection into a system prompt: `"{system}\n\n# Learned Experiences\n{experiences}"`, or
 /// the system prompt alone when there is nothing to list.
 pub fn inject(system: &str, experiences: &str) -> String {
     if experiences.is_empty() {

@@ -1,4 +1,4 @@
-//! Moving a library in and out: seed 001's `ExperienceManager` file (`{"experiences": {"G0": text, …},
+//! Moving a library in and out: the Training-Free GRPO design's `ExperienceManager` file (`{"experiences": {"G0": text, …},
 //! "next_id": N}`), upstream Training-Free GRPO's per-step file (`{"G0": text, …}`) and memgym's own
 //! (every field and counter, no vectors: they are embedded again on import).
 //!
@@ -20,7 +20,7 @@ use crate::util::quote::quoted;
 /// A library file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// Seed 001's file.
+    /// The Training-Free GRPO design's file.
     Seed,
     /// Upstream's per-step file.
     Upstream,

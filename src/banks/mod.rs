@@ -1,7 +1,7 @@
 //! Memory banks: named, persistent memory served beside the episodes, on the same engine.
 //!
-//! A bank of kind `experience` is a Training-Free GRPO experience library (seed 001's
-//! `ExperienceManager`) with the semantic memory of seed 000's `SemanticMemoryManager` over it. Its
+//! A bank of kind `experience` is a Training-Free GRPO experience library (the Training-Free GRPO design's
+//! `ExperienceManager`) with the semantic memory of the semantic-memory design's `SemanticMemoryManager` over it. Its
 //! rows live in a [`store::BankStore`] (SQLite by default, PostgreSQL for replicas); while served it is
 //! also held in memory as a [`library::Library`], whose index is the episodes' memory engine.
 //!
@@ -13,7 +13,7 @@
 //!
 //! - [`experience`]: add, modify, delete, merge, apply_operations, format_for_prompt;
 //! - [`semantic`]: retrieve, stats, set_epoch, compress, merge_similar;
-//! - [`formats`]: import and export of seed 001's file, upstream's per-step file and memgym's own.
+//! - [`formats`]: import and export of the Training-Free GRPO design's file, upstream's per-step file and memgym's own.
 
 pub mod agent;
 pub mod compress;
@@ -51,7 +51,7 @@ pub const WRITE_ATTEMPTS: u32 = 32;
 pub enum Kind {
     /// A Training-Free GRPO experience library with semantic retrieval (rows and an index).
     Experience,
-    /// Seed 003's cross-episode agent memory (one document; [`agent`]).
+    /// The agent-memory design's cross-episode agent memory (one document; [`agent`]).
     Agent,
 }
 
@@ -74,7 +74,7 @@ pub const KIND_EXPERIENCE: &str = "experience";
 /// The stored name of [`Kind::Agent`].
 pub const KIND_AGENT: &str = "agent";
 
-/// Seed 000's `experience_max_size`.
+/// The semantic-memory design's `experience_max_size`.
 pub const DEFAULT_MAX_SIZE: u32 = 100;
 
 /// Caps. Exceeding one is ResourceExhausted.
@@ -101,7 +101,7 @@ impl Default for BankLimits {
 pub enum OnEmbedderChange {
     /// Refuse to serve it (FailedPrecondition naming both embedders).
     Refuse,
-    /// Embed every text again with the server's embedder, as one write (seed 000 regenerates the
+    /// Embed every text again with the server's embedder, as one write (the semantic-memory design regenerates the
     /// embeddings of old checkpoints the same way).
     Reembed,
 }

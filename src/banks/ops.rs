@@ -7,7 +7,7 @@
 //!
 //! Two vocabularies are in use and both are accepted, also mixed within one batch:
 //!
-//! - seed 001's: `{"option": "add" | "modify" | "delete" | "merge" | "keep", "experience": text,
+//! - the Training-Free GRPO design's: `{"option": "add" | "modify" | "delete" | "merge" | "keep", "experience": text,
 //!   "modified_from": "G17", "delete_id": "G5", "merged_from": ["G1", "G3"]}`;
 //! - upstream youtu-agent's: `{"operation": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "G3",
 //!   "content": text}`. A `DELETE` needs no content (upstream silently dropped a `DELETE` whose
@@ -94,7 +94,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// The operation's name in seed 001's vocabulary: "add", "modify", "delete", "merge" or "keep".
+    /// The operation's name in the Training-Free GRPO design's vocabulary: "add", "modify", "delete", "merge" or "keep".
     pub fn kind(&self) -> &'static str {
         match self {
             Op::Add { .. } => "add",
@@ -529,7 +529,7 @@ pub fn show_id(id: u64) -> String {
     format!("G{id}")
 }
 
-/// Canonical JSON of an op in seed 001's vocabulary (for traces and export): {"option":"add","experience":...} etc., including confidence/domain when set.
+/// Canonical JSON of an op in the Training-Free GRPO design's vocabulary (for traces and export): {"option":"add","experience":...} etc., including confidence/domain when set.
 pub fn to_seed_json(op: &Op) -> Value {
     let mut map = Map::new();
     map.insert("option".into(), op.kind().into());

@@ -1,4 +1,4 @@
-//! Seed 000's `SemanticMemoryManager` on a bank: retrieval by similarity with usage accounting, the
+//! The semantic-memory design's `SemanticMemoryManager` on a bank: retrieval by similarity with usage accounting, the
 //! retrieval-based prompt section, statistics, the epoch, compression by four strategies
 //! ([`super::compress`]) and the merging of near-duplicates.
 //!
@@ -332,7 +332,7 @@ fn plan_merges(
     out
 }
 
-/// Parses a strategy name ("" is seed 000's recommended `hybrid`).
+/// Parses a strategy name ("" is the semantic-memory design's recommended `hybrid`).
 pub fn strategy(field: &str, s: &str) -> Result<Strategy, BankError> {
     if s.trim().is_empty() {
         return Ok(Strategy::Hybrid);

@@ -1,4 +1,4 @@
-//! The AgentMemory service (seed 003) through a real gRPC client against the real binary: a session's
+//! The AgentMemory service (the agent-memory design) through a real gRPC client against the real binary: a session's
 //! calls, 64 concurrent RecordEpisode calls, and SIGKILL while a consolidation waits on the LLM (a real
 //! HTTP server on loopback speaking the OpenAI API).
 

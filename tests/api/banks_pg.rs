@@ -163,7 +163,7 @@ async fn a_postgres_bank_survives_its_servers_and_keeps_usage() {
     assert_eq!(out.data, r#"{"experiences": {"G0": "read the question twice"}, "next_id": 1}"#);
 }
 
-/// Seed 003's agent memory shared by two replicas: episodes recorded through both at once all land, and
+/// The agent-memory design's agent memory shared by two replicas: episodes recorded through both at once all land, and
 /// each replica's context reflects the other's writes.
 #[tokio::test]
 async fn two_replicas_record_into_one_agent_memory_without_losing_episodes() {

@@ -165,7 +165,7 @@ async fn a_dead_endpoint_fails_the_rollouts_and_the_command() {
 }
 
 /// `--experience-bank`: the bank's library (read from the --addr server) is in the policy's system message
-/// as seed 000 injects it, a stored line break cannot forge an entry there, and run.json records the bank.
+/// as the semantic-memory design injects it, a stored line break cannot forge an entry there, and run.json records the bank.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_experience_bank_goes_into_the_system_prompt() {
     let (server, addr) = start_binary(&[]);

@@ -1,6 +1,6 @@
-"""The AgentMemory calls of the Python client and seed 003's drop-ins (``memgym.agent_memory``) against the real server.
+"""The AgentMemory calls of the Python client and the agent-memory design's drop-ins (``memgym.agent_memory``) against the real server.
 
-Why this exists: a trainer keeps seed 003's cross-episode agent memory in a memgym agent bank, through
+Why this exists: a trainer keeps the agent-memory design's cross-episode agent memory in a memgym agent bank, through
 ``MemgymClient`` / ``AsyncMemgymClient`` or, switching one import, through ``memgym.agent_memory``. These
 tests pin every AgentMemory call (blocking and asyncio), the error codes as the client surfaces them
 (NOT_FOUND, FAILED_PRECONDITION, INVALID_ARGUMENT naming the field, ABORTED, ALREADY_EXISTS), which calls
@@ -357,7 +357,7 @@ def test_async_client_agent_memory(address):
     asyncio.run(run())
 
 
-# -- seed 003's drop-ins, used as the seed's module docstring uses them ---------------------------------
+# -- the agent-memory design's drop-ins, used as the seed's module docstring uses them ---------------------------------
 
 EP1 = {
     "task_id": RCA,

@@ -4,8 +4,8 @@ Why this exists: a trainer keeps its Training-Free GRPO experience library in a 
 ``MemgymClient`` / ``AsyncMemgymClient`` or, switching one import, through ``ExperienceManager`` and
 ``SemanticMemoryManager``. These tests pin every Banks call, the error codes as the client surfaces them
 (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT naming the field, ABORTED, RESOURCE_EXHAUSTED,
-FAILED_PRECONDITION), which calls are retried, and the design documents' own usage examples (seed 001's
-API reference, seed 000's semantic memory) rewritten as tests, minus their LLM calls. One server (with its
+FAILED_PRECONDITION), which calls are retried, and the design documents' own usage examples (the Training-Free GRPO design's
+API reference, the semantic-memory design's semantic memory) rewritten as tests, minus their LLM calls. One server (with its
 own fresh banks directory) serves the module; each test uses its own banks.
 """
 
@@ -80,7 +80,7 @@ def test_bank_lifecycle_and_its_errors(bc):
     assert '"life"' in err.details and err.method == "Banks/CreateBank" and err.address == bc.address
     err = raises_code(grpc.StatusCode.INVALID_ARGUMENT, bc.create_bank, "no spaces")
     assert err.details.startswith("invalid argument name:")
-    assert bc.create_bank("life-default").max_size == 100  # seed 000's experience_max_size
+    assert bc.create_bank("life-default").max_size == 100  # the semantic-memory design's experience_max_size
     assert {"life", "life-default"} <= {b.name for b in bc.list_banks().banks}
 
     bc.add_experience("life", EQUATIONS)
@@ -371,7 +371,7 @@ def test_async_client_banks(address):
     asyncio.run(run())
 
 
-# -- seed 001: the ExperienceManager API reference, its examples as tests ---------------------------
+# -- the Training-Free GRPO design: the ExperienceManager API reference, its examples as tests ---------------------------
 
 
 def test_seed001_add_delete_modify(address):
@@ -527,7 +527,7 @@ def test_seed001_checkpoint_is_loaded_if_it_exists(address, tmp_path):
 
 
 def test_seed001_complete_workflow(address, tmp_path, capsys):
-    """Seed 001's complete workflow with the model and the LLM replaced by fixed outputs."""
+    """The Training-Free GRPO design's complete workflow with the model and the LLM replaced by fixed outputs."""
     # 1. Initialize components (no LLM client, extractor or model adapter: fixed stand-ins below)
     experience_manager = ExperienceManager(checkpoint_path=str(tmp_path / "workflow.json"), address=address)
     outputs = {
@@ -576,7 +576,7 @@ def test_seed001_complete_workflow(address, tmp_path, capsys):
     }
 
 
-# -- seed 000: SemanticMemoryManager, its examples as tests ------------------------------------------
+# -- the semantic-memory design: SemanticMemoryManager, its examples as tests ------------------------------------------
 
 
 def test_seed000_basic_usage(address, tmp_path, capsys, monkeypatch):
@@ -813,7 +813,7 @@ def test_refusals_leave_nothing_and_merges_keep_usage(bc, address, tmp_path):
     with pytest.raises(MemgymError) as err:
         bc.compress("rule", max_size=0)
     assert "max_size: must be at least 1" in err.value.details and bc.get_bank("rule").size == 1
-    # A merge keeps its sources' usage (seed 000 sums it).
+    # A merge keeps its sources' usage (the semantic-memory design sums it).
     bc.add_experience("rule", "check the units")
     for q in ["verify by substitution", "verify by substitution", "check the units"]:
         bc.retrieve("rule", q, top_k=1)

@@ -1,4 +1,4 @@
-"""The Learn calls of the Python client and seed 001's drop-in ``SemanticExtractor`` (``memgym.learn``)
+"""The Learn calls of the Python client and the Training-Free GRPO design's drop-in ``SemanticExtractor`` (``memgym.learn``)
 against the real server, its LLM a scripted OpenAI-compatible server on loopback.
 
 Why this exists: a trainer runs Training-Free GRPO's extraction stages on memgym, through
@@ -6,7 +6,7 @@ Why this exists: a trainer runs Training-Free GRPO's extraction stages on memgym
 every Learn call (blocking and asyncio) and what it sends (trajectories as dataclasses, dicts or messages;
 variation and mode by name), the error codes as the client surfaces them (FAILED_PRECONDITION without an
 LLM, INVALID_ARGUMENT naming the field, ABORTED for a stale version), that nothing is retried, that a dry
-run leaves the bank as it was, the skips and the consolidation fallback, and seed 001's own "Complete
+run leaves the bank as it was, the skips and the consolidation fallback, and the Training-Free GRPO design's own "Complete
 Workflow Example" rewritten as a test with a scripted policy. The LLM is a tiny ``http.server`` written
 here that answers each stage by the prompt's wording; the real-model tier is ``real_llm/test_learn_real_llm.py``.
 """
@@ -337,11 +337,11 @@ def test_learn_calls_are_not_retried():
             assert time.monotonic() - started < 0.5 and err.value.method == method  # sent once, no backoff
 
 
-# -- memgym.learn: seed 001's SemanticExtractor ----------------------------------------------------
+# -- memgym.learn: the Training-Free GRPO design's SemanticExtractor ----------------------------------------------------
 
 
 def test_seed_complete_workflow_example(address, fake_llm, tmp_path):
-    """Seed 001's "Complete Workflow Example", with a scripted policy in place of DeepSeek."""
+    """The Training-Free GRPO design's "Complete Workflow Example", with a scripted policy in place of DeepSeek."""
     fake_llm.reset()
     checkpoint = tmp_path / "experiences.json"
     # 1. Initialize components

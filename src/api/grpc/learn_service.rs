@@ -61,7 +61,7 @@ fn options(max_operations: Option<u32>, use_groundtruth: Option<bool>, variation
     })
 }
 
-/// Operations as a JSON array in seed 001's vocabulary.
+/// Operations as a JSON array in the Training-Free GRPO design's vocabulary.
 fn ops_json(ops: &[Op]) -> String {
     Value::Array(ops.iter().map(to_seed_json).collect()).to_string()
 }

@@ -83,7 +83,7 @@ pub struct RolloutArgs {
     /// progress, or one stopped early), under the settings and questions its run.json recorded.
     #[arg(long)]
     pub report_only: bool,
-    /// An experience bank on the --addr server whose library goes into the policy's system prompt, as seed 000
+    /// An experience bank on the --addr server whose library goes into the policy's system prompt, as the semantic-memory design
     /// injects it: "{system}\n\n# Learned Experiences\n[G0]. …" (every experience in id order, read once when
     /// the run starts, without counting usage). run.json records the bank, its version and the text's hash.
     #[arg(long, value_name = "NAME", requires = "addr")]

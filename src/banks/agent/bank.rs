@@ -1,4 +1,4 @@
-//! Agent banks served: seed 003's memory, one document per bank, in the banks' database.
+//! Agent banks served: the agent-memory design's memory, one document per bank, in the banks' database.
 //!
 //! The seed rewrites a JSON file in place, resets it silently when it is corrupt and loses updates when
 //! two processes record at once. Here every change reads the bank's document and version in one
@@ -19,7 +19,7 @@ use crate::banks::{check_name, BankError, Banks, Kind, KIND_AGENT, WRITE_ATTEMPT
 use crate::llm::{ChatMessage, ChatRequest};
 use crate::util::quote::quoted;
 
-/// The consolidation reply's token cap (seed 003's `max_tokens`).
+/// The consolidation reply's token cap (the agent-memory design's `max_tokens`).
 const CONSOLIDATION_MAX_TOKENS: u32 = 300;
 
 /// How `MaybeConsolidate` makes its rules.
@@ -113,7 +113,7 @@ impl Banks {
         })
     }
 
-    /// Seed 003's `record_episode`: validated first (a refused episode changes nothing), durable before
+    /// The agent-memory design's `record_episode`: validated first (a refused episode changes nothing), durable before
     /// the reply.
     pub async fn record_episode(
         &self,
@@ -125,19 +125,19 @@ impl Banks {
         self.agent_write(bank, expected, |mem| Ok(record_episode(mem, episode, &now)?)).await
     }
 
-    /// Seed 003's `build_memory_context`, byte for byte.
+    /// The agent-memory design's `build_memory_context`, byte for byte.
     pub async fn memory_context(&self, bank: &str, task: Option<&str>, max_rules: usize, max_recent: usize) -> Result<String, BankError> {
         let (_, mem) = self.agent_doc(bank).await?;
         Ok(build_memory_context(&mem, task, max_rules, max_recent))
     }
 
-    /// Seed 003's `memory_summary`, with the bank's counters.
+    /// The agent-memory design's `memory_summary`, with the bank's counters.
     pub async fn agent_summary(&self, bank: &str) -> Result<(Summary, BankMeta), BankError> {
         let (meta, mem) = self.agent_doc(bank).await?;
         Ok((summary(&mem), meta))
     }
 
-    /// Seed 003's `maybe_consolidate_memory`: runs when 20 episodes have been recorded since the last
+    /// The agent-memory design's `maybe_consolidate_memory`: runs when 20 episodes have been recorded since the last
     /// one (or with `force`).
     pub async fn consolidate(
         &self,
@@ -209,7 +209,7 @@ impl Banks {
         Ok((c, meta))
     }
 
-    /// Imports seed 003's document into an agent bank (created if missing); returns the bank's counters
+    /// Imports the agent-memory design's document into an agent bank (created if missing); returns the bank's counters
     /// and the document's episode count. A bank that has recorded episodes is replaced only with `replace`.
     pub async fn import_agent(&self, bank: &str, json: &str, replace: bool, expected: Option<u64>) -> Result<(BankMeta, u64), BankError> {
         let json = json.to_string();
@@ -240,7 +240,7 @@ impl Banks {
         }
     }
 
-    /// Seed 003's document of an agent bank.
+    /// The agent-memory design's document of an agent bank.
     pub async fn export_agent(&self, bank: &str) -> Result<String, BankError> {
         let (_, mem) = self.agent_doc(bank).await?;
         off_workers(bank, "writing", move || mem.export()).await

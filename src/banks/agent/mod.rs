@@ -1,4 +1,4 @@
-//! Cross-episode agent memory (design seed 003), ported by behaviour to pure Rust.
+//! Cross-episode agent memory (the agent-memory design), ported by behaviour to pure Rust.
 //!
 //! Why this module exists: an RL agent gains from seeing, at the start of each episode, what worked
 //! and what failed in earlier episodes. This bank keeps that knowledge as one JSON document (the seed's

@@ -1,4 +1,4 @@
-//! Recording a finished episode into the memory, following seed 003's `record_episode`.
+//! Recording a finished episode into the memory, following the agent-memory design's `record_episode`.
 //!
 //! Why it exists: this is the only writer of per-episode knowledge (scores, log, mistakes, successes,
 //! mistake cards, `[WORKS]`/`[AVOID]` rules), so it is where bad input must be stopped.

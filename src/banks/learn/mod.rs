@@ -1,4 +1,4 @@
-//! LearnFromGroup: seed 001's `SemanticExtractor`, server-side. An LLM reads groups of rollouts and
+//! LearnFromGroup: the Training-Free GRPO design's `SemanticExtractor`, server-side. An LLM reads groups of rollouts and
 //! proposes the edits to an experience bank that Training-Free GRPO learns by.
 //!
 //! 1. **Summarise** each trajectory that has no summary yet as numbered steps.
@@ -14,7 +14,7 @@
 //!    with its reason and changes nothing (`apply_operations`' `partial`).
 //!
 //! Failures never crash the call: a group whose stage 1 or 2 fails is skipped and says why; a failed or
-//! unusable consolidation falls back to the groups' operations flattened, as seed 001 does, and says so.
+//! unusable consolidation falls back to the groups' operations flattened, as the Training-Free GRPO design does, and says so.
 //! Malformed operations are dropped one by one with their index and field. LLM calls go through the
 //! server's client (its concurrency limit, cache and retries), concurrently per group.
 
@@ -31,7 +31,7 @@ use super::ops::{parse_batch, parse_leading, to_seed_json, BatchError, Op, OpLim
 use super::{BankError, Banks};
 use crate::llm::Llm;
 
-/// Seed 001's `max_operations` default.
+/// The Training-Free GRPO design's `max_operations` default.
 pub const DEFAULT_MAX_OPERATIONS: usize = 3;
 /// Groups per call at most.
 pub const MAX_GROUPS: usize = 256;
@@ -42,7 +42,7 @@ pub const MAX_OPERATIONS: usize = 32;
 /// Characters of a query, output, ground truth or summary at most.
 pub const MAX_TEXT_CHARS: usize = 100_000;
 
-/// One rollout (seed 001's `Trajectory`).
+/// One rollout (the Training-Free GRPO design's `Trajectory`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Trajectory {
     /// The task.
@@ -60,7 +60,7 @@ pub struct Trajectory {
 /// Which groups have "reward variation".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Variation {
-    /// Rewards differ (max − min > 0): seed 001's "no variation" rule, and seed 000's `std > 0`.
+    /// Rewards differ (max − min > 0): the Training-Free GRPO design's "no variation" rule, and the semantic-memory design's `std > 0`.
     #[default]
     Spread,
     /// 0 < mean reward < 1: upstream's rule when ground truth is given. For 0/1 rewards it is the same
@@ -72,7 +72,7 @@ pub enum Variation {
 /// The pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
-    /// Summaries, group operations, consolidation (seed 001).
+    /// Summaries, group operations, consolidation (the Training-Free GRPO design).
     #[default]
     ThreeStage,
     /// Summaries, a group critique, a per-group update, consolidation (upstream's practice pipeline).

@@ -1,6 +1,6 @@
 //! The prompts of LearnFromGroup's stages and the reading of their replies.
 //!
-//! Seed 001 documents what each stage returns (numbered steps; operations in its vocabulary) but not
+//! The Training-Free GRPO design documents what each stage returns (numbered steps; operations in its vocabulary) but not
 //! its prompts; upstream Training-Free GRPO's are long and task-specific. These are memgym's own, short
 //! and task-neutral, written so that a small instruction model answers in the expected shape:
 //!

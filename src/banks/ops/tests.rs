@@ -252,7 +252,7 @@ fn valid_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// `op` in seed 001's vocabulary rewritten with the aliases, upstream names and messy spellings `bits` choose.
+/// `op` in the Training-Free GRPO design's vocabulary rewritten with the aliases, upstream names and messy spellings `bits` choose.
 fn aliased(op: &Op, bits: u8) -> Value {
     let mut map = to_seed_json(op).as_object().cloned().unwrap_or_default();
     let renames = [

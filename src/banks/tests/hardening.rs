@@ -99,7 +99,7 @@ async fn a_merge_keeps_its_sources_usage() {
         .await
         .unwrap();
     let merged = out[0].id.unwrap();
-    assert_eq!(usage(merged).await, Some((3, Some(3))), "seed 000 sums the sources' usage");
+    assert_eq!(usage(merged).await, Some((3, Some(3))), "the semantic-memory design sums the sources' usage");
     b.flush_usage().await;
     b.retrieve("lib", Query { text: "draw a diagram", top_k: 1, min_similarity: None, domain: None, count: true }).await.unwrap();
     b.flush_usage().await;

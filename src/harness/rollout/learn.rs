@@ -1,12 +1,12 @@
 //! `memgym learn`: Training-Free GRPO on memgym's own episodes, and the A/B that says whether what it
 //! learned helps on questions it never saw. This joins the two halves memgym serves — rollouts of a real
-//! policy ([`super`]) and experience banks that learn from groups (seed 001's LearnFromGroup) — into the
+//! policy ([`super`]) and experience banks that learn from groups (the Training-Free GRPO design's LearnFromGroup) — into the
 //! one loop a user needs measured before paying for GPU training.
 //!
 //! Everything runs against one server (`--addr`): its episodes, its experience bank, and its LLM endpoint
 //! as the learner. The loop, epoch N = 0, 1, …:
 //! 1. The library as the epoch starts (`epoch-N/library-before.txt`, FormatForPrompt's text, read once)
-//!    goes into the policy's system prompt as seed 000 injects it ([`super::with_library`]).
+//!    goes into the policy's system prompt as the semantic-memory design injects it ([`super::with_library`]).
 //! 2. `--group` rollouts of every train question, with seed `--seed + N` (`epoch-N/`, a `memgym rollout`
 //!    directory: resumable, replayable, with its report).
 //! 3. LearnFromGroup on the groups, `--learn-batch` at a time (each call one learning step, consolidated

@@ -202,7 +202,7 @@ pub fn plan_for(
     Ok(Plan { policy, settings, evaluator, system, fork: None })
 }
 
-/// Puts an experience library (FormatForPrompt's text) into the plan's system message as seed 000
+/// Puts an experience library (FormatForPrompt's text) into the plan's system message as the semantic-memory design
 /// injects it ([`crate::banks::experience::inject`]: nothing when the text is empty), and records `label`
 /// and the text's hash in the run's `system_prompt`, so a run resumed under another library is refused.
 pub fn with_library(plan: &mut Plan, label: &str, text: &str) {

@@ -37,7 +37,7 @@ def load_loop():
 
 
 def check_operations(text: str, *, max_operations: int = 32) -> list:
-    """``text`` is a JSON array of operations in seed 001's vocabulary, each with what its kind needs."""
+    """``text`` is a JSON array of operations in the Training-Free GRPO design's vocabulary, each with what its kind needs."""
     ops = json.loads(text or "[]")
     assert isinstance(ops, list) and len(ops) <= max_operations, text
     for op in ops:

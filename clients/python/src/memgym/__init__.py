@@ -6,8 +6,8 @@ libraries and cross-episode agent memories in memgym banks, from Python. It expo
 the generated messages as ``memgym.pb`` (``memgym.v1.memgym_pb2``), ``memgym.banks_pb``
 (``memgym.v1.banks_pb2``), ``memgym.agent_pb`` (``memgym.v1.agent_pb2``) and ``memgym.learn_pb``
 (``memgym.v1.learn_pb2``), the seeds' ``ExperienceManager`` / ``SemanticMemoryManager`` on a bank
-(``memgym.banks``), seed 003's agent memory functions on an agent bank (``memgym.agent_memory``, whose
-memory object is ``AgentMemory``), and seed 001's ``SemanticExtractor`` / ``Trajectory`` on the server's
+(``memgym.banks``), the agent-memory design's agent memory functions on an agent bank (``memgym.agent_memory``, whose
+memory object is ``AgentMemory``), and the Training-Free GRPO design's ``SemanticExtractor`` / ``Trajectory`` on the server's
 ``Learn`` service (``memgym.learn``).
 """
 

@@ -1,6 +1,6 @@
 """The ``AgentMemory`` RPCs (``memgym.v1.AgentMemory``, ``proto/memgym/v1/agent.proto``) as client methods.
 
-Why this exists: seed 003's cross-episode agent memory (record each finished episode, inject the
+Why this exists: the agent-memory design's cross-episode agent memory (record each finished episode, inject the
 "## MEMORY FROM PAST EPISODES" block into the next episode's prompt, consolidate every 20 episodes) is
 served by memgym on "agent banks". A trainer needs those calls on the same channel as the episode and
 bank calls, with the same deadline, retry policy and error mapping. They live here, as two mixins
@@ -36,7 +36,7 @@ CONSOLIDATION_MODES = {
     "llm": apb.CONSOLIDATION_MODE_LLM,
 }
 
-#: The fields of a mistake card (``MistakeCardInput``), as seed 003's card dicts name them.
+#: The fields of a mistake card (``MistakeCardInput``), as the agent-memory design's card dicts name them.
 CARD_FIELDS = ("mistake_type", "task_id", "worker_id", "bad_decision", "correct_decision", "evidence", "lesson")
 
 #: A mistake card: a ``MistakeCardInput`` or a dict with (some of) ``CARD_FIELDS``.
@@ -48,7 +48,7 @@ def _mode(value: Union[None, int, str]) -> int:
 
 
 def mistake_card(card: MistakeCard) -> apb.MistakeCardInput:
-    """A card as ``MistakeCardInput``. From a dict, as seed 003 reads one: a missing or falsy value
+    """A card as ``MistakeCardInput``. From a dict, as the agent-memory design reads one: a missing or falsy value
     (``None``, ``""``, ``0``) is absent, so the server's default applies (type "unknown_mistake", the
     episode's task, lesson "Avoid repeating this failure."); any other value is sent as ``str(value)``;
     keys other than ``CARD_FIELDS`` are ignored, as the seed ignores them."""
@@ -165,7 +165,7 @@ class AgentMixin:
         mistake_cards: Sequence[MistakeCard] = (),
         expected_version: Optional[int] = None,
     ) -> apb.RecordEpisodeResponse:
-        """Seed 003's ``record_episode``: logs a finished episode; never retried (a repeat would log it twice).
+        """The agent-memory design's ``record_episode``: logs a finished episode; never retried (a repeat would log it twice).
 
         ``task_id`` defaults to "unknown", ``score`` to 0.0 (it must be finite: INVALID_ARGUMENT on
         ``score`` otherwise), ``steps`` to 0. Successes become ``[WORKS] …`` rules at score >= 0.85,
@@ -187,7 +187,7 @@ class AgentMixin:
         max_rules: Optional[int] = None,
         max_recent: Optional[int] = None,
     ) -> apb.BuildMemoryContextResponse:
-        """Seed 003's ``build_memory_context``: ``.context`` is the "## MEMORY FROM PAST EPISODES" block,
+        """The agent-memory design's ``build_memory_context``: ``.context`` is the "## MEMORY FROM PAST EPISODES" block,
         byte for byte as the seed renders it ("" when there is nothing to say).
 
         ``max_rules`` defaults to 5 and ``max_recent`` to 3; 0 means all, as the seed's ``[-0:]`` does.
@@ -202,7 +202,7 @@ class AgentMixin:
         force: bool = False,
         expected_version: Optional[int] = None,
     ) -> apb.MaybeConsolidateResponse:
-        """Seed 003's ``maybe_consolidate_memory``: when 20 episodes came since the last consolidation (or
+        """The agent-memory design's ``maybe_consolidate_memory``: when 20 episodes came since the last consolidation (or
         with ``force``), turns the episode log into global rules; ``.ran`` says whether it did.
 
         ``mode``: "auto" (default: the server's LLM when it has one, else the heuristic's
@@ -212,7 +212,7 @@ class AgentMixin:
         return self._agent(_consolidate(bank, mode, force, expected_version))
 
     def get_agent_summary(self, bank: str) -> apb.AgentSummary:
-        """Seed 003's ``memory_summary`` (plus ``episodes_by_task`` and the bank's ``version``)."""
+        """The agent-memory design's ``memory_summary`` (plus ``episodes_by_task`` and the bank's ``version``)."""
         return self._agent(_summary(bank))
 
     def import_agent_memory(
@@ -223,7 +223,7 @@ class AgentMixin:
         replace: bool = False,
         expected_version: Optional[int] = None,
     ) -> apb.ImportAgentMemoryResponse:
-        """Loads seed 003's document (``agent_memory.json`` text, or the dict) into ``bank``, creating it.
+        """Loads the agent-memory design's document (``agent_memory.json`` text, or the dict) into ``bank``, creating it.
 
         Missing keys take their defaults (older documents without ``mistake_cards`` load). A bank that
         already holds a memory is FAILED_PRECONDITION unless ``replace``; a document that does not read
@@ -232,7 +232,7 @@ class AgentMixin:
         return self._agent(_import(bank, data, replace, expected_version))
 
     def export_agent_memory(self, bank: str) -> apb.ExportAgentMemoryResponse:
-        """The bank's memory as seed 003's JSON document (``.data``)."""
+        """The bank's memory as the agent-memory design's JSON document (``.data``)."""
         return self._agent(_export(bank))
 
 

@@ -374,7 +374,7 @@ class BanksMixin:
     ) -> bpb.FormatForPromptResponse:
         """``[G0]. text`` lines: every experience in id order, or with a ``query`` the ``top_k`` (10) most relevant.
 
-        A query counts usage unless ``read_only``; ``system`` wraps the lines as seed 000 injects them.
+        A query counts usage unless ``read_only``; ``system`` wraps the lines as the semantic-memory design injects them.
         """
         return self._banks(_format(bank, query, top_k, domain, min_similarity, system, read_only))
 
@@ -398,7 +398,7 @@ class BanksMixin:
         return self._banks(_Plan("SetEpoch", req, False))
 
     def get_stats(self, bank: str) -> bpb.BankStats:
-        """Seed 000's ``get_memory_stats``: totals, average confidence, domains, usage."""
+        """The semantic-memory design's ``get_memory_stats``: totals, average confidence, domains, usage."""
         return self._banks(_Plan("GetStats", bpb.GetStatsRequest(bank=bank), True))
 
     def compress(

@@ -1,7 +1,7 @@
 """The ``Learn`` RPCs (``memgym.v1.Learn``, ``proto/memgym/v1/learn.proto``) as client methods.
 
 Why this exists: Training-Free GRPO learns by letting an LLM read groups of rollouts and edit an
-experience library (seed 001's ``SemanticExtractor``). memgym runs those stages on the server, with the
+experience library (the Training-Free GRPO design's ``SemanticExtractor``). memgym runs those stages on the server, with the
 server's LLM endpoint (``memgym serve --llm-base-url URL --llm-model NAME``), and applies the plan to a
 bank at the version it read. A trainer needs those calls on the same channel as the bank calls, with
 the same deadline and error mapping. They live here, as two mixins (blocking and asyncio) over one set
@@ -193,7 +193,7 @@ class LearnMixin:
         expected_version: Optional[int] = None,
         timeout: Optional[float] = None,
     ) -> lpb.LearnFromGroupResponse:
-        """Seed 001's three stages on ``groups`` and the plan applied to the experience bank ``bank``.
+        """The Training-Free GRPO design's three stages on ``groups`` and the plan applied to the experience bank ``bank``.
 
         Summarises every trajectory without a ``summary`` (of the groups with reward variation), extracts
         at most ``max_operations`` (default 3, 1 to 32) operations per such group against the library as
@@ -227,8 +227,8 @@ class LearnMixin:
         mode: Union[None, int, str] = None,
         timeout: Optional[float] = None,
     ) -> lpb.ExtractGroupOperationsResponse:
-        """Stage 2 on one group against ``experiences`` (seed 001's ``"[G0]. text"`` lines, as
-        ``format_for_prompt`` renders them). ``.operations_json`` is a JSON array in seed 001's vocabulary
+        """Stage 2 on one group against ``experiences`` (the Training-Free GRPO design's ``"[G0]. text"`` lines, as
+        ``format_for_prompt`` renders them). ``.operations_json`` is a JSON array in the Training-Free GRPO design's vocabulary
         ("[]" with ``.skipped`` "no reward variation" when the rewards do not vary: no LLM call is made);
         ``.rejected`` explains each unusable operation of the reply; an unusable reply is ``.skipped``.
         Trajectories without a summary are shown as "(no summary)". Never retried."""
@@ -239,7 +239,7 @@ class LearnMixin:
     ) -> lpb.ConsolidateOperationsResponse:
         """Stage 3: each group's operations (a JSON array, or a list of dicts, per group) consolidated
         against ``experiences`` into ``.operations_json``. When the LLM's plan is unusable, ``.fallback``
-        says why and the plan is the groups' operations flattened (seed 001's fallback). Never retried."""
+        says why and the plan is the groups' operations flattened (the Training-Free GRPO design's fallback). Never retried."""
         return self._learn(_consolidate(group_operations, experiences), timeout)
 
 

@@ -1,4 +1,4 @@
-"""Drop-in replacement for seed 003's cross-episode agent memory (``training/memory.py``) on a memgym server.
+"""Drop-in replacement for the agent-memory design's cross-episode agent memory (``training/memory.py``) on a memgym server.
 
 Why this exists: the seed keeps the agent's memory (episode log, scores, mistakes, successes, mistake
 cards, ``[WORKS]`` / ``[AVOID]`` rules, consolidated global rules) in a dict it rewrites to a JSON file:
@@ -162,7 +162,7 @@ class AgentMemory(Mapping[str, Any]):
         self.last_consolidation: Optional[apb.MaybeConsolidateResponse] = None
 
     def document(self) -> Dict[str, Any]:
-        """The memory now, as seed 003's document (a new dict; changing it changes nothing on the server)."""
+        """The memory now, as the agent-memory design's document (a new dict; changing it changes nothing on the server)."""
         return json.loads(self.client.export_agent_memory(self.bank).data)
 
     @property
@@ -252,7 +252,7 @@ def load_agent_memory(
 
 
 def save_agent_memory(memory: AgentMemory, path: Optional[PathLike] = DEFAULT_PATH) -> None:
-    """Writes the memory to ``path`` as seed 003's JSON file (``indent=2``), atomically; ``path=None`` writes
+    """Writes the memory to ``path`` as the agent-memory design's JSON file (``indent=2``), atomically; ``path=None`` writes
     nothing. The bank needs no save: every record is durable on the server before it returns."""
     memory = _memory(memory)
     if not path:

@@ -1,4 +1,4 @@
-"""Drop-in replacements for the seeds' ``ExperienceManager`` (seed 001) and ``SemanticMemoryManager`` (seed 000).
+"""Drop-in replacements for the seeds' ``ExperienceManager`` (the Training-Free GRPO design) and ``SemanticMemoryManager`` (the semantic-memory design).
 
 Why this exists: Training-Free GRPO code written against the design documents keeps its experience
 library in a Python dict and a JSON file, one process at a time. These classes keep the same methods,
@@ -23,7 +23,7 @@ Where the seeds' behaviour is not reproduced exactly, and why (also in clients/p
 - **``load`` keeps the id counter monotonic.** After ``load`` the counter is the largest of the bank's,
   the file's ``next_id`` and the file's largest id + 1, so an id the bank once issued is never issued
   again (the seed sets ``_next_id`` to the file's value, which can reissue ids).
-- **Confidence is clipped to [0, 1]** by ``add_experience`` (seed 000 stores ``max − min`` of the
+- **Confidence is clipped to [0, 1]** by ``add_experience`` (the semantic-memory design stores ``max − min`` of the
   advantages as it is, which can exceed 1; the server's own ``group_advantages`` rule clips the same way).
 - **Texts are checked** by the server's one text rule (the book's "Errors and limits"). An empty text, one over
   4,000 characters, or one holding a control character other than ``\\n``/``\\t``, a bidi override or
@@ -34,7 +34,7 @@ Where the seeds' behaviour is not reproduced exactly, and why (also in clients/p
 - **Files and operations are strict JSON**: a key repeated inside one object is refused, naming it. A
   checkpoint the server refuses leaves no bank behind (the file is imported with ``ImportBank``, which
   creates the bank only when it accepts the file).
-- **Merges keep usage**: the merged experience's ``usage_count`` is the sum of its sources' (seed 000).
+- **Merges keep usage**: the merged experience's ``usage_count`` is the sum of its sources' (the semantic-memory design).
 - **``max_size`` is at least 1** (``ValueError``): the server refuses to compress a bank to nothing.
 - **Ids are the seed's exact keys.** ``delete`` / ``modify`` return False for anything that is not a live
   ``"G{N}"`` (the server itself would also accept ``"g5"`` or ``"5"``; the seed's dict would not).
@@ -94,9 +94,9 @@ def bank_name_for(checkpoint_path: Optional[PathLike]) -> str:
 
 
 def file_format(data: str) -> int:
-    """The ``BankFormat`` of a library file's text: memgym's own (``"format": "memgym-bank"``), seed 001's
+    """The ``BankFormat`` of a library file's text: memgym's own (``"format": "memgym-bank"``), the Training-Free GRPO design's
     (``{"experiences": {...}, "next_id": N}``) or upstream's per-step ``{"G0": text}``. Text that is not a
-    JSON object is called seed 001's, so the server's error names what is wrong with it."""
+    JSON object is called the Training-Free GRPO design's, so the server's error names what is wrong with it."""
     try:
         root = json.loads(data)
     except ValueError:
@@ -147,7 +147,7 @@ def _unknown_id(err: MemgymError, exp_id: str) -> bool:
 
 
 class ExperienceManager:
-    """Seed 001's ``ExperienceManager`` on a memgym bank: the experience library E of Training-Free GRPO.
+    """The Training-Free GRPO design's ``ExperienceManager`` on a memgym bank: the experience library E of Training-Free GRPO.
 
     ``bank`` defaults to the stem of ``checkpoint_path`` (``"./experiences.json"`` → ``"experiences"``),
     else ``"experiences"``; the bank is created if missing, and the checkpoint file, if it exists, is
@@ -203,7 +203,7 @@ class ExperienceManager:
             if replace or not _is(err, grpc.StatusCode.FAILED_PRECONDITION):
                 raise
 
-    # -- seed 001's API -------------------------------------------------------------------------
+    # -- the Training-Free GRPO design's API -------------------------------------------------------------------------
     def add(self, experience: str) -> str:
         """Adds an experience; returns its id ``"G{N}"`` (the first is ``"G0"``; ids are never reused)."""
         return self.client.add_experience(self.bank, experience).id
@@ -237,7 +237,7 @@ class ExperienceManager:
         return self.client.merge_experiences(self.bank, list(exp_ids), merged_experience).id
 
     def apply_operations(self, operations: Operations) -> None:
-        """Applies an LLM's operations (seed 001's ``option`` vocabulary or upstream's ``operation``), in order.
+        """Applies an LLM's operations (the Training-Free GRPO design's ``option`` vocabulary or upstream's ``operation``), in order.
 
         Like the seed, what can be applied is and the rest is skipped: an operation naming an unknown id,
         a malformed one, or a reply with no operations in it never raises (the skipped ones are in
@@ -274,12 +274,12 @@ class ExperienceManager:
         return self.client.format_for_prompt(self.bank).text
 
     def save(self, path: str) -> None:
-        """Writes the library as seed 001's file ``{"experiences": {...}, "next_id": N}``, atomically."""
+        """Writes the library as the Training-Free GRPO design's file ``{"experiences": {...}, "next_id": N}``, atomically."""
         data = self.client.export_bank(self.bank, bpb.BANK_FORMAT_SEED_JSON).data
         write_atomically(path, json.dumps(json.loads(data), indent=2, ensure_ascii=False) + "\n")
 
     def load(self, path: str) -> None:
-        """Replaces the library with the file's (seed 001's, upstream's or memgym's format), ids as in the file."""
+        """Replaces the library with the file's (the Training-Free GRPO design's, upstream's or memgym's format), ids as in the file."""
         self._import_file(path, replace=True)
 
     def __len__(self) -> int:
@@ -312,15 +312,15 @@ class ExperienceManager:
 
 
 class SemanticMemoryManager(ExperienceManager):
-    """Seed 000's ``SemanticMemoryManager`` on a memgym bank: experiences with confidence, domain, epoch and
+    """The semantic-memory design's ``SemanticMemoryManager`` on a memgym bank: experiences with confidence, domain, epoch and
     usage, retrieved by cosine similarity on the server's embedder, compressed to ``max_size``.
 
-    It extends ``ExperienceManager`` (seed 000), so ``add``, ``delete``, ``modify``, ``merge``,
+    It extends ``ExperienceManager`` (the semantic-memory design), so ``add``, ``delete``, ``modify``, ``merge``,
     ``apply_operations`` and ``experiences`` work as there. A new bank gets ``max_size`` as its Compress
     default; ``compress_memory()`` always uses this object's ``max_size``. ``decay`` and ``kmeans_seed``
     tune the temporal/hybrid and diversity strategies (server defaults 0.1 and 0). ``save``/``load`` use
     memgym's JSON (every field and counter, no vectors: they are embedded again on load); ``load`` also
-    reads seed 001's and upstream's files, as seed 000 loads old checkpoints.
+    reads the Training-Free GRPO design's and upstream's files, as the semantic-memory design loads old checkpoints.
     """
 
     def __init__(
@@ -349,7 +349,7 @@ class SemanticMemoryManager(ExperienceManager):
     ) -> str:
         """Adds an experience; ``epoch`` defaults to the current one (``set_epoch``). Returns its id.
 
-        ``confidence`` is clipped to [0, 1]: seed 000's ``advantages.max() - advantages.min()`` can exceed 1
+        ``confidence`` is clipped to [0, 1]: the semantic-memory design's ``advantages.max() - advantages.min()`` can exceed 1
         for normalised advantages, and the server keeps confidences in [0, 1] (NaN raises ValueError).
         """
         c = float(confidence)
@@ -394,7 +394,7 @@ class SemanticMemoryManager(ExperienceManager):
         stats["max_size"] = self.max_size
         return stats
 
-    def format_for_prompt(  # type: ignore[override]  # seed 000 widens the base signature
+    def format_for_prompt(  # type: ignore[override]  # the semantic-memory design widens the base signature
         self, query: Optional[str] = None, top_k: int = 10, domain_filter: Optional[str] = None
     ) -> str:
         """``[G0]. text`` lines: with a ``query`` the ``top_k`` most relevant, best first (counting usage);

@@ -1,7 +1,7 @@
-"""Drop-in replacement for seed 001's ``SemanticExtractor`` and ``Trajectory`` (``semantic_extractor.py``),
+"""Drop-in replacement for the Training-Free GRPO design's ``SemanticExtractor`` and ``Trajectory`` (``semantic_extractor.py``),
 backed by a memgym server's ``Learn`` service.
 
-Why this exists: Training-Free GRPO code written against seed 001 runs the three extraction stages
+Why this exists: Training-Free GRPO code written against the Training-Free GRPO design runs the three extraction stages
 (summarise each rollout, extract operations from each group's contrast, consolidate them) through an
 LLM client of its own. Here the stages run on the memgym server, on the server's LLM endpoint
 (``memgym serve --llm-base-url URL --llm-model NAME``), with the server's prompts, parsing, limits,
@@ -54,7 +54,7 @@ from memgym.banks import ADDRESS_ENV, ExperienceManager
 from memgym.client import DEFAULT_ADDRESS, MemgymClient
 from memgym.v1 import learn_pb2 as lpb
 
-#: Seed 001's ``max_operations`` default.
+#: The Training-Free GRPO design's ``max_operations`` default.
 DEFAULT_MAX_OPERATIONS = 3
 #: The deadline of one call when the extractor opens its own client: a call makes one or many LLM
 #: requests, and a CPU model answers one in seconds.
@@ -63,7 +63,7 @@ DEFAULT_TIMEOUT = 600.0
 
 @dataclass
 class Trajectory:
-    """Single rollout trajectory (seed 001's dataclass, field for field)."""
+    """Single rollout trajectory (the Training-Free GRPO design's dataclass, field for field)."""
 
     query: str  # Input query/problem
     output: str  # Model-generated output
@@ -78,7 +78,7 @@ def _operations(text: str) -> List[Dict[str, Any]]:
 
 
 class SemanticExtractor:
-    """Seed 001's ``SemanticExtractor`` on a memgym server: the three extraction stages of Training-Free GRPO.
+    """The Training-Free GRPO design's ``SemanticExtractor`` on a memgym server: the three extraction stages of Training-Free GRPO.
 
     ``llm_client`` is accepted for the seed's signature and ignored: the stages run on the server's LLM
     endpoint (``memgym serve --llm-base-url URL --llm-model NAME``). ``max_operations`` (1 to 32) caps
@@ -121,7 +121,7 @@ class SemanticExtractor:
         self.last_rejected: List[str] = []
         self.last_response: Any = None
 
-    # -- seed 001's API -------------------------------------------------------------------------
+    # -- the Training-Free GRPO design's API -------------------------------------------------------------------------
     def summarize_trajectory(self, trajectory: Any, use_groundtruth: bool = True) -> str:
         """Stage 1: the trajectory as numbered steps (``MemgymError`` when the LLM fails)."""
         resp = self.client.summarize_trajectory(trajectory, use_groundtruth=bool(use_groundtruth))
@@ -131,7 +131,7 @@ class SemanticExtractor:
     def extract_group_advantage(
         self, trajectories: Sequence[Any], experiences: str, use_groundtruth: bool = True
     ) -> List[Dict[str, Any]]:
-        """Stage 2: the group's operations (seed 001's dicts: ``{"option": "add", "experience": ...}``,
+        """Stage 2: the group's operations (the Training-Free GRPO design's dicts: ``{"option": "add", "experience": ...}``,
         ``{"option": "modify", "experience": ..., "modified_from": "G17"}``) against ``experiences``
         (``format_for_prompt()``'s text). ``[]`` when the rewards do not vary, or when the stage failed
         (``last_skipped`` says which). The trajectories' ``summary`` fields are shown to the LLM."""

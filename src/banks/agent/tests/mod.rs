@@ -1,4 +1,4 @@
-//! Tests of the agent memory (seed 003): one module per source file, and [`bank`] for agent banks served
+//! Tests of the agent memory (the agent-memory design): one module per source file, and [`bank`] for agent banks served
 //! on a real SQLite store.
 
 mod bank;
