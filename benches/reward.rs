@@ -183,7 +183,7 @@ async fn edited(env: &Environment, id: String, edits: &[(&'static str, String)])
     };
     env.create_episode(req).await.expect("creates");
     for (tool, args) in edits {
-        let call = memgym::tools::json::parse_call(tool, args, &env.config().limits.tools).expect("a valid call");
+        let call = memgym::tools::llm_calls::parse_call(tool, args, &env.config().limits.tools).expect("a valid call");
         env.call_tool(&id, call).await.expect("the edit applies");
     }
     id

@@ -4,7 +4,7 @@
 //! server-side cost of one `CallTool` minus the gRPC and task hops, i.e. `Tool::prepare` (validation
 //! and the offline text work of merge/split) + embedding the texts it asks for (`HashEmbedder`,
 //! synchronously, as the blocking-pool task does) + `Tool::apply`, through `ToolCall::run_blocking`. Calls are built once from JSON
-//! arguments like an LLM's with `tools::json::parse_call`, outside the timing (`tools/parse_call`
+//! arguments like an LLM's with `tools::llm_calls::parse_call`, outside the timing (`tools/parse_call`
 //! times that step on its own).
 //!
 //! The memory is conv-41's M₀ (324 LoCoMo observations with their provenance, built as the server
@@ -30,7 +30,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use memgym::embed::{EmbedService, HashEmbedder};
 use memgym::episode::{build_base, initial_records};
 use memgym::memory::{BaseMemory, EpisodeMemory, IndexConfig, MemoryId};
-use memgym::tools::json::parse_call;
+use memgym::tools::llm_calls::parse_call;
 use memgym::tools::{Tool, ToolCall, ToolContext, ToolLimits, ToolOutput};
 
 const SEED: u64 = 7;

@@ -10,7 +10,7 @@ use memgym::app::cli::{Cli, Command, DatasetCommand, EvalArgs, EvalCommand};
 use memgym::app::{config, server, telemetry};
 use memgym::dataset::{Dataset, Split};
 use memgym::embed::select::EmbedderKind;
-use memgym::harness::{bench, eval, rollout};
+use memgym::harness::{bench, eval, learn, rollout};
 
 /// jemalloc instead of glibc malloc: the gRPC path allocates many small, short-lived buffers per call,
 /// and glibc spent a quarter of `memgym bench`'s CPU in malloc/free. jemalloc's background threads
@@ -73,8 +73,8 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         }
         Command::Reference(what) => {
             let md = match what {
-                memgym::app::cli::ReferenceCommand::Cli => memgym::app::reference::cli_markdown(),
-                memgym::app::cli::ReferenceCommand::Grpc => memgym::app::reference::grpc_markdown(),
+                memgym::app::cli::ReferenceCommand::Cli => memgym::app::reference_chapters::cli_markdown(),
+                memgym::app::cli::ReferenceCommand::Grpc => memgym::app::reference_chapters::grpc_markdown(),
             };
             // A closed pipe (`| head`) ends the output quietly; any other write error is reported.
             use std::io::Write as _;
@@ -112,11 +112,11 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
         Command::Learn(a) => {
             let gold = memgym::dataset::GoldMode::parse(&a.gold).map_err(anyhow::Error::msg).context("--gold")?;
             let ds = Dataset::load_with_gold(a.data_dir.as_deref(), gold)?;
-            let (train, test) = rollout::learn::questions(&a, &ds)?;
+            let (train, test) = learn::questions(&a, &ds)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
-                let summary = rollout::learn::run(&a, &train, &test).await?;
-                print!("{}", rollout::ab::learn_markdown(&summary));
+                let summary = learn::run(&a, &train, &test).await?;
+                print!("{}", learn::ab::learn_markdown(&summary));
                 println!("\nwrote {}", a.out.display());
                 let failed: usize = summary.epochs.iter().map(|e| e.rollouts.failed).sum::<usize>()
                     + summary.ab.as_ref().map_or(0, |ab| ab.arms.iter().map(|a| a.failed).sum());

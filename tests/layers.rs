@@ -242,7 +242,7 @@ fn a_planted_upward_import_is_caught() {
     assert_eq!(grouped, vec!["src/memory/base.rs:1: `memory` (Memory) names `api` (Api), a floor above it"]);
     // A leaf names another leaf only along the edges listed in SIDEWAYS; util is below every leaf.
     assert_eq!(check(text, "use crate::embed::Embedder;").len(), 1);
-    assert!(check(text, "use crate::util::quote::quoted;").is_empty());
+    assert!(check(text, "use crate::util::excerpt::quoted;").is_empty());
     assert!(check(Path::new("llm/mod.rs"), "use crate::text::reply;").is_empty());
     assert_eq!(check(Path::new("util/json.rs"), "use crate::text::words;").len(), 1);
     // The message names the file, the line and both floors.

@@ -2,7 +2,7 @@
 
 use crate::embed::EmbedError;
 use crate::llm::LlmError;
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 
 use super::store::StoreError;
 

@@ -14,8 +14,8 @@ use super::library::{show_id, Experience};
 use super::ops::parse_id;
 use super::store::BankMeta;
 use super::{BankError, Banks};
+use crate::util::excerpt::quoted;
 use crate::util::json::Json;
-use crate::util::quote::quoted;
 
 /// A library file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,8 @@ fn u64_of(v: &Json, path: &str) -> Result<u64, BankError> {
 
 /// Parses a file. Experiences of the seeds' files get `add`'s defaults; `import` stamps their epoch.
 pub fn parse(format: Format, data: &str) -> Result<File, BankError> {
-    let root: Json = serde_json::from_str(data).map_err(|e| bad(format!("not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))?;
+    let root: Json =
+        serde_json::from_str(data).map_err(|e| bad(format!("not valid JSON: {}", crate::util::excerpt::cut(&e.to_string()))))?;
     if let Some(k) = root.first_duplicate() {
         return Err(bad(format!("key {} appears twice in one object (duplicate JSON keys are refused)", quoted(k))));
     }

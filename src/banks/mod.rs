@@ -38,7 +38,7 @@ pub use library::{show_id, Experience, Library};
 use crate::embed::EmbedService;
 use crate::llm::Llm;
 use crate::memory::IndexConfig;
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 use library::Draft;
 use store::{BankMeta, BankStore, Commit, Committed};
 

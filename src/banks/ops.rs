@@ -48,7 +48,7 @@ use serde_json::{Map, Value};
 
 use crate::text::charset::{self, Shape};
 use crate::text::reply::balanced_end;
-use crate::util::quote::{cut, quoted};
+use crate::util::excerpt::{cut, quoted};
 
 /// The normalised operations.
 #[derive(Debug, Clone, PartialEq)]

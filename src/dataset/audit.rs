@@ -142,7 +142,7 @@ impl Dataset {
                     return Err(DatasetError::Json {
                         file: file.into(),
                         path: format!("[{n}].error_type"),
-                        message: format!("unknown error type {}", crate::util::quote::quoted(other)),
+                        message: format!("unknown error type {}", crate::util::excerpt::quoted(other)),
                     })
                 }
             };

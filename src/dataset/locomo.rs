@@ -36,7 +36,7 @@ impl Dataset {
         let syntax = |message: String| DatasetError::JsonSyntax { file: file.to_owned(), message };
         let root: Json = serde_json::from_slice(bytes).map_err(|e| syntax(e.to_string()))?;
         if let Some(key) = root.first_duplicate() {
-            return Err(syntax(format!("duplicate key {}", crate::util::quote::quoted(key))));
+            return Err(syntax(format!("duplicate key {}", crate::util::excerpt::quoted(key))));
         }
         let mut converter = Converter {
             file,

@@ -19,7 +19,7 @@ pub(super) fn valid_id(field: &str, id: &str) -> Result<(), EpisodeError> {
     if id.is_empty() || id.len() > 128 {
         return Err(EpisodeError::invalid(
             field,
-            format!("must be 1 to 128 characters, got {} ({})", id.len(), crate::util::quote::quoted(id)),
+            format!("must be 1 to 128 characters, got {} ({})", id.len(), crate::util::excerpt::quoted(id)),
         ));
     }
     if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))) {
@@ -162,8 +162,8 @@ impl Environment {
                 message: format!(
                     "episode {} is live as ({}), not ({})",
                     ep.id,
-                    crate::util::quote::cut(&ep.definition),
-                    crate::util::quote::cut(definition)
+                    crate::util::excerpt::cut(&ep.definition),
+                    crate::util::excerpt::cut(definition)
                 ),
             });
         }

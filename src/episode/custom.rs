@@ -77,7 +77,7 @@ fn evidence_ids(field: &str, ids: &[String]) -> Result<(), EpisodeError> {
         if !ok {
             return Err(EpisodeError::invalid(
                 &format!("{field}[{j}]"),
-                format!("must be 1 to {MAX_EVIDENCE_ID_CHARS} letters, digits, ':', '.', '_' or '-' (a dialogue id like \"D1:3\"), got {} ({n} characters)", crate::util::quote::quoted(id)),
+                format!("must be 1 to {MAX_EVIDENCE_ID_CHARS} letters, digits, ':', '.', '_' or '-' (a dialogue id like \"D1:3\"), got {} ({n} characters)", crate::util::excerpt::quoted(id)),
             ));
         }
     }

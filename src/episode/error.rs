@@ -7,7 +7,7 @@ use crate::tools::ToolError;
 
 use super::ended::Tombstone;
 
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 
 /// Errors of the episode layer. `api::status` maps each variant to one gRPC code.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,7 @@ mod tests {
     fn messages_quote_at_most_a_prefix_of_the_id() {
         let long = "x".repeat(10_000);
         let m = EpisodeError::EpisodeNotFound { id: long }.to_string();
-        assert!(m.len() < 200 && m.contains(&format!("\"{}\"...", "x".repeat(crate::util::quote::SHOWN_CHARS))), "{m}");
+        assert!(m.len() < 200 && m.contains(&format!("\"{}\"...", "x".repeat(crate::util::excerpt::SHOWN_CHARS))), "{m}");
         let t = Tombstone { ending: Ending::Reaped { idle_secs: 600 }, scored: false, steps_used: 3, at_ms: 0 };
         let m = EpisodeError::EpisodeEnded { id: "ep-1".into(), tombstone: t, ago_secs: 42 }.to_string();
         assert_eq!(m, "episode \"ep-1\" was reaped after 600 s idle at step 3 (42 s ago); episode ids are not reused: open a new id");

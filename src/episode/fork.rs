@@ -67,7 +67,7 @@ impl Environment {
             if id == &req.episode_id || !seen.insert(id.as_str()) {
                 return Err(EpisodeError::invalid(
                     &field,
-                    format!("{} is named twice (or is the parent's id)", crate::util::quote::quoted(id)),
+                    format!("{} is named twice (or is the parent's id)", crate::util::excerpt::quoted(id)),
                 ));
             }
         }
@@ -85,7 +85,7 @@ impl Environment {
         if parent.scored.is_some() {
             return Err(EpisodeError::precondition(format!(
                 "episode {} is scored: a fork must start from an episode that can still be edited",
-                crate::util::quote::quoted(&parent.id)
+                crate::util::excerpt::quoted(&parent.id)
             )));
         }
         entry.touch(now);
@@ -119,7 +119,7 @@ impl Environment {
                     continue;
                 }
                 Inserted::Existing(_) => {
-                    EpisodeError::AlreadyExists { message: format!("fork_ids[{i}]: episode {} is live", crate::util::quote::quoted(id)) }
+                    EpisodeError::AlreadyExists { message: format!("fork_ids[{i}]: episode {} is live", crate::util::excerpt::quoted(id)) }
                 }
                 Inserted::Ended(t) => self.ended(id, t),
                 Inserted::Full => EpisodeError::ResourceExhausted {

@@ -42,14 +42,14 @@ impl Applied {
         if print != fingerprint(call) {
             return Err(EpisodeError::invalid(
                 "call_id",
-                format!("{} was used for another call (step {step}); use a new id for each call", crate::util::quote::quoted(call_id)),
+                format!("{} was used for another call (step {step}); use a new id for each call", crate::util::excerpt::quoted(call_id)),
             ));
         }
         match self.results.iter().find(|(id, _)| id == call_id) {
             Some((_, r)) => Ok(Seen::Again(Box::new(r.clone()))),
             None => Err(EpisodeError::precondition(format!(
                 "call_id {} was applied at step {step}; its result is no longer kept (only the last {KEPT} are)",
-                crate::util::quote::quoted(call_id)
+                crate::util::excerpt::quoted(call_id)
             ))),
         }
     }

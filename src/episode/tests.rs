@@ -8,7 +8,7 @@ use super::*;
 use crate::embed::{Embedder, EmbedderIdentity, HashEmbedder};
 use crate::memory::MemoryId;
 use crate::tools::ToolCall;
-use crate::tools::{json, ToolLimits};
+use crate::tools::{llm_calls, ToolLimits};
 
 fn dataset() -> Arc<Dataset> {
     static DS: OnceLock<Arc<Dataset>> = OnceLock::new();
@@ -53,7 +53,7 @@ fn locomo(id: &str, q: &str) -> CreateRequest {
 }
 
 fn call(name: &str, args: &str) -> ToolCall {
-    json::parse_call(name, args, &ToolLimits::default()).unwrap()
+    llm_calls::parse_call(name, args, &ToolLimits::default()).unwrap()
 }
 
 fn questions(split: crate::dataset::Split) -> Vec<crate::dataset::Question> {

@@ -25,7 +25,7 @@ pub const EXAMPLE_ID: &str = "m999999999";
 
 /// The reason a string is not a memory id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a memory id: {} (expected 'm' followed by digits, like {EXAMPLE_ID})", crate::util::quote::quoted(.0))]
+#[error("not a memory id: {} (expected 'm' followed by digits, like {EXAMPLE_ID})", crate::util::excerpt::quoted(.0))]
 pub struct BadMemoryId(pub String);
 
 /// Refusal wordings that changed, as (recorded, today's): `memgym replay` reads a recorded output in today's
@@ -76,7 +76,7 @@ impl FromStr for MemoryType {
             "episodic" => Ok(MemoryType::Episodic),
             "semantic" => Ok(MemoryType::Semantic),
             "procedural" => Ok(MemoryType::Procedural),
-            _ => Err(format!("unknown memory type {} (expected episodic, semantic or procedural)", crate::util::quote::quoted(s))),
+            _ => Err(format!("unknown memory type {} (expected episodic, semantic or procedural)", crate::util::excerpt::quoted(s))),
         }
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use crate::memory::{EpisodeMemory, MemoryId};
 
 use super::args::*;
-use super::json::{function, prop, Args};
+use super::llm_calls::{function, prop, Args};
 use super::{join_ids, require_distinct_live, OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------

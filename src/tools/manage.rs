@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, MemoryType};
 
 use super::args::*;
-use super::json::{function, prop, prop_enum, Args, TYPES};
+use super::llm_calls::{function, prop, prop_enum, Args, TYPES};
 use super::{require_room, OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------

@@ -14,7 +14,7 @@ use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, MemoryType};
 use crate::text::{char_len, content_words, dedup_key, ensure_terminal, sentences};
 
 use super::args::*;
-use super::json::{function, prop, prop_enum, Args};
+use super::llm_calls::{function, prop, prop_enum, Args};
 use super::{join_ids, require_distinct_live, require_room, OutputKind, Prepared, TextError, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------

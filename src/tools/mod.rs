@@ -12,7 +12,7 @@
 
 pub mod args;
 mod delete;
-pub mod json;
+pub mod llm_calls;
 pub mod llm_edit;
 mod manage;
 mod merge;
@@ -121,7 +121,7 @@ impl ToolCall {
 
     /// Canonical JSON of the arguments (for the trace).
     pub fn arguments_json(&self) -> String {
-        json::canonical_arguments(self).to_string()
+        llm_calls::canonical_arguments(self).to_string()
     }
 
     /// Prepare → embed → apply without an episode, `embed` giving one vector per text synchronously

@@ -16,7 +16,7 @@ use crate::memory::{EpisodeMemory, MemoryRecord, MemoryType};
 use crate::util::vector::dot;
 
 use super::args::*;
-use super::json::{function, prop, prop_enum, Args, TYPES};
+use super::llm_calls::{function, prop, prop_enum, Args, TYPES};
 use super::{OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------

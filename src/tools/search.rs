@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::memory::{EpisodeMemory, Filter, MemoryType};
 
 use super::args::*;
-use super::json::{function, prop, prop_enum, Args, TYPES};
+use super::llm_calls::{function, prop, prop_enum, Args, TYPES};
 use super::{OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------

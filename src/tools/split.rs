@@ -13,7 +13,7 @@ use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord};
 use crate::text::{char_len, content_words, dedup_key, ensure_terminal, lower, segments, time_expressions};
 
 use super::args::*;
-use super::json::{function, prop, prop_enum, Args};
+use super::llm_calls::{function, prop, prop_enum, Args};
 use super::{join_ids, require_room, OutputKind, Prepared, TextError, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------

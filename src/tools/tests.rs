@@ -58,7 +58,7 @@ fn run_in(mem: &mut EpisodeMemory, call: &ToolCall, ctx: ToolContext<'_>) -> Res
 }
 
 fn call(name: &str, args: &str) -> ToolCall {
-    json::parse_call(name, args, &ToolLimits::default()).unwrap()
+    llm_calls::parse_call(name, args, &ToolLimits::default()).unwrap()
 }
 
 #[test]

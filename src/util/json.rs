@@ -193,9 +193,9 @@ pub enum StrictError {
 impl fmt::Display for StrictError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StrictError::Syntax(e) => write!(f, "not valid JSON: {}", crate::util::quote::cut(&e.to_string())),
+            StrictError::Syntax(e) => write!(f, "not valid JSON: {}", crate::util::excerpt::cut(&e.to_string())),
             StrictError::Duplicate(k) => {
-                write!(f, "key {} appears twice in one object (duplicate JSON keys are refused)", crate::util::quote::quoted(k))
+                write!(f, "key {} appears twice in one object (duplicate JSON keys are refused)", crate::util::excerpt::quoted(k))
             }
         }
     }

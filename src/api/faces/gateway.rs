@@ -17,8 +17,8 @@ use crate::api::status::logged;
 use crate::dataset::ADVERSARIAL_CATEGORY;
 use crate::episode::{CreateRequest, Environment, EpisodeState};
 use crate::reward::Evaluator;
-use crate::tools::{json as tool_json, TOOL_NAMES};
-use crate::util::quote::{name, quoted};
+use crate::tools::{llm_calls, TOOL_NAMES};
+use crate::util::excerpt::{name, quoted};
 use pb::call_tool_response::Result as R;
 
 /// The keys that open an episode (OpenEnv reset data, MCP `create_episode` arguments), with their JSON
@@ -156,7 +156,7 @@ impl Gateway {
                 return Err(crate::api::status::invalid(format!("arguments: must be a JSON object, got {}", kind(other))))
             }
         };
-        let call = tool_json::parse_call(tool, &args, &self.env.config().limits.tools);
+        let call = llm_calls::parse_call(tool, &args, &self.env.config().limits.tools);
         let r = crate::api::calls::run(&self.env, id, call, call_id).await?;
         let metrics: serde_json::Map<String, Value> = r.metrics.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let (text, done) = (r.text, r.done);
@@ -225,14 +225,14 @@ impl Gateway {
     }
 }
 
-/// Is `tool` one of the six tools (after trimming, as [`tool_json::parse_call`] reads it)?
+/// Is `tool` one of the six tools (after trimming, as [`llm_calls::parse_call`] reads it)?
 pub fn is_tool(tool: &str) -> bool {
     TOOL_NAMES.contains(&tool.trim())
 }
 
 /// The six tools' OpenAI function schemas (ListTools').
 pub fn tool_schemas() -> Vec<Value> {
-    tool_json::tool_schemas()
+    llm_calls::tool_schemas()
 }
 
 /// Reads the episode-opening keys into a CreateEpisode request (question_id may stay empty).

@@ -145,14 +145,14 @@ pub async fn call_bound(gw: &Gateway, id: &str, name: &str, mut args: Map<String
             format!(
                 "tool {name} is not served on /mcp/episodes/{{episode_id}}: this URL is bound to episode {}; open, fork, score \
                  and close episodes over gRPC or /mcp",
-                crate::util::quote::quoted(id)
+                crate::util::excerpt::quoted(id)
             ),
             None,
         ));
     }
     if !is_tool(name) {
         let message =
-            format!("unknown tool {} (this endpoint serves {})", crate::util::quote::quoted(name), crate::tools::TOOL_NAMES.join(", "));
+            format!("unknown tool {} (this endpoint serves {})", crate::util::excerpt::quoted(name), crate::tools::TOOL_NAMES.join(", "));
         return Err(ErrorData::invalid_params(message, None));
     }
     if args.contains_key("episode_id") {
@@ -249,7 +249,7 @@ fn take_episode_id(args: &mut Map<String, Value>) -> Result<String, Status> {
 
 fn only_episode_id(args: &Map<String, Value>) -> Result<(), Status> {
     match args.keys().next() {
-        Some(k) => Err(crate::api::status::invalid(format!("{}: unknown argument (expected episode_id)", crate::util::quote::name(k)))),
+        Some(k) => Err(crate::api::status::invalid(format!("{}: unknown argument (expected episode_id)", crate::util::excerpt::name(k)))),
         None => Ok(()),
     }
 }
@@ -321,12 +321,13 @@ impl ServerHandler for McpServer {
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
         let reply = if let Some(id) = bound(&context) {
-            let span = tracing::info_span!("mcp_tool", tool = %crate::util::quote::name(&name), episode_id = %crate::util::quote::name(id));
+            let span =
+                tracing::info_span!("mcp_tool", tool = %crate::util::excerpt::name(&name), episode_id = %crate::util::excerpt::name(id));
             call_bound(&self.gw, id, &name, args).instrument(span).await?
         } else {
-            let span = tracing::info_span!("mcp_tool", tool = %crate::util::quote::name(&name));
+            let span = tracing::info_span!("mcp_tool", tool = %crate::util::excerpt::name(&name));
             let Some(reply) = call(&self.gw, &name, args).instrument(span).await else {
-                return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::util::quote::quoted(&name)), None));
+                return Err(ErrorData::invalid_params(format!("unknown tool {}", crate::util::excerpt::quoted(&name)), None));
             };
             reply
         };
@@ -420,7 +421,7 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
             }
             Err(crate::util::json::StrictError::Syntax(e)) => {
                 // JSON-RPC's parse error (rmcp would answer 415 "fail to deserialize").
-                let message = format!("Parse error: {}", crate::util::quote::cut(&e.to_string()));
+                let message = format!("Parse error: {}", crate::util::excerpt::cut(&e.to_string()));
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": message}});
                 return (http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
             }
@@ -459,7 +460,7 @@ pub async fn handle(service: &Service, mut request: axum::extract::Request) -> a
 /// (`-32600`, id null) whose message says what was wrong.
 fn refusal(status: http::StatusCode, message: &str) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": crate::util::quote::cut(message)}});
+    let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": crate::util::excerpt::cut(message)}});
     (status, axum::Json(error)).into_response()
 }
 

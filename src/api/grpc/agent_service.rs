@@ -12,7 +12,7 @@ use crate::api::pb;
 use crate::api::pb::agent_memory_server::AgentMemory as AgentRpc;
 use crate::banks::agent::{CardInput, CardOutcome, ConsolidateMode, Episode, DEFAULT_MAX_RECENT, DEFAULT_MAX_RULES};
 use crate::banks::{BankError, Banks};
-use crate::util::quote::name;
+use crate::util::excerpt::name;
 
 /// The AgentMemory service.
 #[derive(Debug, Clone)]

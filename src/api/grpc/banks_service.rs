@@ -17,7 +17,7 @@ use crate::banks::formats::Format;
 use crate::banks::semantic::{self, Query, DEFAULT_MERGE_THRESHOLD, DEFAULT_PROMPT_TOP_K, DEFAULT_TOP_K};
 use crate::banks::store::BankMeta;
 use crate::banks::{show_id, BankError, Banks, Experience, Kind};
-use crate::util::quote::name;
+use crate::util::excerpt::name;
 
 /// The Banks service.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tonic::Status;
 
 use super::*;
-use crate::tools::{json, ToolCall, ToolLimits, TOOL_NAMES};
+use crate::tools::{llm_calls, ToolCall, ToolLimits, TOOL_NAMES};
 
 /// The bound on any refusal's message.
 const MAX_MESSAGE: usize = 1024;
@@ -120,14 +120,14 @@ proptest! {
     #[test]
     fn json_parser_over_arbitrary_bytes(name in tool_name(), bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let args = String::from_utf8_lossy(&bytes);
-        if let Err(e) = json::parse_call(&name, &args, &ToolLimits::default()) {
+        if let Err(e) = llm_calls::parse_call(&name, &args, &ToolLimits::default()) {
             check_tool_error(&e)?;
         }
     }
 
     #[test]
     fn json_parser_over_arbitrary_json(name in tool_name(), v in json_value()) {
-        if let Err(e) = json::parse_call(&name, &v.to_string(), &ToolLimits::default()) {
+        if let Err(e) = llm_calls::parse_call(&name, &v.to_string(), &ToolLimits::default()) {
             check_tool_error(&e)?;
         }
     }
@@ -144,7 +144,7 @@ proptest! {
             members.push(members[0].clone());
         }
         let args = format!("{{{}}}", members.join(","));
-        match json::parse_call(name, &args, &ToolLimits::default()) {
+        match llm_calls::parse_call(name, &args, &ToolLimits::default()) {
             Err(e) => check_tool_error(&e)?,
             Ok(_) => prop_assert!(!repeat || members.is_empty(), "a repeated key was accepted: {args}"),
         }

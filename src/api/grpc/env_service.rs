@@ -14,8 +14,8 @@ use crate::api::pb;
 use crate::api::pb::memory_env_server::MemoryEnv;
 use crate::api::status::logged;
 use crate::episode::{CreateRequest, Environment};
-use crate::tools::{json, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, ToolCall, ToolError, ToolLimits};
-use crate::util::quote::name;
+use crate::tools::{llm_calls, RawDelete, RawManage, RawMerge, RawSample, RawSearch, RawSplit, ToolCall, ToolError, ToolLimits};
+use crate::util::excerpt::name;
 use pb::call_tool_response::Result as R;
 
 /// The MemoryEnv service.
@@ -117,7 +117,7 @@ impl MemoryEnv for MemoryEnvService {
         logged(
             async {
                 let id = episode_id(id)?;
-                let call = json::parse_call(&tool_name, &arguments_json, &self.env.config().limits.tools);
+                let call = llm_calls::parse_call(&tool_name, &arguments_json, &self.env.config().limits.tools);
                 let call_id = (!call_id.is_empty()).then_some(call_id.as_str());
                 let r = calls::run(&self.env, &id, call, call_id).await?;
                 Ok(Response::new(pb::CallToolResponse { text: r.text, result: Some(r.result), metrics: named(&r.metrics) }))
@@ -128,7 +128,7 @@ impl MemoryEnv for MemoryEnvService {
     }
 
     async fn list_tools(&self, _request: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
-        let schemas = json::tool_schemas();
+        let schemas = llm_calls::tool_schemas();
         let tools = schemas
             .iter()
             .map(|s| pb::ToolSchema {

@@ -15,7 +15,7 @@ use crate::banks::learn::{self, LearnOptions, Mode, Trajectory, Variation, DEFAU
 use crate::banks::ops::{to_seed_json, Op};
 use crate::banks::{BankError, Banks};
 use crate::llm::LlmError;
-use crate::util::quote::name;
+use crate::util::excerpt::name;
 
 /// The Learn service.
 #[derive(Debug, Clone)]

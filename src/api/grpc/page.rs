@@ -62,7 +62,7 @@ pub fn decode(rpc: Rpc, key: u64, token: &str) -> Result<Option<u64>, Status> {
     if token.is_empty() {
         return Ok(None);
     }
-    let not_ours = || refused(format!("{} is not a token this listing issued", crate::util::quote::quoted(token)));
+    let not_ours = || refused(format!("{} is not a token this listing issued", crate::util::excerpt::quoted(token)));
     if token.len() != 40 || !token.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(not_ours());
     }

@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::RwLock;
 use tonic::Code;
 
-use crate::api::layers::around::{AroundLayer, Call, Hook};
+use crate::api::layers::stack::{AroundLayer, Call, Hook};
 use crate::api::status::refusal;
 
 /// What a key may do.
@@ -208,7 +208,7 @@ pub async fn http_auth(keys: Arc<Keys>, req: axum::extract::Request, next: axum:
     if matches!(req.uri().path(), "/health" | "/ready") {
         return next.run(req).await;
     }
-    let what = format!("{} {}", crate::util::quote::name(req.method().as_str()), crate::util::quote::quoted(req.uri().path()));
+    let what = format!("{} {}", crate::util::excerpt::name(req.method().as_str()), crate::util::excerpt::quoted(req.uri().path()));
     match decide(&keys, req.headers(), &what, req.method() == http::Method::GET) {
         None => next.run(req).await,
         Some((code, reason, message)) => {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::api::layers::around::{AroundLayer, Call, Hook};
+use crate::api::layers::stack::{AroundLayer, Call, Hook};
 use crate::api::status::refusal;
 
 /// Answers DEADLINE_EXCEEDED when the request's `grpc-timeout` passes before the call is done (the hook

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tonic::server::NamedService;
 use tonic::{Code, Status};
 
-use crate::api::layers::around::{Call, Hook};
+use crate::api::layers::stack::{Call, Hook};
 use crate::api::pb::agent_memory_server::AgentMemoryServer;
 use crate::api::pb::banks_server::BanksServer;
 use crate::api::pb::learn_server::LearnServer;

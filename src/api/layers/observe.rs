@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use prost::Message;
 
-use crate::api::layers::around::{AroundLayer, Call, Hook};
+use crate::api::layers::stack::{AroundLayer, Call, Hook};
 use crate::util::prometheus;
 
 /// Every gRPC path the server serves, as a `'static` label.

@@ -14,7 +14,7 @@ use tonic_health::pb::HealthCheckRequest;
 pub async fn check(addr: &str, service: &str, timeout: Duration, ca: Option<(&[u8], &str)>) -> anyhow::Result<ServingStatus> {
     let scheme = if ca.is_some() { "https" } else { "http" };
     let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| anyhow::anyhow!("--addr {}: {e}", crate::util::quote::quoted(addr)))?
+        .map_err(|e| anyhow::anyhow!("--addr {}: {e}", crate::util::excerpt::quoted(addr)))?
         .connect_timeout(timeout)
         .timeout(timeout);
     if let Some((pem, domain)) = ca {

@@ -17,7 +17,7 @@ use super::{build_memory_context, record_episode, summary, AgentMemory, Episode,
 use crate::banks::store::{BankMeta, Commit, Committed, StoreError};
 use crate::banks::{check_name, BankError, Banks, Kind, KIND_AGENT, WRITE_ATTEMPTS};
 use crate::llm::{ChatMessage, ChatRequest};
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 
 /// The consolidation reply's token cap (the agent-memory design's `max_tokens`).
 const CONSOLIDATION_MAX_TOKENS: u32 = 300;

@@ -249,13 +249,13 @@ fn field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 }
 
 fn key_path(map: &str, key: &str) -> String {
-    format!("{map}.{}", crate::util::quote::name(key))
+    format!("{map}.{}", crate::util::excerpt::name(key))
 }
 
 fn bad(path: &str, expected: &str, v: &Value) -> AgentError {
     let shown = match v.as_str() {
-        Some(s) => crate::util::quote::quoted(s),
-        None => crate::util::quote::quoted(&v.to_string()),
+        Some(s) => crate::util::excerpt::quoted(s),
+        None => crate::util::excerpt::quoted(&v.to_string()),
     };
     AgentError::invalid(path, format!("expected {expected}, got {shown}"))
 }

@@ -55,7 +55,7 @@ pub enum AgentError {
     Invalid {
         /// Path of the offending field.
         field: String,
-        /// What is wrong, quoting at most a short prefix of the bad value ([`crate::util::quote::quoted`]).
+        /// What is wrong, quoting at most a short prefix of the bad value ([`crate::util::excerpt::quoted`]).
         message: String,
     },
 }

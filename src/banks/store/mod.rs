@@ -11,7 +11,7 @@ pub mod observed;
 pub mod postgres;
 pub mod sqlite;
 
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 
 /// A bank's counters, as stored.
 #[derive(Debug, Clone, PartialEq)]

@@ -72,7 +72,7 @@ async fn apply(env: &Environment, id: &str, edits: &[Edit], texts: &[String]) {
         };
         // A call on a memory an earlier edit removed (or a merge of a memory with itself) is refused, as it
         // would be for a policy.
-        if let Ok(c) = json::parse_call(tool, &args.to_string(), &ToolLimits::default()) {
+        if let Ok(c) = crate::tools::llm_calls::parse_call(tool, &args.to_string(), &ToolLimits::default()) {
             let _ = env.call_tool(id, c).await;
         }
     }

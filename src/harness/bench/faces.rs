@@ -43,7 +43,7 @@ async fn post(
     let status = r.status();
     if !status.is_success() {
         let text = r.text().await.unwrap_or_default();
-        anyhow::bail!("POST {url}: {status}: {}", crate::util::quote::cut(&text));
+        anyhow::bail!("POST {url}: {status}: {}", crate::util::excerpt::cut(&text));
     }
     Ok(r)
 }
@@ -108,7 +108,7 @@ pub(super) async fn ors_episode(http: reqwest::Client, base: String, plan: Plan,
     let call = async |name: &str, input: &Value| -> anyhow::Result<String> {
         let body = json!({"name": name, "input": input});
         let text = post(&http, &format!("{base}/call"), session(), &body).await?.text().await?;
-        anyhow::ensure!(text.contains("event: end") && text.contains(r#""ok":true"#), "{name}: {}", crate::util::quote::cut(&text));
+        anyhow::ensure!(text.contains("event: end") && text.contains(r#""ok":true"#), "{name}: {}", crate::util::excerpt::cut(&text));
         Ok(text)
     };
     for (tool, args) in &plan.calls {
@@ -117,7 +117,7 @@ pub(super) async fn ors_episode(http: reqwest::Client, base: String, plan: Plan,
         record(&hist, t.elapsed());
     }
     let submitted = call("submit", &json!({})).await?;
-    anyhow::ensure!(submitted.contains(r#""finished":true"#), "submit did not finish: {}", crate::util::quote::cut(&submitted));
+    anyhow::ensure!(submitted.contains(r#""finished":true"#), "submit did not finish: {}", crate::util::excerpt::cut(&submitted));
     post(&http, &format!("{base}/delete"), session(), &json!({})).await?.bytes().await?;
     Ok(plan.calls.len() as u64)
 }

@@ -44,7 +44,7 @@ use crate::memory::MemoryRecord;
 use crate::reward::qa_prompt::NOT_MENTIONED;
 use crate::reward::reading::Reading;
 use crate::reward::{Evaluator, RewardBreakdown};
-use crate::tools::json::parse_call;
+use crate::tools::llm_calls::parse_call;
 use crate::util::fnv::fnv1a;
 
 mod goals;

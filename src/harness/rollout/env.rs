@@ -53,7 +53,7 @@ impl ToolAnswer {
 pub async fn channel(addr: &str) -> Result<Channel, String> {
     let url = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
     Channel::from_shared(url.clone())
-        .map_err(|e| format!("--addr {}: {e}", crate::util::quote::quoted(addr)))?
+        .map_err(|e| format!("--addr {}: {e}", crate::util::excerpt::quoted(addr)))?
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {url}: {}", crate::util::openai_compat::error_chain(&e)))

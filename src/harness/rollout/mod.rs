@@ -12,11 +12,10 @@
 //! scored rollout and retries failed ones (`run.json` holds the settings; a rerun with others is refused).
 //! Then `rollouts.parquet`, `report.json` and `report.md` ([`report`]) are written from the whole file.
 
-pub mod ab;
-pub mod blind;
 pub mod env;
 pub mod fork;
-pub mod learn;
+pub mod guessed_ids;
+pub mod library;
 pub mod parse;
 pub mod play;
 pub mod policy;
@@ -111,7 +110,8 @@ pub fn recorded(plan: Plan, questions: Vec<Question>, out: &Path, ds: &Dataset) 
     for id in &settings.questions {
         let q = ds.questions.iter().find(|q| &q.id == id);
         questions.push(
-            q.cloned().with_context(|| format!("{}: question {} is not in the dataset", path.display(), crate::util::quote::quoted(id)))?,
+            q.cloned()
+                .with_context(|| format!("{}: question {} is not in the dataset", path.display(), crate::util::excerpt::quoted(id)))?,
         );
     }
     Ok((Plan { settings, evaluator, ..plan }, questions))
@@ -215,9 +215,9 @@ pub fn with_library(plan: &mut Plan, label: &str, text: &str) {
 /// bank, its version and its size.
 pub async fn with_experiences(plan: &mut Plan, addr: &str, bank: &str) -> anyhow::Result<()> {
     crate::banks::check_name("--experience-bank", bank).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut client = learn::banks_client(addr).await?;
+    let mut client = library::banks_client(addr).await?;
     let (version, size, text) =
-        learn::library(&mut client, bank).await.with_context(|| format!("--experience-bank {}", crate::util::quote::quoted(bank)))?;
+        library::library(&mut client, bank).await.with_context(|| format!("--experience-bank {}", crate::util::excerpt::quoted(bank)))?;
     with_library(plan, &format!("bank {bank} version {version} ({size} experiences)"), &text);
     Ok(())
 }
@@ -238,7 +238,7 @@ pub fn pick_questions(
                 .questions
                 .iter()
                 .find(|q| q.id == id)
-                .with_context(|| format!("--questions: no question {}", crate::util::quote::quoted(id)))?;
+                .with_context(|| format!("--questions: no question {}", crate::util::excerpt::quoted(id)))?;
             if q.category == crate::dataset::ADVERSARIAL_CATEGORY && !include_adversarial {
                 bail!("--questions: {id} is category 5 (adversarial): add --include-adversarial");
             }

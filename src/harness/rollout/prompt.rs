@@ -45,7 +45,7 @@ impl std::str::FromStr for ToolFormat {
         match s.trim() {
             "openai" => Ok(ToolFormat::OpenAi),
             "hermes" => Ok(ToolFormat::Hermes),
-            other => Err(format!("unknown tool format {}: expected openai or hermes", crate::util::quote::quoted(other))),
+            other => Err(format!("unknown tool format {}: expected openai or hermes", crate::util::excerpt::quoted(other))),
         }
     }
 }
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_opening_is_the_verl_rows_prompt() {
-        let tools = crate::tools::json::tool_schemas();
+        let tools = crate::tools::llm_calls::tool_schemas();
         let m = opening(ToolFormat::OpenAi, SYSTEM_PROMPT, "When did Caroline go to the LGBTQ support group?", &tools);
         assert_eq!(m[0], json!({"role": "system", "content": SYSTEM_PROMPT}));
         assert_eq!(m[1], json!({"role": "user", "content": user_prompt("When did Caroline go to the LGBTQ support group?")}));

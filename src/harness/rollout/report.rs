@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::blind::{blind_calls, most_guessed, BlindCalls};
+use super::guessed_ids::{blind_calls, most_guessed, BlindCalls};
 use super::parse::Mode;
 use super::record::{Outcome, Status, Stop, Trajectory};
 use crate::dataset::category_name;
@@ -147,7 +147,7 @@ pub struct GroupSignal {
     pub mean_std: f64,
 }
 
-/// Calls that name memory ids no earlier result showed ([`super::blind`]).
+/// Calls that name memory ids no earlier result showed ([`super::guessed_ids`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlindSummary {
     /// Calls naming at least one memory id.

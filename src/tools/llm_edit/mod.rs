@@ -99,7 +99,7 @@ mod tests {
 
     use super::*;
     use crate::memory::{BaseMemory, IndexConfig, MemoryId, MemoryRecord, MemoryType};
-    use crate::tools::{json, MergeStrategy};
+    use crate::tools::{llm_calls, MergeStrategy};
 
     fn memory() -> EpisodeMemory {
         let rec = |i: u32, text: &str, speaker: &str| MemoryRecord {
@@ -125,7 +125,7 @@ mod tests {
     }
 
     fn call(name: &str, args: &str) -> ToolCall {
-        json::parse_call(name, args, &ToolLimits::default()).unwrap()
+        llm_calls::parse_call(name, args, &ToolLimits::default()).unwrap()
     }
 
     #[test]

@@ -97,7 +97,7 @@ proptest! {
             Err(e) => {
                 prop_assert_eq!(e.code(), Code::InvalidArgument);
                 let field = e.message().split(':').next().unwrap_or("").to_string();
-                prop_assert!(m.keys().any(|k| crate::util::quote::name(k) == field), "{}", e.message());
+                prop_assert!(m.keys().any(|k| crate::util::excerpt::name(k) == field), "{}", e.message());
             }
         }
     }

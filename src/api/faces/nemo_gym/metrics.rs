@@ -16,7 +16,7 @@ use crate::api::status::invalid;
 /// The `/aggregate_metrics` answer for the request body `body`.
 pub fn aggregate(body: &Map<String, Value>) -> Result<Value, Status> {
     if let Some(k) = body.keys().find(|k| *k != "verify_responses") {
-        return Err(invalid(format!("{}: unknown key (expected verify_responses)", crate::util::quote::name(k))));
+        return Err(invalid(format!("{}: unknown key (expected verify_responses)", crate::util::excerpt::name(k))));
     }
     let rows = match body.get("verify_responses") {
         Some(Value::Array(rows)) => rows,

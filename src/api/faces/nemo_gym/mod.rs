@@ -148,7 +148,7 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, Status> {
         Ok(Value::Object(o)) => Ok(o),
         Ok(v) => Err(crate::api::status::invalid(format!("body: must be a JSON object, got {}", kind(&v)))),
         Err(crate::util::json::StrictError::Syntax(e)) => {
-            Err(crate::api::status::invalid(format!("body: not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))
+            Err(crate::api::status::invalid(format!("body: not valid JSON: {}", crate::util::excerpt::cut(&e.to_string()))))
         }
         Err(e @ crate::util::json::StrictError::Duplicate(_)) => Err(crate::api::status::invalid(format!("body: {e}"))),
     }
@@ -202,7 +202,7 @@ async fn seed_session(State(face): State<Arc<Face>>, headers: HeaderMap, body: B
             let id = face.gateway.env().replica().own("resources_session_id", &session).map_err(Status::from)?;
             let bound = face.bindings.bind(&id, identity);
             if bound == Bound::Other {
-                return Err(NemoGymError::Conflict { session: crate::util::quote::quoted(&session), what: "episode or task" });
+                return Err(NemoGymError::Conflict { session: crate::util::excerpt::quoted(&session), what: "episode or task" });
             }
             open.insert("episode_id".into(), Value::String(id.clone()));
             match face.gateway.open(&open).await {
@@ -268,7 +268,7 @@ async fn close_session(State(face): State<Arc<Face>>, headers: HeaderMap, body: 
         Some((session, episode)) => {
             let id = face.gateway.env().replica().own("resources_session_id", &session).map_err(Status::from)?;
             if face.bindings.get(&id).is_some_and(|bound| bound.episode != episode) {
-                return Err(NemoGymError::Conflict { session: crate::util::quote::quoted(&session), what: "episode" });
+                return Err(NemoGymError::Conflict { session: crate::util::excerpt::quoted(&session), what: "episode" });
             }
             (session, id)
         }

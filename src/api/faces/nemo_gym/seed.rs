@@ -18,7 +18,7 @@ use tonic::Status;
 
 use crate::api::faces::gateway::{kind, OPEN_KEYS};
 use crate::api::status::invalid;
-use crate::util::quote::name;
+use crate::util::excerpt::name;
 
 /// Keys NeMo Gym itself puts in a run request or a dataset row, which memgym does not read.
 const NEMO_KEYS: [&str; 8] =

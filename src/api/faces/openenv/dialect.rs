@@ -32,7 +32,7 @@ pub async fn answer_bytes(openenv: &OpenEnv, body: &[u8]) -> Value {
     match crate::util::json::strict_value_bytes(body) {
         Ok(v) => answer(openenv, &v).await,
         Err(crate::util::json::StrictError::Syntax(e)) => {
-            error(Value::Null, PARSE_ERROR, &format!("Parse error: {}", crate::util::quote::cut(&e.to_string())), None)
+            error(Value::Null, PARSE_ERROR, &format!("Parse error: {}", crate::util::excerpt::cut(&e.to_string())), None)
         }
         Err(e @ crate::util::json::StrictError::Duplicate(_)) => {
             error(Value::Null, INVALID_REQUEST, &format!("Invalid request: {e}"), None)
@@ -60,7 +60,7 @@ pub async fn answer(openenv: &OpenEnv, request: &Value) -> Value {
             Some(Value::String(sid)) => match openenv.slots.close(sid) {
                 Some(true) => json!({"jsonrpc": "2.0", "id": id, "result": {"session_id": sid, "closed": true}}),
                 Some(false) => json!({"jsonrpc": "2.0", "id": id, "result": {"session_id": sid, "closed": false, "closing": true}}),
-                None => error(id, INVALID_PARAMS, &format!("Unknown session_id {}", crate::util::quote::quoted(sid)), None),
+                None => error(id, INVALID_PARAMS, &format!("Unknown session_id {}", crate::util::excerpt::quoted(sid)), None),
             },
             _ => error(id, INVALID_PARAMS, "Missing 'session_id' (a string)", None),
         },
@@ -79,14 +79,14 @@ pub async fn answer(openenv: &OpenEnv, request: &Value) -> Value {
                 Some(_) => return error(id, INVALID_PARAMS, "'arguments' must be an object", None),
             };
             match mcp::call(&openenv.gateway, &name, arguments).await {
-                None => error(id, INVALID_PARAMS, &format!("Tool not found: {}", crate::util::quote::quoted(&name)), None),
+                None => error(id, INVALID_PARAMS, &format!("Tool not found: {}", crate::util::excerpt::quoted(&name)), None),
                 Some(r) => json!({"jsonrpc": "2.0", "id": id, "result": {
                     "content": [{"type": "text", "text": r.text}],
                     "structuredContent": r.structured, "isError": r.is_error, "data": r.structured,
                 }}),
             }
         }
-        other => error(id, METHOD_NOT_FOUND, &format!("Method not found: {}", crate::util::quote::quoted(other)), None),
+        other => error(id, METHOD_NOT_FOUND, &format!("Method not found: {}", crate::util::excerpt::quoted(other)), None),
     }
 }
 
@@ -101,7 +101,7 @@ fn read(request: &Value) -> Result<Read, (Value, String)> {
         Some(_) => return Err((Value::Null, "id: must be a string, a number or null".into())),
     };
     if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "jsonrpc" | "method" | "params" | "id")) {
-        return Err((id, format!("{}: unknown member", crate::util::quote::name(k))));
+        return Err((id, format!("{}: unknown member", crate::util::excerpt::name(k))));
     }
     if o.get("jsonrpc") != Some(&Value::from("2.0")) {
         return Err((id, "jsonrpc: must be \"2.0\"".into()));

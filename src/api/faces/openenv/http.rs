@@ -119,7 +119,7 @@ pub(super) async fn websocket(
         let slot = match &attach {
             Some(id) => openenv.slots.attach(id).ok_or_else(|| {
                 json!({"type": "error", "data": {"code": ErrorCode::Session.as_str(),
-                    "message": format!("session {} is unknown or already attached", crate::util::quote::quoted(id))}})
+                    "message": format!("session {} is unknown or already attached", crate::util::excerpt::quoted(id))}})
             }),
             None => openenv.slots.acquire().map_err(|(active, max)| {
                 json!({"type": "error", "data": {"code": ErrorCode::CapacityReached.as_str(),
@@ -147,7 +147,7 @@ pub(super) async fn mcp(State(openenv): State<Arc<OpenEnv>>, request: Request) -
     let answer = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
         Ok(body) => dialect::answer_bytes(&openenv, &body).await,
         Err(e) => {
-            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {}", crate::util::quote::cut(&e.to_string())), "data": null}})
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("Invalid request: {}", crate::util::excerpt::cut(&e.to_string())), "data": null}})
         }
     };
     Json(answer).into_response()
@@ -186,7 +186,7 @@ pub(crate) async fn detail_json(request: Request, next: axum::middleware::Next) 
     }
     let (_, text) = crate::api::plain_refusal(response).await;
     let text = text.map(|t| t.trim().to_string()).unwrap_or_default();
-    let detail = if text.is_empty() { status.canonical_reason().unwrap_or_default().to_string() } else { crate::util::quote::cut(&text) };
+    let detail = if text.is_empty() { status.canonical_reason().unwrap_or_default().to_string() } else { crate::util::excerpt::cut(&text) };
     (status, Json(serde_json::json!({"detail": detail}))).into_response()
 }
 
@@ -224,7 +224,7 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
         Ok(Value::Object(o)) => Ok(o),
         Ok(v) => Err(Failure::new(ErrorCode::Validation, format!("body: must be a JSON object, got {}", kind(&v)))),
         Err(crate::util::json::StrictError::Syntax(e)) => {
-            Err(Failure::new(ErrorCode::InvalidJson, format!("body: not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))
+            Err(Failure::new(ErrorCode::InvalidJson, format!("body: not valid JSON: {}", crate::util::excerpt::cut(&e.to_string()))))
         }
         Err(e @ crate::util::json::StrictError::Duplicate(_)) => Err(Failure::new(ErrorCode::Validation, format!("body: {e}"))),
     }

@@ -108,7 +108,7 @@ impl Session {
                 code: ErrorCode::Validation,
                 message: format!(
                     "episode_id: episode {} is already open; a reset needs a new id",
-                    crate::util::quote::quoted(&opened.state.episode_id)
+                    crate::util::excerpt::quoted(&opened.state.episode_id)
                 ),
                 status: Some(Code::AlreadyExists),
                 reason: Some(("EPISODE_EXISTS".into(), false)),
@@ -162,7 +162,7 @@ impl Session {
     async fn call(&self, id: &str, name: String, arguments: &Value) -> Result<Obs, Failure> {
         let called = self.gw.call(id, &name, arguments, None).await;
         // The name goes back in the observation: a prefix of an unknown one at most.
-        let name = if is_tool(&name) { name } else { crate::util::quote::cut(&name) };
+        let name = if is_tool(&name) { name } else { crate::util::excerpt::cut(&name) };
         match called {
             Ok(c) => {
                 let mut obs = Obs { text: c.text, tool_name: Some(name), result: Some(c.structured), reward: Some(0.0), ..Obs::default() };
@@ -280,11 +280,14 @@ impl Action {
             "list_tools" | "score" => &["type", "metadata"],
             "call_tool" => &["type", "tool_name", "arguments", "metadata"],
             other => {
-                return Err(bad(format!("action.type: must be list_tools, call_tool or score, got {}", crate::util::quote::quoted(other))))
+                return Err(bad(format!(
+                    "action.type: must be list_tools, call_tool or score, got {}",
+                    crate::util::excerpt::quoted(other)
+                )))
             }
         };
         if let Some(k) = o.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(bad(format!("action.{}: unknown key for {ty} (expected {})", crate::util::quote::name(k), allowed.join(", "))));
+            return Err(bad(format!("action.{}: unknown key for {ty} (expected {})", crate::util::excerpt::name(k), allowed.join(", "))));
         }
         Ok(match ty {
             "list_tools" => Action::ListTools,

@@ -157,7 +157,7 @@ pub fn error_frame(f: &Failure) -> Value {
 pub(super) fn parse(frame: &str) -> Result<Request, Failure> {
     let v: Value = crate::util::json::strict_value(frame).map_err(|e| match e {
         crate::util::json::StrictError::Syntax(e) => {
-            Failure::new(ErrorCode::InvalidJson, format!("Invalid JSON: {}", crate::util::quote::cut(&e.to_string())))
+            Failure::new(ErrorCode::InvalidJson, format!("Invalid JSON: {}", crate::util::excerpt::cut(&e.to_string())))
         }
         e @ crate::util::json::StrictError::Duplicate(_) => Failure::new(ErrorCode::Validation, format!("Invalid message: {e}")),
     })?;
@@ -172,10 +172,12 @@ pub(super) fn parse(frame: &str) -> Result<Request, Failure> {
     let allowed: &[&str] = match ty.as_str() {
         "reset" | "step" | "mcp" => &["type", "data"],
         "state" | "close" => &["type"],
-        other => return Err(Failure::new(ErrorCode::UnknownType, format!("Unknown message type: {}", crate::util::quote::quoted(other)))),
+        other => {
+            return Err(Failure::new(ErrorCode::UnknownType, format!("Unknown message type: {}", crate::util::excerpt::quoted(other))))
+        }
     };
     if let Some(k) = o.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(Failure::new(ErrorCode::Validation, format!("{}: unknown key in a {ty} message", crate::util::quote::name(k))));
+        return Err(Failure::new(ErrorCode::Validation, format!("{}: unknown key in a {ty} message", crate::util::excerpt::name(k))));
     }
     let data = o.remove("data");
     Ok(match ty.as_str() {

@@ -33,7 +33,7 @@ use crate::api::status::{reason_of, Fault};
 use crate::dataset::verl::{prompt_messages, SYSTEM_PROMPT};
 use crate::episode::EpisodeState;
 use crate::tools::TOOL_NAMES;
-use crate::util::quote::{name, quoted};
+use crate::util::excerpt::{name, quoted};
 
 /// Bytes of a result per SSE event at most (the SDK's servers chunk at 4096 characters).
 const CHUNK_BYTES: usize = 4096;

@@ -41,7 +41,7 @@ use serde_json::{json, Map, Value};
 use tonic::{Code, Status};
 
 use crate::api::faces::gateway::{kind, Gateway};
-use crate::util::quote::{name, quoted};
+use crate::util::excerpt::{name, quoted};
 
 pub use tasks::{task_spec, ENV_NAME, SUBMIT};
 
@@ -200,7 +200,7 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, OrsError> {
         Ok(Value::Object(o)) => Ok(o),
         Ok(v) => Err(OrsError::BadRequest(format!("body: must be a JSON object, got {}", kind(&v)))),
         Err(crate::util::json::StrictError::Syntax(e)) => {
-            Err(OrsError::BadRequest(format!("body: not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))
+            Err(OrsError::BadRequest(format!("body: not valid JSON: {}", crate::util::excerpt::cut(&e.to_string()))))
         }
         Err(e @ crate::util::json::StrictError::Duplicate(_)) => Err(OrsError::BadRequest(format!("body: {e}"))),
     }

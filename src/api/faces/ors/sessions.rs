@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::OrsError;
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 
 /// Characters of a session id at most.
 const MAX_ID: usize = 128;

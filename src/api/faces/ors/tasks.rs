@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::{body_object, check_env, known_keys, opt_int, opt_string, Ors, OrsError};
 use crate::dataset::{Dataset, Question, Split, ADVERSARIAL_CATEGORY};
-use crate::util::quote::quoted;
+use crate::util::excerpt::quoted;
 
 /// The environment's name (`GET /list_environments`, the `/{env_name}/` routes).
 pub const ENV_NAME: &str = "memgym";
@@ -157,7 +157,7 @@ pub(super) fn from_spec<'a>(ds: &'a Dataset, spec: &Value) -> Result<(&'a Questi
             known.extend(SPEC_OPTIONS);
             return Err(OrsError::BadRequest(format!(
                 "task_spec.{}: unknown key (expected {})",
-                crate::util::quote::name(k),
+                crate::util::excerpt::name(k),
                 known.join(", ")
             )));
         } else if canonical[k.as_str()] != *v {

@@ -7,7 +7,7 @@
 //! (the book's "Tool arguments"): the arguments must be one JSON object with distinct keys (`""` is `{}`),
 //! every value must have the schema's type (integers may be written `5` or `5.0`), enum values ignore
 //! case and surrounding spaces, unknown argument names are refused, and `null` means unset. Every error
-//! names the argument and quotes at most a prefix of a bad value ([`crate::util::quote`]). The parsed values
+//! names the argument and quotes at most a prefix of a bad value ([`crate::util::excerpt`]). The parsed values
 //! go through the same validation as the typed RPCs.
 
 use std::str::FromStr;
@@ -15,8 +15,8 @@ use std::str::FromStr;
 use serde_json::{json, Map, Value};
 
 use crate::memory::MemoryType;
+use crate::util::excerpt::{name, quoted};
 use crate::util::json::{kind_of, Json};
-use crate::util::quote::{name, quoted};
 
 use super::args::{by_name, ToolLimits};
 use super::{delete, manage, merge, sample, search, split, ToolCall, ToolError, TOOL_NAMES};
@@ -78,7 +78,7 @@ fn top_level_object(arguments_json: &str) -> Result<Map<String, Value>, ToolErro
         return Ok(Map::new());
     }
     let parsed: Json = serde_json::from_str(raw)
-        .map_err(|e| ToolError::invalid("arguments_json", format!("not valid JSON: {}", crate::util::quote::cut(&e.to_string()))))?;
+        .map_err(|e| ToolError::invalid("arguments_json", format!("not valid JSON: {}", crate::util::excerpt::cut(&e.to_string()))))?;
     let Json::Object(members) = parsed else { return Err(ToolError::invalid("arguments_json", "must be a JSON object")) };
     let mut obj = Map::new();
     for (k, v) in members {

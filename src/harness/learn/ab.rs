@@ -1,4 +1,4 @@
-//! The A/B of `memgym learn` ([`super::learn`]): the same policy on the same test questions, with the
+//! The A/B of `memgym learn` ([`super`]): the same policy on the same test questions, with the
 //! same episode and sampling seeds, under different experience libraries — so a difference in reward is
 //! the library's, not the draw's — and `memgym learn`'s report.
 //!
@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::learn::Summary;
-use super::record::Trajectory;
-use super::report::{bootstrap, CallCounts, Mean, Report};
+use super::Summary;
 use crate::dataset::category_name;
+use crate::harness::rollout::record::Trajectory;
+use crate::harness::rollout::report::{bootstrap, CallCounts, Mean, Report};
 
 /// One arm as played.
 pub struct Arm {

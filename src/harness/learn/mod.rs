@@ -15,7 +15,7 @@
 //! 4. The bank exported (`epoch-N/library.json`, memgym's format) with its prompt text
 //!    (`epoch-N/library.txt`).
 //!
-//! Then the A/B ([`super::ab`]): the test questions played with no library, the first epoch's and the
+//! Then the A/B ([`ab`]): the test questions played with no library, the first epoch's and the
 //! final one, with the same episode and sampling seeds, each arm a `memgym rollout` directory under `ab/`.
 //! Every step is kept on disk and skipped when done, so the same command resumes after any interruption.
 
@@ -26,46 +26,25 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
-use super::ab::{self, Arm};
-use super::env::Env;
-use super::record::{Outcome, Status, Stop, Trajectory};
-use super::report::Report;
-use super::{finish_run, plan_for, play_all, with_library, Plan};
+pub mod ab;
+
 use crate::api::pb;
 use crate::api::pb::banks_client::BanksClient;
 use crate::api::pb::learn_client::LearnClient;
 use crate::app::cli::LearnArgs;
 use crate::dataset::{Dataset, Question};
+use crate::harness::rollout::env::Env;
+use crate::harness::rollout::library::{banks_client, channel, library};
+use crate::harness::rollout::record::{Outcome, Status, Stop, Trajectory};
+use crate::harness::rollout::report::Report;
+use crate::harness::rollout::{finish_run, plan_for, play_all, with_library, Plan};
 use crate::util::fnv::fnv1a;
+use ab::Arm;
 
 /// The schema of `learn.json`.
 pub const SCHEMA: &str = "memgym.learn/1";
 /// Characters of a call's arguments, and of its result, a summary step keeps.
 pub const SUMMARY_CHARS: usize = 160;
-
-/// A channel to the server at `addr` ([`super::env::channel`]).
-async fn channel(addr: &str) -> anyhow::Result<Channel> {
-    super::env::channel(addr).await.map_err(anyhow::Error::msg)
-}
-
-/// A banks client on `addr` (host:port).
-pub async fn banks_client(addr: &str) -> anyhow::Result<BanksClient<Channel>> {
-    Ok(BanksClient::new(channel(addr).await?).max_decoding_message_size(crate::api::MAX_MESSAGE_BYTES))
-}
-
-/// A bank's version, size and library as the policy sees it (FormatForPrompt, every experience in id
-/// order, read-only).
-pub async fn library(client: &mut BanksClient<Channel>, bank: &str) -> anyhow::Result<(u64, u32, String)> {
-    let meta =
-        client.get_bank(pb::GetBankRequest { name: bank.to_string() }).await.map_err(|s| anyhow::anyhow!("{}", s.message()))?.into_inner();
-    let text = client
-        .format_for_prompt(pb::FormatForPromptRequest { bank: bank.to_string(), read_only: true, ..Default::default() })
-        .await
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
-        .into_inner()
-        .text;
-    Ok((meta.version, meta.size, text))
-}
 
 /// Experiences in a library's prompt text (one `[G…]. ` line each: FormatForPrompt escapes line breaks).
 pub fn experiences_in(text: &str) -> usize {
@@ -257,9 +236,12 @@ pub fn questions(a: &LearnArgs, ds: &Dataset) -> anyhow::Result<(Vec<Question>, 
         bail!("--train-limit must be positive");
     }
     crate::banks::check_name("--bank", &a.bank).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let train = super::pick_questions(&[], "train", Some(a.train_limit), a.include_adversarial, ds)?;
-    let test =
-        if a.test_limit == 0 { Vec::new() } else { super::pick_questions(&[], "test", Some(a.test_limit), a.include_adversarial, ds)? };
+    let train = crate::harness::rollout::pick_questions(&[], "train", Some(a.train_limit), a.include_adversarial, ds)?;
+    let test = if a.test_limit == 0 {
+        Vec::new()
+    } else {
+        crate::harness::rollout::pick_questions(&[], "test", Some(a.test_limit), a.include_adversarial, ds)?
+    };
     Ok((train, test))
 }
 
@@ -280,14 +262,14 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
         train: train.iter().map(|q| q.id.clone()).collect(),
         test: test.iter().map(|q| q.id.clone()).collect(),
     };
-    super::check_recorded(&out.join("learn.json"), &settings, &epoch_dir(out, 0).join("trajectories.jsonl"))?;
+    crate::harness::rollout::check_recorded(&out.join("learn.json"), &settings, &epoch_dir(out, 0).join("trajectories.jsonl"))?;
     let env = Env::connect(&a.addr).await.map_err(anyhow::Error::msg)?;
     let mut banks = banks_client(&a.addr).await?;
     let mut learner = LearnClient::new(channel(&a.addr).await?).max_decoding_message_size(crate::api::MAX_MESSAGE_BYTES);
     banks
         .create_bank(pb::CreateBankRequest { name: a.bank.clone(), if_not_exists: true, ..Default::default() })
         .await
-        .map_err(|s| anyhow::anyhow!("--bank {}: {}", crate::util::quote::quoted(&a.bank), s.message()))?;
+        .map_err(|s| anyhow::anyhow!("--bank {}: {}", crate::util::excerpt::quoted(&a.bank), s.message()))?;
     let environment = format!("grpc {}", a.addr);
     let mut epochs = Vec::new();
     for e in 0..a.epochs {
@@ -333,7 +315,7 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
     );
     let summary = Summary { settings, policy, epochs, ab, seconds: started.elapsed().as_secs_f64() };
     crate::dataset::atomic_write(&out.join("summary.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
-    crate::dataset::atomic_write(&out.join("report.md"), super::ab::learn_markdown(&summary).as_bytes())?;
+    crate::dataset::atomic_write(&out.join("report.md"), ab::learn_markdown(&summary).as_bytes())?;
     Ok(summary)
 }
 
