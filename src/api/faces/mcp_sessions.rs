@@ -6,15 +6,14 @@
 //! (`mcp::handle`) answers an `initialize` at the cap with 503 before rmcp sees it; the refusal here
 //! covers the race between two.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::Stream;
-use parking_lot::Mutex;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError, SessionConfig};
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
-use tokio::time::Instant;
+
+use super::sessions::{Full, SessionTable};
 
 /// Why a session call failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,44 +35,33 @@ pub enum SessionsError {
 #[derive(Debug)]
 pub struct CappedSessions {
     inner: LocalSessionManager,
-    max: usize,
-    idle: Duration,
-    used: Mutex<HashMap<SessionId, Instant>>,
+    /// The sessions rmcp holds, capped and swept (the faces' one session table).
+    used: SessionTable<SessionId, ()>,
 }
 
 impl CappedSessions {
     /// At most `max` sessions; a session unused for longer than rmcp's keep-alive (plus a minute) is ended.
     pub fn new(max: usize) -> Self {
         let keep_alive = SessionConfig::default().keep_alive.unwrap_or(SessionConfig::DEFAULT_KEEP_ALIVE);
-        CappedSessions {
-            inner: LocalSessionManager::default(),
-            max,
-            idle: keep_alive + Duration::from_secs(60),
-            used: Mutex::new(HashMap::new()),
-        }
+        CappedSessions { inner: LocalSessionManager::default(), used: SessionTable::new(max, keep_alive + Duration::from_secs(60)) }
     }
 
     fn touch(&self, id: &SessionId) {
-        if let Some(t) = self.used.lock().get_mut(id) {
-            *t = Instant::now();
+        self.used.with(id, |()| ());
+    }
+
+    /// Ends the sessions idle past the limit in rmcp too.
+    async fn sweep(&self) {
+        for (id, ()) in self.used.sweep(|()| true) {
+            let _ = self.inner.close_session(&id).await;
         }
     }
 
     /// Ends the sessions idle past the limit, then says whether the cap is reached: `Some((open, max))`.
     pub async fn full(&self) -> Option<(usize, usize)> {
-        let expired: Vec<SessionId> = {
-            let mut used = self.used.lock();
-            let expired: Vec<SessionId> = used.iter().filter(|(_, t)| t.elapsed() > self.idle).map(|(id, _)| id.clone()).collect();
-            for id in &expired {
-                used.remove(id);
-            }
-            expired
-        };
-        for id in expired {
-            let _ = self.inner.close_session(&id).await;
-        }
-        let open = self.used.lock().len();
-        (open >= self.max).then_some((open, self.max))
+        self.sweep().await;
+        let (open, max) = (self.used.len(), self.used.max());
+        (open >= max).then_some((open, max))
     }
 }
 
@@ -86,7 +74,14 @@ impl SessionManager for CappedSessions {
             return Err(SessionsError::Full { active, max });
         }
         let (id, transport) = self.inner.create_session().await?;
-        self.used.lock().insert(id.clone(), Instant::now());
+        let (added, swept) = self.used.insert(id.clone(), (), |()| true);
+        for (old, ()) in swept {
+            let _ = self.inner.close_session(&old).await;
+        }
+        if let Err(Full { active, max }) = added {
+            let _ = self.inner.close_session(&id).await;
+            return Err(SessionsError::Full { active, max });
+        }
         Ok((id, transport))
     }
 
@@ -101,7 +96,7 @@ impl SessionManager for CappedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.used.lock().remove(id);
+        self.used.remove(id);
         Ok(self.inner.close_session(id).await?)
     }
 

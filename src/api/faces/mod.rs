@@ -9,3 +9,4 @@ mod mcp_sessions;
 pub mod nemo_gym;
 pub mod openenv;
 pub mod ors;
+pub mod sessions;

@@ -21,17 +21,16 @@ mod session;
 mod ws;
 
 use ::http::StatusCode;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::routing::{any, get, post};
 use axum::Router;
-use parking_lot::Mutex;
 
 use crate::api::faces::gateway::Gateway;
 use crate::api::faces::mcp::{self, McpOptions};
+use crate::api::faces::sessions::SessionTable;
 
 pub use http::WS_READ_BUFFER;
 /// The `Host`/`Origin` check every HTTP face applies (`--http-allowed-hosts`).
@@ -81,7 +80,11 @@ pub fn router(gateway: Gateway, options: &OpenEnvOptions) -> Router {
         ping_every: options.ping_every,
         mcp: mcp::service(gateway.clone(), &options.mcp),
         gateway,
-        slots: Arc::new(Slots { active: AtomicUsize::new(0), max: options.max_sessions, idle, parked: Mutex::new(HashMap::new()) }),
+        slots: Arc::new(Slots {
+            active: AtomicUsize::new(0),
+            max: options.max_sessions,
+            parked: SessionTable::new(options.max_sessions, idle),
+        }),
     });
     Router::new()
         .route("/health", get(http::health))
@@ -113,18 +116,16 @@ fn capacity_message(active: usize, max: usize, what: &str) -> String {
 struct Slots {
     active: AtomicUsize,
     max: usize,
-    /// A JSON-RPC session neither attached nor named by a call for this long gives its place back (the
-    /// episodes' idle TTL, `--idle-ttl-secs`), as OpenEnv's `session_timeout` reaper does.
-    idle: Duration,
-    /// session id → its place, until a WebSocket attaches to it.
-    parked: Mutex<HashMap<String, Parked>>,
+    /// session id → its place, until a WebSocket attaches to it (the faces' one session table). A session
+    /// neither attached nor named by a call for the episodes' idle TTL (`--idle-ttl-secs`) gives its place
+    /// back, as OpenEnv's `session_timeout` reaper does.
+    parked: SessionTable<String, Parked>,
 }
 
 #[derive(Debug)]
 struct Parked {
     /// The session's place; `None` once a WebSocket holds it (attached).
     slot: Option<Slot>,
-    touched: Instant,
 }
 
 impl Parked {
@@ -162,48 +163,35 @@ impl Slots {
     /// Keeps `slot` for a JSON-RPC session; returns its id.
     fn park(&self, slot: Slot) -> String {
         let id = format!("{:032x}", rand::random::<u128>());
-        self.parked.lock().insert(id.clone(), Parked { slot: Some(slot), touched: Instant::now() });
+        // The slot counter is the cap; the table never holds more sessions than it has places.
+        let _ = self.parked.insert(id.clone(), Parked { slot: Some(slot) }, |p| !p.attached());
         id
     }
 
     /// A call named session `id`: it is in use.
     fn touch(&self, id: &str) {
-        if let Some(p) = self.parked.lock().get_mut(id) {
-            p.touched = Instant::now();
-        }
+        self.parked.with(id, |_| ());
     }
 
     /// Drops the unattached sessions idle for longer than `idle` (their places come back).
     fn sweep(&self) {
-        let mut parked = self.parked.lock();
-        if !parked.is_empty() {
-            let idle = self.idle;
-            parked.retain(|_, p| p.attached() || p.touched.elapsed() < idle);
-        }
+        self.parked.sweep(|p| !p.attached());
     }
 
     /// Hands a parked session's place to a WebSocket; `None` for an unknown or already attached id.
     fn attach(&self, id: &str) -> Option<Slot> {
-        let mut parked = self.parked.lock();
-        parked.get_mut(id)?.slot.take()
+        self.parked.with(id, |p| p.slot.take()).flatten()
     }
 
     /// The WebSocket attached to `id` ended: the session goes with it.
     fn detach(&self, id: &str) {
-        self.parked.lock().remove(id);
+        self.parked.remove(id);
     }
 
     /// Closes a JSON-RPC session: `Some(true)` closed, `Some(false)` a WebSocket still holds it (it ends
     /// with the connection), `None` unknown.
     fn close(&self, id: &str) -> Option<bool> {
-        let mut parked = self.parked.lock();
-        match parked.get(id)?.attached() {
-            true => Some(false),
-            false => {
-                parked.remove(id);
-                Some(true)
-            }
-        }
+        self.parked.remove_if(id, |p| !p.attached())
     }
 }
 

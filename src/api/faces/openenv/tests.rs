@@ -66,14 +66,13 @@ proptest! {
 
 #[test]
 fn idle_json_rpc_sessions_give_their_place_back_and_attached_ones_stay() {
-    use std::collections::HashMap;
     use std::sync::Arc;
     use std::time::Duration;
 
     use super::Slots;
 
     let idle = Duration::from_millis(50);
-    let slots = Arc::new(Slots { active: 0.into(), max: 1, idle, parked: parking_lot::Mutex::new(HashMap::new()) });
+    let slots = Arc::new(Slots { active: 0.into(), max: 1, parked: crate::api::faces::sessions::SessionTable::new(1, idle) });
     let id = slots.park(slots.acquire().unwrap());
     assert_eq!(slots.acquire().err(), Some((1, 1)));
     std::thread::sleep(idle * 2);

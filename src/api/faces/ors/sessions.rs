@@ -7,12 +7,10 @@
 //! is refused, and only the same task id sent again (a retry after a broken stream) is answered again.
 //! So a session yields one reward, however its calls are repeated or raced.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
+use std::time::Duration;
 
 use super::OrsError;
+use crate::api::faces::sessions::{Full, SessionTable};
 use crate::util::excerpt::quoted;
 
 /// Characters of a session id at most.
@@ -39,12 +37,6 @@ enum State {
     Live(Live),
 }
 
-#[derive(Debug)]
-struct Entry {
-    state: State,
-    touched: Instant,
-}
-
 /// What `/create` finds for a session.
 pub(super) enum Creating {
     /// Open the episode (the session is now `Opening`).
@@ -63,131 +55,123 @@ pub(super) enum Finish {
     Taken,
 }
 
-/// The sessions of one ORS listener.
+/// The sessions of one ORS listener, on the faces' one session table.
 #[derive(Debug)]
 pub(super) struct Sessions {
-    map: Mutex<HashMap<String, Entry>>,
-    max: usize,
-    idle: Duration,
+    table: SessionTable<String, State>,
+}
+
+/// The episode a swept or removed session held, if any.
+fn episode_of(state: State) -> Option<String> {
+    match state {
+        State::Live(l) => Some(l.episode_id),
+        State::Minted | State::Opening => None,
+    }
 }
 
 impl Sessions {
     /// At most `max` sessions; one unused for `idle` is dropped.
     pub fn new(max: usize, idle: Duration) -> Self {
-        Sessions { map: Mutex::new(HashMap::new()), max, idle }
+        Sessions { table: SessionTable::new(max, idle) }
     }
 
     /// A new session id (32 hex digits), or `Full` at the cap. Idle sessions are dropped first; their
     /// episodes are returned for closing.
     pub fn mint(&self) -> Result<(String, Vec<String>), OrsError> {
-        let mut map = self.map.lock();
-        let dropped = self.sweep(&mut map);
-        if map.len() >= self.max {
-            return Err(OrsError::Full { active: map.len(), max: self.max });
-        }
         let id = format!("{:032x}", rand::random::<u128>());
-        map.insert(id.clone(), Entry { state: State::Minted, touched: Instant::now() });
-        Ok((id, dropped))
-    }
-
-    /// Removes the sessions idle past `idle`; returns the episodes they held.
-    fn sweep(&self, map: &mut HashMap<String, Entry>) -> Vec<String> {
-        let idle = self.idle;
-        let mut dropped = Vec::new();
-        map.retain(|_, e| {
-            let keep = e.touched.elapsed() < idle;
-            if let (false, State::Live(l)) = (keep, &e.state) {
-                dropped.push(l.episode_id.clone());
-            }
-            keep
-        });
-        dropped
+        let (added, swept) = self.table.insert(id.clone(), State::Minted, |_| true);
+        let dropped: Vec<String> = swept.into_iter().filter_map(|(_, st)| episode_of(st)).collect();
+        match added {
+            Ok(()) => Ok((id, dropped)),
+            Err(Full { active, max }) => Err(OrsError::Full { active, max }),
+        }
     }
 
     /// `/create` for session `sid` and question `question_id`.
     pub fn begin_create(&self, sid: &str, question_id: &str) -> Result<Creating, OrsError> {
-        let mut map = self.map.lock();
-        let e = map.get_mut(sid).ok_or_else(|| OrsError::NoSession(sid.to_string()))?;
-        e.touched = Instant::now();
-        match &e.state {
-            State::Minted => {
-                e.state = State::Opening;
-                Ok(Creating::Open)
-            }
-            State::Opening => Err(OrsError::Conflict(format!("X-Session-ID: session {} is being created by another request", quoted(sid)))),
-            State::Live(l) if l.question_id == question_id => Ok(Creating::Again(l.clone())),
-            State::Live(l) => Err(OrsError::Conflict(format!(
-                "X-Session-ID: session {} holds question {} already; one session is one task: get another from /create_session",
-                quoted(sid),
-                quoted(&l.question_id)
-            ))),
-        }
+        self.table
+            .with(sid, |state| match state {
+                State::Minted => {
+                    *state = State::Opening;
+                    Ok(Creating::Open)
+                }
+                State::Opening => {
+                    Err(OrsError::Conflict(format!("X-Session-ID: session {} is being created by another request", quoted(sid))))
+                }
+                State::Live(l) if l.question_id == question_id => Ok(Creating::Again(l.clone())),
+                State::Live(l) => Err(OrsError::Conflict(format!(
+                    "X-Session-ID: session {} holds question {} already; one session is one task: get another from /create_session",
+                    quoted(sid),
+                    quoted(&l.question_id)
+                ))),
+            })
+            .unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
     }
 
     /// `/create` opened `live` for `sid` (or failed: `None` makes the session creatable again). Returns
     /// false when the session was deleted meanwhile (the caller closes the episode).
     pub fn end_create(&self, sid: &str, live: Option<Live>) -> bool {
-        let mut map = self.map.lock();
-        let Some(e) = map.get_mut(sid) else { return false };
-        e.state = match live {
-            Some(l) => State::Live(l),
-            None => State::Minted,
-        };
-        true
+        self.table
+            .with(sid, |state| {
+                *state = match live {
+                    Some(l) => State::Live(l),
+                    None => State::Minted,
+                }
+            })
+            .is_some()
     }
 
     /// The live session `sid` (touched).
     pub fn live(&self, sid: &str) -> Result<Live, OrsError> {
-        let mut map = self.map.lock();
-        let e = map.get_mut(sid).ok_or_else(|| OrsError::NoSession(sid.to_string()))?;
-        e.touched = Instant::now();
-        match &e.state {
-            State::Live(l) => Ok(l.clone()),
-            State::Minted | State::Opening => Err(OrsError::NotCreated(sid.to_string())),
-        }
+        self.table
+            .with(sid, |state| match state {
+                State::Live(l) => Ok(l.clone()),
+                State::Minted | State::Opening => Err(OrsError::NotCreated(sid.to_string())),
+            })
+            .unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
     }
 
     /// Marks `sid` used; its episode, when it has one. Unknown: `NoSession`.
     pub fn touch(&self, sid: &str) -> Result<Option<String>, OrsError> {
-        let mut map = self.map.lock();
-        let e = map.get_mut(sid).ok_or_else(|| OrsError::NoSession(sid.to_string()))?;
-        e.touched = Instant::now();
-        Ok(match &e.state {
-            State::Live(l) => Some(l.episode_id.clone()),
-            State::Minted | State::Opening => None,
-        })
+        self.table
+            .with(sid, |state| match state {
+                State::Live(l) => Some(l.episode_id.clone()),
+                State::Minted | State::Opening => None,
+            })
+            .ok_or_else(|| OrsError::NoSession(sid.to_string()))
     }
 
     /// Removes `sid`; the episode it held, if any.
     pub fn remove(&self, sid: &str) -> Option<String> {
-        match self.map.lock().remove(sid)?.state {
-            State::Live(l) => Some(l.episode_id),
-            State::Minted | State::Opening => None,
-        }
+        episode_of(self.table.remove(sid)?)
     }
 
     /// Claims the finish of `sid`'s episode for the call `task_id`.
     pub fn finish(&self, sid: &str, task_id: &str) -> Result<Finish, OrsError> {
-        let mut map = self.map.lock();
-        let e = map.get_mut(sid).ok_or_else(|| OrsError::NoSession(sid.to_string()))?;
-        let State::Live(l) = &mut e.state else { return Err(OrsError::NotCreated(sid.to_string())) };
-        Ok(match &l.finished_by {
-            None => {
-                l.finished_by = Some(task_id.to_string());
-                Finish::First
-            }
-            Some(t) if t == task_id => Finish::Again,
-            Some(_) => Finish::Taken,
-        })
+        self.table
+            .with(sid, |state| {
+                let State::Live(l) = state else { return Err(OrsError::NotCreated(sid.to_string())) };
+                Ok(match &l.finished_by {
+                    None => {
+                        l.finished_by = Some(task_id.to_string());
+                        Finish::First
+                    }
+                    Some(t) if t == task_id => Finish::Again,
+                    Some(_) => Finish::Taken,
+                })
+            })
+            .unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
     }
 
     /// Gives back the finish `task_id` claimed (its scoring failed: the episode may be scored again).
     pub fn unfinish(&self, sid: &str, task_id: &str) {
-        if let Some(Entry { state: State::Live(l), .. }) = self.map.lock().get_mut(sid) {
-            if l.finished_by.as_deref() == Some(task_id) {
-                l.finished_by = None;
+        self.table.with(sid, |state| {
+            if let State::Live(l) = state {
+                if l.finished_by.as_deref() == Some(task_id) {
+                    l.finished_by = None;
+                }
             }
-        }
+        });
     }
 }
 
