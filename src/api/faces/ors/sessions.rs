@@ -87,25 +87,26 @@ impl Sessions {
         }
     }
 
+    /// Runs `f` on session `sid`'s state (marking it used); `NoSession` for an unknown id.
+    fn session<R>(&self, sid: &str, f: impl FnOnce(&mut State) -> Result<R, OrsError>) -> Result<R, OrsError> {
+        self.table.with(sid, f).unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
+    }
+
     /// `/create` for session `sid` and question `question_id`.
     pub fn begin_create(&self, sid: &str, question_id: &str) -> Result<Creating, OrsError> {
-        self.table
-            .with(sid, |state| match state {
-                State::Minted => {
-                    *state = State::Opening;
-                    Ok(Creating::Open)
-                }
-                State::Opening => {
-                    Err(OrsError::Conflict(format!("X-Session-ID: session {} is being created by another request", quoted(sid))))
-                }
-                State::Live(l) if l.question_id == question_id => Ok(Creating::Again(l.clone())),
-                State::Live(l) => Err(OrsError::Conflict(format!(
-                    "X-Session-ID: session {} holds question {} already; one session is one task: get another from /create_session",
-                    quoted(sid),
-                    quoted(&l.question_id)
-                ))),
-            })
-            .unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
+        self.session(sid, |state| match state {
+            State::Minted => {
+                *state = State::Opening;
+                Ok(Creating::Open)
+            }
+            State::Opening => Err(OrsError::Conflict(format!("X-Session-ID: session {} is being created by another request", quoted(sid)))),
+            State::Live(l) if l.question_id == question_id => Ok(Creating::Again(l.clone())),
+            State::Live(l) => Err(OrsError::Conflict(format!(
+                "X-Session-ID: session {} holds question {} already; one session is one task: get another from /create_session",
+                quoted(sid),
+                quoted(&l.question_id)
+            ))),
+        })
     }
 
     /// `/create` opened `live` for `sid` (or failed: `None` makes the session creatable again). Returns
@@ -123,22 +124,20 @@ impl Sessions {
 
     /// The live session `sid` (touched).
     pub fn live(&self, sid: &str) -> Result<Live, OrsError> {
-        self.table
-            .with(sid, |state| match state {
-                State::Live(l) => Ok(l.clone()),
-                State::Minted | State::Opening => Err(OrsError::NotCreated(sid.to_string())),
-            })
-            .unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
+        self.session(sid, |state| match state {
+            State::Live(l) => Ok(l.clone()),
+            State::Minted | State::Opening => Err(OrsError::NotCreated(sid.to_string())),
+        })
     }
 
     /// Marks `sid` used; its episode, when it has one. Unknown: `NoSession`.
     pub fn touch(&self, sid: &str) -> Result<Option<String>, OrsError> {
-        self.table
-            .with(sid, |state| match state {
+        self.session(sid, |state| {
+            Ok(match state {
                 State::Live(l) => Some(l.episode_id.clone()),
                 State::Minted | State::Opening => None,
             })
-            .ok_or_else(|| OrsError::NoSession(sid.to_string()))
+        })
     }
 
     /// Removes `sid`; the episode it held, if any.
@@ -148,19 +147,17 @@ impl Sessions {
 
     /// Claims the finish of `sid`'s episode for the call `task_id`.
     pub fn finish(&self, sid: &str, task_id: &str) -> Result<Finish, OrsError> {
-        self.table
-            .with(sid, |state| {
-                let State::Live(l) = state else { return Err(OrsError::NotCreated(sid.to_string())) };
-                Ok(match &l.finished_by {
-                    None => {
-                        l.finished_by = Some(task_id.to_string());
-                        Finish::First
-                    }
-                    Some(t) if t == task_id => Finish::Again,
-                    Some(_) => Finish::Taken,
-                })
+        self.session(sid, |state| {
+            let State::Live(l) = state else { return Err(OrsError::NotCreated(sid.to_string())) };
+            Ok(match &l.finished_by {
+                None => {
+                    l.finished_by = Some(task_id.to_string());
+                    Finish::First
+                }
+                Some(t) if t == task_id => Finish::Again,
+                Some(_) => Finish::Taken,
             })
-            .unwrap_or_else(|| Err(OrsError::NoSession(sid.to_string())))
+        })
     }
 
     /// Gives back the finish `task_id` claimed (its scoring failed: the episode may be scored again).
