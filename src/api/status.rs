@@ -22,6 +22,7 @@ use crate::embed::EmbedError;
 use crate::episode::EpisodeError;
 use crate::llm::LlmError;
 use crate::tools::ToolError;
+use crate::util::invalid::Invalid;
 
 /// The `ErrorInfo.domain` of memgym's reasons.
 pub const DOMAIN: &str = "memgym.v1";
@@ -190,10 +191,17 @@ pub fn error_json(s: &Status) -> Value {
         "fault": fault_of(s).as_str()})
 }
 
+/// Every layer's bad field ([`Invalid`]): INVALID_ARGUMENT, naming the field.
+impl From<Invalid> for Status {
+    fn from(e: Invalid) -> Self {
+        refusal(Code::InvalidArgument, "INVALID_ARGUMENT", e.to_string(), Some(&e.field))
+    }
+}
+
 impl From<ToolError> for Status {
     fn from(e: ToolError) -> Self {
         let (code, reason, field) = match &e {
-            ToolError::InvalidArgument { field, .. } => (Code::InvalidArgument, "INVALID_ARGUMENT", Some(field.clone())),
+            ToolError::InvalidArgument(x) => return x.clone().into(),
             ToolError::MemoryNotFound { field, .. } => (Code::NotFound, "MEMORY_NOT_FOUND", Some(field.clone())),
             ToolError::FailedPrecondition { .. } => (Code::FailedPrecondition, "TOOL_PRECONDITION", None),
             ToolError::ResourceExhausted { .. } => (Code::ResourceExhausted, "EPISODE_MEMORY_FULL", None),
@@ -227,21 +235,21 @@ impl From<LlmError> for Status {
 
 impl From<EpisodeError> for Status {
     fn from(e: EpisodeError) -> Self {
-        let (code, reason, field) = match e {
+        let (code, reason) = match e {
             EpisodeError::Tool(t) => return t.into(),
             EpisodeError::Embed(x) => return x.into(),
             EpisodeError::Llm(x) => return x.into(),
-            EpisodeError::InvalidArgument { ref field, .. } => (Code::InvalidArgument, "INVALID_ARGUMENT", Some(field.clone())),
-            EpisodeError::EpisodeNotFound { .. } => (Code::NotFound, "EPISODE_NOT_FOUND", None),
-            EpisodeError::DatasetNotFound { .. } => (Code::NotFound, "DATASET_NOT_FOUND", None),
-            EpisodeError::AlreadyExists { .. } => (Code::AlreadyExists, "EPISODE_EXISTS", None),
-            EpisodeError::FailedPrecondition { .. } => (Code::FailedPrecondition, "EPISODE_PRECONDITION", None),
-            EpisodeError::EpisodeEnded { .. } => (Code::FailedPrecondition, "EPISODE_ENDED", None),
-            EpisodeError::ResourceExhausted { .. } => (Code::ResourceExhausted, "EPISODE_CAP", None),
-            EpisodeError::WrongReplica { .. } => (Code::FailedPrecondition, "WRONG_REPLICA", None),
-            EpisodeError::Draining { .. } => (Code::Unavailable, "DRAINING", None),
+            EpisodeError::InvalidArgument(x) => return x.into(),
+            EpisodeError::EpisodeNotFound { .. } => (Code::NotFound, "EPISODE_NOT_FOUND"),
+            EpisodeError::DatasetNotFound { .. } => (Code::NotFound, "DATASET_NOT_FOUND"),
+            EpisodeError::AlreadyExists { .. } => (Code::AlreadyExists, "EPISODE_EXISTS"),
+            EpisodeError::FailedPrecondition { .. } => (Code::FailedPrecondition, "EPISODE_PRECONDITION"),
+            EpisodeError::EpisodeEnded { .. } => (Code::FailedPrecondition, "EPISODE_ENDED"),
+            EpisodeError::ResourceExhausted { .. } => (Code::ResourceExhausted, "EPISODE_CAP"),
+            EpisodeError::WrongReplica { .. } => (Code::FailedPrecondition, "WRONG_REPLICA"),
+            EpisodeError::Draining { .. } => (Code::Unavailable, "DRAINING"),
         };
-        refusal(code, reason, e.to_string(), field.as_deref())
+        refusal(code, reason, e.to_string(), None)
     }
 }
 
@@ -258,19 +266,19 @@ impl From<StoreError> for Status {
 
 impl From<BankError> for Status {
     fn from(e: BankError) -> Self {
-        let (code, reason, field) = match e {
+        let (code, reason) = match e {
             BankError::Store(x) => return x.into(),
             BankError::Embed(x) => return x.into(),
             BankError::Llm(x) => return x.into(),
-            BankError::InvalidArgument { ref field, .. } => (Code::InvalidArgument, "INVALID_ARGUMENT", Some(field.clone())),
-            BankError::BankNotFound { .. } => (Code::NotFound, "BANK_NOT_FOUND", None),
-            BankError::ExperienceNotFound { .. } => (Code::NotFound, "EXPERIENCE_NOT_FOUND", None),
-            BankError::AlreadyExists { .. } => (Code::AlreadyExists, "BANK_EXISTS", None),
-            BankError::VersionConflict { .. } => (Code::Aborted, "BANK_VERSION_CONFLICT", None),
-            BankError::FailedPrecondition { .. } | BankError::WrongKind { .. } => (Code::FailedPrecondition, "BANK_PRECONDITION", None),
-            BankError::ResourceExhausted { .. } => (Code::ResourceExhausted, "BANK_LIMIT", None),
+            BankError::InvalidArgument(x) => return x.into(),
+            BankError::BankNotFound { .. } => (Code::NotFound, "BANK_NOT_FOUND"),
+            BankError::ExperienceNotFound { .. } => (Code::NotFound, "EXPERIENCE_NOT_FOUND"),
+            BankError::AlreadyExists { .. } => (Code::AlreadyExists, "BANK_EXISTS"),
+            BankError::VersionConflict { .. } => (Code::Aborted, "BANK_VERSION_CONFLICT"),
+            BankError::FailedPrecondition { .. } | BankError::WrongKind { .. } => (Code::FailedPrecondition, "BANK_PRECONDITION"),
+            BankError::ResourceExhausted { .. } => (Code::ResourceExhausted, "BANK_LIMIT"),
         };
-        refusal(code, reason, e.to_string(), field.as_deref())
+        refusal(code, reason, e.to_string(), None)
     }
 }
 
@@ -302,7 +310,7 @@ mod tests {
     #[test]
     fn codes() {
         let cases: Vec<(EpisodeError, Code)> = vec![
-            (EpisodeError::InvalidArgument { field: "x".into(), message: "y".into() }, Code::InvalidArgument),
+            (EpisodeError::invalid("x", "y"), Code::InvalidArgument),
             (EpisodeError::EpisodeNotFound { id: "e".into() }, Code::NotFound),
             (EpisodeError::DatasetNotFound { what: "question", id: "q".into() }, Code::NotFound),
             (EpisodeError::AlreadyExists { message: "m".into() }, Code::AlreadyExists),

@@ -10,13 +10,8 @@ use super::store::StoreError;
 #[derive(Debug, thiserror::Error)]
 pub enum BankError {
     /// A request field is malformed (for operations the field reads `operations[i].field`).
-    #[error("invalid argument {field}: {message}")]
-    InvalidArgument {
-        /// The field.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    InvalidArgument(#[from] crate::util::invalid::Invalid),
     /// No bank has this name.
     #[error("bank {} not found", quoted(.name))]
     BankNotFound {
@@ -85,7 +80,7 @@ pub enum BankError {
 impl BankError {
     /// An [`BankError::InvalidArgument`].
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
-        BankError::InvalidArgument { field: field.to_string(), message: message.into() }
+        BankError::InvalidArgument(crate::util::invalid::Invalid::new(field, message))
     }
 
     /// `s` in the text rule's stored form ([`crate::text::charset::admit`], multi-line, at most `max`
@@ -110,7 +105,9 @@ impl BankError {
 impl From<super::agent::AgentError> for BankError {
     fn from(e: super::agent::AgentError) -> Self {
         match e {
-            super::agent::AgentError::Invalid { field, message } => BankError::InvalidArgument { field, message },
+            super::agent::AgentError::Invalid { field, message } => {
+                BankError::InvalidArgument(crate::util::invalid::Invalid { field, message })
+            }
         }
     }
 }

@@ -13,13 +13,8 @@ use crate::util::excerpt::quoted;
 #[derive(Debug, thiserror::Error)]
 pub enum EpisodeError {
     /// A request field is malformed.
-    #[error("invalid argument {field}: {message}")]
-    InvalidArgument {
-        /// The field.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    InvalidArgument(#[from] crate::util::invalid::Invalid),
     /// No open episode has this id, and no remembered ended one.
     #[error("episode {} not found (never created, or it ended long enough ago to be forgotten)", quoted(.id))]
     EpisodeNotFound {
@@ -97,7 +92,7 @@ pub enum EpisodeError {
 impl EpisodeError {
     /// An invalid argument naming its field.
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
-        EpisodeError::InvalidArgument { field: field.to_string(), message: message.into() }
+        EpisodeError::InvalidArgument(crate::util::invalid::Invalid::new(field, message))
     }
     pub(super) fn precondition(message: impl Into<String>) -> Self {
         EpisodeError::FailedPrecondition { message: message.into() }

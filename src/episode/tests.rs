@@ -239,14 +239,14 @@ async fn caps_adversarial_and_bad_requests() {
     env.close_episode("adv").await.unwrap();
 
     let bad = |id: &str, q: &str| locomo(id, q);
-    assert!(matches!(env.create_episode(bad("x y", "conv-26:q0")).await.unwrap_err(), EpisodeError::InvalidArgument { .. }));
+    assert!(matches!(env.create_episode(bad("x y", "conv-26:q0")).await.unwrap_err(), EpisodeError::InvalidArgument(_)));
     assert!(matches!(env.create_episode(bad("ok", "conv-99:q0")).await.unwrap_err(), EpisodeError::DatasetNotFound { .. }));
     let mut req = bad("ok", "conv-26:q0");
     req.max_steps = Some(0);
-    assert!(matches!(env.create_episode(req).await.unwrap_err(), EpisodeError::InvalidArgument { .. }));
+    assert!(matches!(env.create_episode(req).await.unwrap_err(), EpisodeError::InvalidArgument(_)));
     let mut req = bad("ok", "conv-26:q0");
     req.source = EpisodeSource::Locomo { question_id: "conv-26:q0".into(), conversation_id: Some("conv-30".into()) };
-    assert!(matches!(env.create_episode(req).await.unwrap_err(), EpisodeError::InvalidArgument { .. }));
+    assert!(matches!(env.create_episode(req).await.unwrap_err(), EpisodeError::InvalidArgument(_)));
 }
 
 #[tokio::test]
@@ -519,7 +519,10 @@ async fn llm_evaluators_need_an_llm_and_are_part_of_the_episode_definition() {
         .0
         .with_llm(None)
         .unwrap_err();
-    assert!(matches!(err, EpisodeError::InvalidArgument { ref field, .. } if field == "evaluator"), "{err:?}");
+    assert!(
+        matches!(err, EpisodeError::InvalidArgument(crate::util::invalid::Invalid { ref field, .. }) if field == "evaluator"),
+        "{err:?}"
+    );
 
     let env = llm_env(reader_llm("x".into()), Evaluator::AnswerRecall);
     let c = env.create_episode(req.clone()).await.unwrap();
@@ -649,7 +652,7 @@ async fn every_call_refuses_an_id_create_would_refuse() {
         ];
         for e in errs {
             let e = e.expect("refused");
-            let EpisodeError::InvalidArgument { field, message } = &e else { panic!("{e:?}") };
+            let EpisodeError::InvalidArgument(crate::util::invalid::Invalid { field, message }) = &e else { panic!("{e:?}") };
             assert_eq!(field, "episode_id");
             assert!(message.len() < 200, "{}", &message[..200.min(message.len())]);
         }

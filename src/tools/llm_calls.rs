@@ -202,7 +202,7 @@ mod tests {
 
     fn field_of(e: ToolError) -> String {
         match e {
-            ToolError::InvalidArgument { field, .. } => field,
+            ToolError::InvalidArgument(crate::util::invalid::Invalid { field, .. }) => field,
             other => panic!("expected InvalidArgument, got {other:?}"),
         }
     }

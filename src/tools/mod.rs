@@ -50,13 +50,8 @@ pub enum TextError {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ToolError {
     /// An argument is missing, malformed or out of range.
-    #[error("invalid argument {field}: {message}")]
-    InvalidArgument {
-        /// The argument's name.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    InvalidArgument(#[from] crate::util::invalid::Invalid),
     /// A memory id does not name a live memory of the episode.
     #[error("{field}: memory {id} not found")]
     MemoryNotFound {
@@ -82,7 +77,7 @@ pub enum ToolError {
 impl ToolError {
     /// An [`ToolError::InvalidArgument`].
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
-        ToolError::InvalidArgument { field: field.to_string(), message: message.into() }
+        ToolError::InvalidArgument(crate::util::invalid::Invalid::new(field, message))
     }
 }
 

@@ -83,7 +83,7 @@ fn check_message(message: &str, field: Option<&str>) -> Result<(), TestCaseError
 
 fn check_tool_error(e: &ToolError) -> Result<(), TestCaseError> {
     match e {
-        ToolError::InvalidArgument { field, .. } => check_message(&e.to_string(), Some(field)),
+        ToolError::InvalidArgument(crate::util::invalid::Invalid { field, .. }) => check_message(&e.to_string(), Some(field)),
         other @ (ToolError::MemoryNotFound { .. } | ToolError::FailedPrecondition { .. } | ToolError::ResourceExhausted { .. }) => {
             Err(TestCaseError::fail(format!("a parser refusal must be InvalidArgument, got {other:?}")))
         }

@@ -16,6 +16,7 @@ use crate::banks::ops::{to_seed_json, Op};
 use crate::banks::{BankError, Banks};
 use crate::llm::LlmError;
 use crate::util::excerpt::name;
+use crate::util::invalid::Invalid;
 
 /// The Learn service.
 #[derive(Debug, Clone)]
@@ -209,8 +210,8 @@ impl LearnRpc for LearnService {
 
 /// An error of [`learn::validate`] with its field path rewritten for a stage RPC's request.
 fn rename(e: BankError, from: &str, to: &str) -> BankError {
-    if let BankError::InvalidArgument { field, message } = e {
-        return BankError::InvalidArgument { field: field.replacen(from, to, 1), message };
+    if let BankError::InvalidArgument(Invalid { field, message }) = e {
+        return BankError::invalid(&field.replacen(from, to, 1), message);
     }
     e
 }

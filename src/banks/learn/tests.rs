@@ -172,7 +172,7 @@ async fn variation_rules_validation_and_no_llm() {
     assert_eq!(variation(&g(&[0.0, 0.25]), Variation::MeanBetween), Some(0.25));
     let o = LearnOptions::default();
     let field = |e: BankError| {
-        let BankError::InvalidArgument { field, .. } = e else { panic!("{e}") };
+        let BankError::InvalidArgument(crate::util::invalid::Invalid { field, .. }) = e else { panic!("{e}") };
         field
     };
     assert_eq!(field(validate(&[], &o).unwrap_err()), "groups");

@@ -72,7 +72,7 @@ async fn refusals_open_no_fork() {
         (fork("p", MAX_FORKS + 1, &[], &[]), "count"),
     ] {
         let e = env.fork_episode(req).await.unwrap_err();
-        assert!(matches!(&e, EpisodeError::InvalidArgument { field: f, .. } if f == field), "{field}: {e}");
+        assert!(matches!(&e, EpisodeError::InvalidArgument(crate::util::invalid::Invalid { field: f, .. }) if f == field), "{field}: {e}");
     }
     assert!(matches!(env.fork_episode(fork("nope", 1, &[], &[])).await, Err(EpisodeError::EpisodeNotFound { .. })));
     // A scored parent, and a closed one, are refused.

@@ -21,7 +21,7 @@ async fn a_retried_call_id_is_applied_once() {
 
     // The same id with another call is a misuse of the key; nothing runs.
     let other = env.call_tool_once("once", call("search_memory", r#"{"query": "garden"}"#), Some("c-1")).await.unwrap_err();
-    assert!(matches!(&other, EpisodeError::InvalidArgument { field, .. } if field == "call_id"), "{other}");
+    assert!(matches!(&other, EpisodeError::InvalidArgument(crate::util::invalid::Invalid { field, .. }) if field == "call_id"), "{other}");
     assert!(other.to_string().contains("step 1"), "{other}");
 
     // The call that spends the budget can still be retried, and so can one after scoring.
@@ -34,7 +34,7 @@ async fn a_retried_call_id_is_applied_once() {
     assert!(env.call_tool_once("once", call("manage_memory", NOTE), Some("c-3")).await.is_err());
 
     let bad = env.call_tool_once("once", call("manage_memory", NOTE), Some("has space")).await.unwrap_err();
-    assert!(matches!(&bad, EpisodeError::InvalidArgument { field, .. } if field == "call_id"), "{bad}");
+    assert!(matches!(&bad, EpisodeError::InvalidArgument(crate::util::invalid::Invalid { field, .. }) if field == "call_id"), "{bad}");
 }
 
 #[tokio::test]

@@ -47,7 +47,9 @@ async fn recorded_episodes_are_durable_and_render_the_seed_context() {
     assert_eq!((s.total_episodes, meta.version, s.scores_by_task.get("t").copied()), (2, 2, Some(0.575)));
     // A refused episode changes nothing, not even the version.
     let bad = Episode { score: Some(f64::NAN), ..episode("t", 0.0, "x") };
-    assert!(matches!(b.record_episode("agent", &bad, None).await, Err(BankError::InvalidArgument { field, .. }) if field == "score"));
+    assert!(
+        matches!(b.record_episode("agent", &bad, None).await, Err(BankError::InvalidArgument(crate::util::invalid::Invalid { field, .. })) if field == "score")
+    );
     assert_eq!(b.agent_summary("agent").await.unwrap().1.version, 2);
     assert!(matches!(
         b.record_episode("agent", &episode("t", 1.0, "y"), Some(1)).await,
@@ -174,7 +176,10 @@ async fn import_and_export_seed_documents() {
     // A bank with a memory is replaced only on request; a bad document names the field and changes nothing.
     assert!(matches!(b.import_agent("imported", "{}", false, None).await, Err(BankError::FailedPrecondition { .. })));
     let e = b.import_agent("imported", r#"{"score_history": {"t": ["high"]}}"#, true, None).await.unwrap_err();
-    assert!(matches!(&e, BankError::InvalidArgument { field, .. } if field == "data.score_history.t[0]"), "{e}");
+    assert!(
+        matches!(&e, BankError::InvalidArgument(crate::util::invalid::Invalid { field, .. }) if field == "data.score_history.t[0]"),
+        "{e}"
+    );
     assert_eq!(b.agent_summary("imported").await.unwrap().0.total_episodes, 2);
     b.import_agent("imported", "{}", true, None).await.unwrap();
     assert_eq!(b.agent_summary("imported").await.unwrap().0.total_episodes, 0);
