@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType, SearchPath};
 
+use super::saved_index::{SavedIndex, Unusable};
 pub use super::store::Experience;
 use super::store::{BankMeta, RowChange, StoredExperience, UsageDelta};
 
@@ -125,9 +126,25 @@ pub struct Hit {
     pub exp: Experience,
 }
 
+/// How a library's index was made (for logs, tests and the benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexOrigin {
+    /// Built from the rows (on open, or by a rebuild).
+    Built,
+    /// Read from the saved index of `version`, then `changed` experiences written or deleted after it
+    /// applied from the change log.
+    Saved {
+        /// The version the saved graph describes.
+        version: u64,
+        /// Experiences changed since.
+        changed: usize,
+    },
+}
+
 /// One bank's experiences in memory.
 #[derive(Debug)]
 pub struct Library {
+    origin: IndexOrigin,
     meta: BankMeta,
     slots: BTreeMap<u64, Slot>,
     by_mem: HashMap<MemoryId, u64>,
@@ -137,6 +154,17 @@ pub struct Library {
     /// A background rebuild of the index is under way (see `Banks::write`).
     compacting: std::sync::atomic::AtomicBool,
 }
+
+/// The stand-in a tombstoned node of a saved index is recorded with.
+const EMPTY_EXPERIENCE: Experience = Experience {
+    id: 0,
+    text: String::new(),
+    confidence: 0.0,
+    domain: String::new(),
+    created_epoch: 0,
+    usage_count: 0,
+    last_used_epoch: None,
+};
 
 fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
     MemoryRecord {
@@ -176,6 +204,7 @@ impl Library {
         let by_mem = slots.values().map(|s| (s.mem, s.exp.id)).collect();
         let base = BaseMemory::build(format!("bank:{}", meta.name), records, vectors, dim, config.clone());
         Library {
+            origin: IndexOrigin::Built,
             meta,
             slots,
             by_mem,
@@ -184,6 +213,118 @@ impl Library {
             usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
             compacting: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Opens the library on a saved index ([`super::saved_index`]) instead of building one: `rows` are
+    /// the bank's live rows at `meta`, `changed` every experience id written or deleted after the saved
+    /// version (a superset is fine). Nodes of changed experiences are tombstones; the changed rows go
+    /// to the overlay. Refuses ([`Unusable::Disagrees`]) when the nodes and the rows differ in a way the
+    /// change log does not explain, and gives the rows back to be built from. CPU-heavy: run it off the
+    /// async workers.
+    pub fn open_saved(
+        meta: BankMeta,
+        mut rows: Vec<StoredExperience>,
+        saved: SavedIndex,
+        changed: &std::collections::HashSet<u64>,
+        config: &IndexConfig,
+    ) -> Result<Library, (Unusable, Vec<StoredExperience>)> {
+        let dim = meta.embedder_dim as usize;
+        if !rows.is_sorted_by_key(|r| r.exp.id) {
+            rows.sort_by_key(|r| r.exp.id);
+        }
+        let (n, saved_version) = (saved.ids.len(), saved.version);
+        let mut used = vec![false; rows.len()];
+        let mut records = Vec::with_capacity(n);
+        let mut vectors = Vec::with_capacity(n * dim);
+        let mut live = Vec::with_capacity(n);
+        let mut dead = Vec::new();
+        for (i, &id) in saved.ids.iter().enumerate() {
+            let mem = MemoryId(i as u32);
+            let at = rows.binary_search_by_key(&id, |r| r.exp.id).ok();
+            match at {
+                Some(at) if !changed.contains(&id) => {
+                    if std::mem::replace(&mut used[at], true) {
+                        let why = Unusable::Disagrees(format!("experience {} is two nodes", show_id(id)));
+                        return Err((why, rows));
+                    }
+                    let row = &rows[at];
+                    records.push(record(mem, &row.exp));
+                    if row.vector.len() == dim {
+                        vectors.extend_from_slice(&row.vector);
+                    } else {
+                        vectors.extend(std::iter::repeat_n(0.0, dim));
+                    }
+                    live.push((at, mem));
+                }
+                None if !changed.contains(&id) => {
+                    let why = Unusable::Disagrees(format!("experience {} is gone without a change after the saved version", show_id(id)));
+                    return Err((why, rows));
+                }
+                _ => {
+                    // Changed since: a tombstone the searches walk through but never return.
+                    records.push(record(mem, &EMPTY_EXPERIENCE));
+                    vectors.extend(std::iter::repeat_n(0.0, dim));
+                    dead.push(mem);
+                }
+            }
+        }
+        if let Some((at, _)) = used.iter().enumerate().find(|(at, u)| !**u && !changed.contains(&rows[*at].exp.id)) {
+            let why =
+                Unusable::Disagrees(format!("experience {} has no node and no change after the saved version", show_id(rows[at].exp.id)));
+            return Err((why, rows));
+        }
+        let base = BaseMemory::with_graph(format!("bank:{}", meta.name), records, vectors, dim, config.clone(), saved.graph);
+        let mut index = EpisodeMemory::new(Arc::new(base));
+        for mem in dead {
+            index.remove(mem);
+        }
+        let mut totals = HashMap::with_capacity(rows.len());
+        let mut slots = BTreeMap::new();
+        let mut by_mem = HashMap::with_capacity(rows.len());
+        let mut pending_rows = Vec::new();
+        let mut live = live.into_iter().peekable();
+        for (at, row) in rows.into_iter().enumerate() {
+            let exp = row.exp;
+            totals.insert(exp.id, (exp.usage_count, exp.last_used_epoch));
+            match live.next_if(|(a, _)| *a == at) {
+                Some((_, mem)) => {
+                    by_mem.insert(mem, exp.id);
+                    slots.insert(exp.id, Slot { exp, mem });
+                }
+                None => pending_rows.push(StoredExperience { exp, vector: row.vector }),
+            }
+        }
+        let mut lib = Library {
+            origin: IndexOrigin::Saved { version: saved_version, changed: changed.len() },
+            meta,
+            slots,
+            by_mem,
+            index,
+            config: config.clone(),
+            usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
+            compacting: std::sync::atomic::AtomicBool::new(false),
+        };
+        for row in pending_rows {
+            lib.insert(row.exp, &row.vector);
+        }
+        Ok(lib)
+    }
+
+    /// The bytes of this library's index to save ([`super::saved_index::encode`]), when the index is
+    /// one graph over every experience (just built: no overlay, no tombstone); `None` otherwise.
+    pub fn saved_index(&self) -> Option<Vec<u8>> {
+        let base = self.index.base();
+        let graph = base.graph()?;
+        if self.index.changed_count() != 0 || base.len() != self.slots.len() {
+            return None;
+        }
+        let ids: Option<Vec<u64>> = (0..base.len()).map(|i| self.by_mem.get(&MemoryId(i as u32)).copied()).collect();
+        Some(super::saved_index::encode(&self.meta, &ids?, graph))
+    }
+
+    /// How this library's index was made.
+    pub fn origin(&self) -> IndexOrigin {
+        self.origin
     }
 
     /// The counters.
@@ -429,6 +570,7 @@ impl Library {
         }
         let base = BaseMemory::build(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone());
         self.index = EpisodeMemory::new(Arc::new(base));
+        self.origin = IndexOrigin::Built;
         for (i, slot) in self.slots.values_mut().enumerate() {
             slot.mem = MemoryId(i as u32);
         }

@@ -22,7 +22,9 @@ pub mod experience;
 pub mod formats;
 pub mod learn;
 pub mod library;
+mod open;
 pub mod ops;
+pub mod saved_index;
 pub mod semantic;
 pub mod store;
 
@@ -33,7 +35,7 @@ use std::time::Duration;
 use tokio::sync::RwLock;
 
 pub use error::BankError;
-pub use library::{show_id, Experience, Library};
+pub use library::{show_id, Experience, IndexOrigin, Library};
 
 use crate::embed::EmbedService;
 use crate::llm::Llm;
@@ -333,11 +335,7 @@ impl Banks {
         if meta.kind != KIND_EXPERIENCE {
             return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_EXPERIENCE });
         }
-        let config = self.config.index.clone();
-        let lib = tokio::task::spawn_blocking(move || Library::build(meta, rows, &config))
-            .await
-            .map_err(|e| BankError::FailedPrecondition { message: format!("building the index of bank {} failed: {e}", quoted(name)) })?;
-        *slot = Some(lib);
+        *slot = Some(self.open_library(name, meta, rows).await?);
         self.check_embedder(name, slot).await
     }
 
@@ -507,7 +505,18 @@ impl Banks {
             let Some((meta, rows)) = snapshot else { return };
             let (version, uid) = (meta.version, meta.uid);
             let started = std::time::Instant::now();
-            let built = tokio::task::spawn_blocking(move || Library::build(meta, rows, &index)).await;
+            let built = tokio::task::spawn_blocking(move || {
+                let lib = Library::build(meta, rows, &index);
+                let bytes = lib.saved_index();
+                (lib, bytes)
+            })
+            .await
+            .map(|(lib, bytes)| {
+                if let Some(bytes) = bytes {
+                    open::save_in_background(Arc::clone(&store), &name, version, bytes);
+                }
+                lib
+            });
             let mut guard = handle.write().await;
             let Some(lib) = guard.as_mut() else { return };
             let Ok(mut fresh) = built else {

@@ -422,3 +422,4 @@ async fn the_index_is_rebuilt_in_the_background_without_losing_writes() {
 }
 
 mod hardening;
+mod saved_index;

@@ -153,6 +153,16 @@ impl BaseMemory {
     /// Builds the HNSW graph once if the planner will use it. Panics only on a caller bug (mismatched
     /// lengths or ids), never on data.
     pub fn build(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig) -> Self {
+        Self::assemble(key, records, vectors, dim, config, None)
+    }
+
+    /// M₀ over these records and vectors with a graph built earlier over the same rows (a bank's saved
+    /// index, [`Graph::decode`]d with `records.len()` nodes), instead of building one.
+    pub fn with_graph(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig, graph: Graph) -> Self {
+        Self::assemble(key, records, vectors, dim, config, Some(graph))
+    }
+
+    fn assemble(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig, given: Option<Graph>) -> Self {
         assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
         debug_assert!(records.iter().enumerate().all(|(i, r)| r.id.0 as usize == i));
         let total_chars = records.iter().map(MemoryRecord::char_len).sum();
@@ -169,23 +179,27 @@ impl BaseMemory {
             IndexMode::Hnsw => !records.is_empty(),
             IndexMode::Auto => records.len() > config.full_scan_threshold,
         };
-        let graph = needs_graph.then(|| {
-            let n = records.len();
-            let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
-            let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
-            if config.parallel_build {
-                let rows: Vec<(&[f32], usize)> = vectors.chunks_exact(dim).enumerate().map(|(i, row)| (row, i)).collect();
-                h.parallel_insert_slice(&rows);
-            } else {
-                // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
-                // build is deterministic (parallel inserts would depend on thread timing).
-                for (i, row) in vectors.chunks_exact(dim).enumerate() {
-                    h.insert_slice((row, i));
+        let graph = if given.is_some() {
+            given.map(Some)
+        } else {
+            needs_graph.then(|| {
+                let n = records.len();
+                let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
+                let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
+                if config.parallel_build {
+                    let rows: Vec<(&[f32], usize)> = vectors.chunks_exact(dim).enumerate().map(|(i, row)| (row, i)).collect();
+                    h.parallel_insert_slice(&rows);
+                } else {
+                    // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
+                    // build is deterministic (parallel inserts would depend on thread timing).
+                    for (i, row) in vectors.chunks_exact(dim).enumerate() {
+                        h.insert_slice((row, i));
+                    }
                 }
-            }
-            // The flat copy answers searches; hnsw_rs's structure (and its copy of the vectors) goes.
-            Graph::from_hnsw(&h, n)
-        });
+                // The flat copy answers searches; hnsw_rs's structure (and its copy of the vectors) goes.
+                Graph::from_hnsw(&h, n)
+            })
+        };
         let graph = graph.flatten();
         let terms = if config.hybrid { records.iter().map(|r| super::lexical::Terms::of(&r.text)).collect() } else { Vec::new() };
         BaseMemory { key, records, vectors, dim, total_chars, speakers, graph, terms, config }
@@ -235,6 +249,10 @@ impl BaseMemory {
     /// Whether an HNSW graph was built.
     pub fn has_graph(&self) -> bool {
         self.graph.is_some()
+    }
+    /// The HNSW graph, if one was built (to be saved with a bank).
+    pub fn graph(&self) -> Option<&Graph> {
+        self.graph.as_ref()
     }
     /// The index settings this M₀ was built with.
     pub fn config(&self) -> &IndexConfig {

@@ -22,6 +22,9 @@ use hnsw_rs::prelude::{Distance, Hnsw};
 use super::base::Tombstones;
 use crate::util::vector::{dot, Hit};
 
+mod codec;
+pub use codec::Malformed;
+
 /// An empty slot of a layer-0 row.
 const NONE: u32 = u32::MAX;
 
@@ -229,7 +232,7 @@ mod tests {
     use std::collections::HashSet;
 
     /// `n` unit vectors (row-major) around `clusters` centres.
-    fn rows(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<f32> {
+    pub(crate) fn rows(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<f32> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let centres: Vec<Vec<f32>> = (0..clusters).map(|_| (0..dim).map(|_| rng.random_range(-1.0f32..1.0)).collect()).collect();
         let mut out = Vec::with_capacity(n * dim);
@@ -242,7 +245,7 @@ mod tests {
         out
     }
 
-    fn build(vectors: &[f32], dim: usize, parallel: bool) -> (Hnsw<'static, f32, UnitDot>, Graph) {
+    pub(crate) fn build(vectors: &[f32], dim: usize, parallel: bool) -> (Hnsw<'static, f32, UnitDot>, Graph) {
         let n = vectors.len() / dim;
         let h = Hnsw::<f32, UnitDot>::new(16, n, 16, 100, UnitDot);
         let data: Vec<(&[f32], usize)> = vectors.chunks_exact(dim).enumerate().map(|(i, r)| (r, i)).collect();

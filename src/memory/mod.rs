@@ -9,6 +9,7 @@ mod record;
 
 pub use base::{BaseMemory, IndexConfig, IndexMode, NoTombstones, SearchPath, Tombstones};
 pub use episode::{EpisodeMemory, Scored};
+pub use graph::{Graph, Malformed};
 pub use record::{BadMemoryId, Filter, MemoryId, MemoryRecord, MemoryType, EXAMPLE_ID, REWORDED};
 
 #[cfg(test)]

@@ -74,3 +74,90 @@ fn compaction_keeps_every_search_result() {
     assert_eq!(after.iter().map(|h| h.exp.id).take(want.len()).collect::<Vec<_>>(), want);
     assert_eq!(lib.vector(7).map(<[f32]>::len), Some(dim));
 }
+
+/// Random unit rows (dimension 8) for experiences `ids`, text "e{id}" (or "e{id}'" when rewritten).
+fn stored(ids: impl Iterator<Item = u64>, salt: u64) -> Vec<StoredExperience> {
+    use rand::{Rng, SeedableRng};
+    ids.map(|id| {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(id * 31 + salt);
+        let mut v: Vec<f32> = (0..8).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        crate::util::vector::normalize(&mut v);
+        let text = if salt == 0 { format!("e{id}") } else { format!("e{id}'") };
+        StoredExperience { exp: exp(id, &text), vector: v }
+    })
+    .collect()
+}
+
+fn graph_config() -> IndexConfig {
+    IndexConfig { mode: crate::memory::IndexMode::Hnsw, ..IndexConfig::default() }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// A library opened on a saved index of an older version, with the changes since (deletes,
+    /// rewrites with new vectors, additions), holds exactly the current rows, answers only with them
+    /// (never a deleted or stale experience), and finds every live row by its own vector.
+    #[test]
+    fn a_saved_index_caught_up_from_the_change_log_holds_exactly_the_current_rows(
+        n in 1u64..80, deleted in proptest::collection::hash_set(0u64..80, 0..20),
+        rewritten in proptest::collection::hash_set(0u64..80, 0..20), added in 0u64..30,
+    ) {
+        let old = Library::build(BankMeta { version: 3, ..meta(8) }, stored(0..n, 0), &graph_config());
+        let bytes = old.saved_index().expect("a built graph is saved");
+        let now = BankMeta { version: 9, next_id: n + added, ..meta(8) };
+        let saved = crate::banks::saved_index::decode(&bytes, &now).expect("decodes");
+        let deleted: std::collections::HashSet<u64> = deleted.into_iter().filter(|d| *d < n).collect();
+        let rewritten: std::collections::HashSet<u64> = rewritten.into_iter().filter(|r| *r < n && !deleted.contains(r)).collect();
+        let mut rows: Vec<StoredExperience> = stored((0..n).filter(|i| !deleted.contains(i) && !rewritten.contains(i)), 0);
+        rows.extend(stored(rewritten.iter().copied(), 1));
+        rows.extend(stored(n..n + added, 0));
+        let changed: std::collections::HashSet<u64> = deleted.iter().chain(&rewritten).copied().chain(n..n + added).collect();
+        let lib = Library::open_saved(now, rows.clone(), saved, &changed, &graph_config()).map_err(|(e, _)| e).expect("opens");
+        proptest::prop_assert_eq!(lib.origin(), IndexOrigin::Saved { version: 3, changed: changed.len() });
+        let mut want: Vec<(u64, String)> = rows.iter().map(|r| (r.exp.id, r.exp.text.clone())).collect();
+        want.sort();
+        proptest::prop_assert_eq!(lib.iter().map(|e| (e.id, e.text.clone())).collect::<Vec<_>>(), want);
+        for r in &rows {
+            let (hits, _) = lib.retrieve(&r.vector, 3, None, None, false);
+            proptest::prop_assert!(hits.iter().all(|h| lib.get(h.exp.id) == Some(&h.exp)), "only current rows");
+            proptest::prop_assert!(hits.iter().any(|h| h.exp.id == r.exp.id), "{} found by its own vector", r.exp.id);
+        }
+    }
+}
+
+#[test]
+fn a_saved_index_the_change_log_does_not_explain_is_refused() {
+    let old = Library::build(BankMeta { version: 2, ..meta(8) }, stored(0..40, 0), &graph_config());
+    let bytes = old.saved_index().expect("saved");
+    let now = BankMeta { version: 5, ..meta(8) };
+    let decode = || crate::banks::saved_index::decode(&bytes, &now).expect("decodes");
+    // G7 is gone, and no change says so.
+    let rows = stored((0..40).filter(|i| *i != 7), 0);
+    let refused = Library::open_saved(now.clone(), rows.clone(), decode(), &Default::default(), &graph_config());
+    let (why, back) = refused.expect_err("refused");
+    assert!(why.to_string().contains("G7 is gone"), "{why}");
+    assert_eq!(back.len(), 39, "the rows come back to be built from");
+    // G40 appeared, and no change says so.
+    let refused = Library::open_saved(now.clone(), stored(0..41, 0), decode(), &Default::default(), &graph_config());
+    assert!(refused.expect_err("refused").0.to_string().contains("G40 has no node"));
+    // With the change, both open.
+    let changed = [7u64].into_iter().collect();
+    assert_eq!(Library::open_saved(now.clone(), rows, decode(), &changed, &graph_config()).map_err(|e| e.0).unwrap().len(), 39);
+    // Saved bytes of another bank, another dimension or a later version are refused whole.
+    for (other, want) in [
+        (BankMeta { uid: 2, ..now.clone() }, "uid"),
+        (BankMeta { embedder_dim: 16, ..now.clone() }, "dimension"),
+        (BankMeta { version: 1, ..now.clone() }, "version 2, the bank is at 1"),
+    ] {
+        let e = crate::banks::saved_index::decode(&bytes, &other).expect_err("refused");
+        assert!(e.to_string().contains(want), "{want}: {e}");
+    }
+    // Every one-byte change is caught by the checksum.
+    for at in [0, 9, 20, 40, bytes.len() / 2, bytes.len() - 1] {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x10;
+        assert!(matches!(crate::banks::saved_index::decode(&bad, &now), Err(Unusable::Damaged(_))), "byte {at}");
+    }
+    assert!(matches!(crate::banks::saved_index::decode(&bytes[..bytes.len() / 2], &now), Err(Unusable::Damaged(_))));
+}

@@ -193,4 +193,13 @@ pub trait BankStore: Send + Sync + std::fmt::Debug {
 
     /// Adds usage increments (not a version change).
     async fn add_usage(&self, name: &str, deltas: &[UsageDelta]) -> Result<(), StoreError>;
+
+    /// The bank's saved index ([`crate::banks::saved_index`]), as last written; `None` if there is none.
+    /// The bytes are checked by their reader, so a store may return stale or damaged ones.
+    async fn index(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Saves the bank's index of `version`, replacing an older one; written after the rows it
+    /// describes committed, and atomically (a reader sees the old bytes or the new, never a mix). A
+    /// store shared by replicas keeps the newest version when two race.
+    async fn put_index(&self, name: &str, version: u64, bytes: Vec<u8>) -> Result<(), StoreError>;
 }

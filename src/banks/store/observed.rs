@@ -78,4 +78,12 @@ impl BankStore for Observed {
     async fn add_usage(&self, name: &str, deltas: &[UsageDelta]) -> Result<(), StoreError> {
         self.timed("add_usage", self.inner.add_usage(name, deltas)).await
     }
+
+    async fn index(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.timed("index", self.inner.index(name)).await
+    }
+
+    async fn put_index(&self, name: &str, version: u64, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.timed("put_index", self.inner.put_index(name, version, bytes)).await
+    }
 }

@@ -49,6 +49,11 @@ CREATE TABLE IF NOT EXISTS memgym_documents (
     bank TEXT PRIMARY KEY,
     doc TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS memgym_indexes (
+    bank TEXT PRIMARY KEY,
+    version BIGINT NOT NULL,
+    data BYTEA NOT NULL
+);
 ";
 
 /// An arbitrary key for the advisory lock that serialises schema creation.
@@ -267,6 +272,7 @@ impl BankStore for PostgresStore {
         }
         tx.execute("DELETE FROM memgym_experiences WHERE bank = $1", &[&m.name]).await.map_err(|e| self.err(e))?;
         tx.execute("DELETE FROM memgym_documents WHERE bank = $1", &[&m.name]).await.map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM memgym_indexes WHERE bank = $1", &[&m.name]).await.map_err(|e| self.err(e))?;
         let inserted = tx
             .execute(
                 &format!(
@@ -308,6 +314,7 @@ impl BankStore for PostgresStore {
         }
         tx.execute("DELETE FROM memgym_experiences WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
         tx.execute("DELETE FROM memgym_documents WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM memgym_indexes WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
         tx.execute("DELETE FROM memgym_banks WHERE name = $1", &[&name]).await.map_err(|e| self.err(e))?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(Committed::Done)
@@ -437,6 +444,28 @@ impl BankStore for PostgresStore {
                  FROM UNNEST($2::BIGINT[], $3::BIGINT[], $4::BIGINT[]) AS d(id, c, l)
                  WHERE e.bank = $1 AND e.id = d.id AND NOT e.deleted",
                 &[&name, &ids, &counts, &epochs],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    async fn index(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_opt("SELECT data FROM memgym_indexes WHERE bank = $1", &[&name]).await.map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+    }
+
+    async fn put_index(&self, name: &str, version: u64, bytes: Vec<u8>) -> Result<(), StoreError> {
+        let version = to_i64(&self.location, "version", version)?;
+        let client = self.client().await?;
+        // Replicas race to save: the newest version stays.
+        client
+            .execute(
+                "INSERT INTO memgym_indexes (bank, version, data) VALUES ($1, $2, $3)
+                 ON CONFLICT (bank) DO UPDATE SET version = excluded.version, data = excluded.data
+                 WHERE memgym_indexes.version <= excluded.version",
+                &[&name, &version, &bytes],
             )
             .await
             .map_err(|e| self.err(e))?;

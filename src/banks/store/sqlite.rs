@@ -136,6 +136,12 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Where bank `name`'s saved index lives: `indexes/NAME.hnsw` beside the database (a bank name is
+    /// a safe file name: letters, digits, `_`, `-` and `.`, not starting with `.`).
+    pub fn index_file(&self, name: &str) -> PathBuf {
+        index_file(&self.path, name)
+    }
+
     /// Runs `f` with the connection on the blocking pool.
     async fn with<T: Send + 'static>(
         &self,
@@ -404,6 +410,7 @@ impl BankStore for SqliteStore {
             // A bank of this name deleted earlier left tombstones: drop them with it.
             tx.execute("DELETE FROM experiences WHERE bank = ?1", [&m.name]).map_err(|e| classify(path, e))?;
             tx.execute("DELETE FROM documents WHERE bank = ?1", [&m.name]).map_err(|e| classify(path, e))?;
+            let _ = std::fs::remove_file(index_file(path, &m.name));
             tx.execute(
                 &format!("INSERT INTO banks ({META_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
@@ -438,6 +445,9 @@ impl BankStore for SqliteStore {
             tx.execute("DELETE FROM documents WHERE bank = ?1", [&name]).map_err(|e| classify(path, e))?;
             tx.execute("DELETE FROM banks WHERE name = ?1", [&name]).map_err(|e| classify(path, e))?;
             tx.commit().map_err(|e| classify(path, e))?;
+            // Its saved index is of a bank that is gone (and a bank made again under the name has
+            // another uid, so the bytes would be refused anyway): remove it, if it can be.
+            let _ = std::fs::remove_file(index_file(path, &name));
             Ok(Committed::Done)
         })
         .await
@@ -519,4 +529,53 @@ impl BankStore for SqliteStore {
         })
         .await
     }
+
+    async fn index(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let file = self.index_file(name);
+        let location = file.display().to_string();
+        tokio::task::spawn_blocking(move || match std::fs::read(&file) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Unavailable { location, message: format!("reading the saved index: {e}") }),
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable { location: self.path.display().to_string(), message: format!("worker failed: {e}") })?
+    }
+
+    async fn put_index(&self, name: &str, _version: u64, bytes: Vec<u8>) -> Result<(), StoreError> {
+        let file = self.index_file(name);
+        let location = file.display().to_string();
+        tokio::task::spawn_blocking(move || write_atomically(&file, &bytes))
+            .await
+            .map_err(|e| StoreError::Unavailable { location: location.clone(), message: format!("worker failed: {e}") })?
+            .map_err(|e| StoreError::Unavailable { location, message: format!("saving the index: {e}") })
+    }
+}
+
+/// Bank `name`'s saved index beside the database `db`.
+fn index_file(db: &Path, name: &str) -> PathBuf {
+    db.with_file_name("indexes").join(format!("{name}.hnsw"))
+}
+
+/// Writes `bytes` to `file` so that a reader (or a crash) sees the old file or the new one whole: a
+/// temporary file beside it, synced, renamed over it, and the directory synced.
+fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = file.file_name().and_then(|f| f.to_str()).unwrap_or("index");
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, file)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
