@@ -131,6 +131,9 @@ pub struct Hit {
 pub enum IndexOrigin {
     /// Built from the rows (on open, or by a rebuild).
     Built,
+    /// Opened without its graph (no usable saved index): the exact scan answers until the background
+    /// build ends.
+    Pending,
     /// Read from the saved index of `version`, then `changed` experiences written or deleted after it
     /// applied from the change log.
     Saved {
@@ -184,6 +187,24 @@ fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
 impl Library {
     /// Builds the library from stored rows (index build included: run it off the async workers).
     pub fn build(meta: BankMeta, rows: Vec<StoredExperience>, config: &IndexConfig) -> Library {
+        Self::assemble(meta, rows, config, config, IndexOrigin::Built)
+    }
+
+    /// The library without its graph: searched by the exact scan (correct, slower at scale) until a
+    /// rebuild ([`Library::claim_rebuild`]) builds the graph `config` wants. Fast: how a bank with no
+    /// usable saved index opens without waiting for the build.
+    pub fn build_pending(meta: BankMeta, rows: Vec<StoredExperience>, config: &IndexConfig) -> Library {
+        let exact = IndexConfig { mode: crate::memory::IndexMode::Exact, ..config.clone() };
+        Self::assemble(meta, rows, &exact, config, IndexOrigin::Pending)
+    }
+
+    fn assemble(
+        meta: BankMeta,
+        rows: Vec<StoredExperience>,
+        base_config: &IndexConfig,
+        config: &IndexConfig,
+        origin: IndexOrigin,
+    ) -> Library {
         let dim = meta.embedder_dim as usize;
         let mut vectors = Vec::with_capacity(rows.len() * dim);
         let mut slots = BTreeMap::new();
@@ -202,9 +223,9 @@ impl Library {
             slots.insert(exp.id, Slot { exp, mem });
         }
         let by_mem = slots.values().map(|s| (s.mem, s.exp.id)).collect();
-        let base = BaseMemory::build(format!("bank:{}", meta.name), records, vectors, dim, config.clone());
+        let base = BaseMemory::build(format!("bank:{}", meta.name), records, vectors, dim, base_config.clone());
         Library {
-            origin: IndexOrigin::Built,
+            origin,
             meta,
             slots,
             by_mem,
@@ -282,6 +303,9 @@ impl Library {
         let mut slots = BTreeMap::new();
         let mut by_mem = HashMap::with_capacity(rows.len());
         let mut pending_rows = Vec::new();
+        // Nodes are in id order when saved from a build (rows come by id); sorted anyway, so that every
+        // live node meets its row below.
+        live.sort_unstable_by_key(|(at, _)| *at);
         let mut live = live.into_iter().peekable();
         for (at, row) in rows.into_iter().enumerate() {
             let exp = row.exp;
@@ -520,6 +544,12 @@ impl Library {
         self.index.changed_count()
     }
 
+    /// Claims a rebuild whatever the overlay (a [`IndexOrigin::Pending`] library's first build): true
+    /// once until [`Library::adopt`] replaces this library or the claim is released.
+    pub fn claim_rebuild(&self) -> bool {
+        !self.compacting.swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Gives up a claimed rebuild (it failed), so a later write may claim it again.
     pub fn release_compaction(&self) {
         self.compacting.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -530,6 +560,7 @@ impl Library {
     pub fn snapshot(&self) -> (BankMeta, Vec<StoredExperience>) {
         let book = self.usage.lock();
         let dim = self.index.dim();
+        let vectors = self.vectors_by_mem();
         let rows = self
             .slots
             .values()
@@ -539,11 +570,17 @@ impl Library {
                     exp.usage_count = count.saturating_sub(book.pending.get(&exp.id).map_or(0, |p| p.0));
                     exp.last_used_epoch = *last;
                 }
-                let vector = self.index.vector(slot.mem).map_or_else(|| vec![0.0; dim], <[f32]>::to_vec);
+                let vector = vectors.get(&slot.mem).map_or_else(|| vec![0.0; dim], |v| v.to_vec());
                 StoredExperience { exp, vector }
             })
             .collect();
         (self.meta.clone(), rows)
+    }
+
+    /// Every live record's vector by engine id, in one pass over the index (a lookup per id would scan
+    /// the overlay each time: quadratic after a million-row import).
+    fn vectors_by_mem(&self) -> HashMap<MemoryId, &[f32]> {
+        self.index.iter().map(|(r, v)| (r.id, v)).collect()
     }
 
     /// Takes over `old`'s usage accounting (a rebuilt library replacing `old`, both at the same version).
@@ -558,12 +595,13 @@ impl Library {
     /// threshold; the server rebuilds in the background instead, see `Banks::write`).
     pub fn compact(&mut self) {
         let dim = self.index.dim();
+        let vectors_of = self.vectors_by_mem();
         let mut records = Vec::with_capacity(self.slots.len());
         let mut vectors = Vec::with_capacity(self.slots.len() * dim);
         for (i, slot) in self.slots.values().enumerate() {
             let mem = MemoryId(i as u32);
             records.push(record(mem, &slot.exp));
-            match self.index.vector(slot.mem) {
+            match vectors_of.get(&slot.mem) {
                 Some(v) => vectors.extend_from_slice(v),
                 None => vectors.extend(std::iter::repeat_n(0.0, dim)),
             }

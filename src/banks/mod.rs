@@ -335,7 +335,12 @@ impl Banks {
         if meta.kind != KIND_EXPERIENCE {
             return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_EXPERIENCE });
         }
-        *slot = Some(self.open_library(name, meta, rows).await?);
+        let lib = self.open_library(name, meta, rows).await?;
+        if lib.origin() == IndexOrigin::Pending && lib.claim_rebuild() {
+            // Starts once this call lets go of the bank's lock; reads scan exactly until it swaps in.
+            self.spawn_compaction(name, self.handle(name));
+        }
+        *slot = Some(lib);
         self.check_embedder(name, slot).await
     }
 

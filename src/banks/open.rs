@@ -24,7 +24,8 @@ enum NotSaved {
 
 impl Banks {
     /// The library of bank `name` from its rows at `meta`: on the saved index when it is usable, else
-    /// built (off the async workers) and its index saved in the background.
+    /// from the rows (off the async workers): a bank that needs a graph is then
+    /// [`super::IndexOrigin::Pending`], and the caller starts its build in the background (which saves it).
     pub(super) async fn open_library(&self, name: &str, meta: BankMeta, rows: Vec<StoredExperience>) -> Result<Library, BankError> {
         let started = Instant::now();
         let config = self.config.index.clone();
@@ -52,14 +53,20 @@ impl Banks {
             }
         };
 
+        // A bank that needs a graph opens on the exact scan at once, and the caller starts the build in
+        // the background ([`super::IndexOrigin::Pending`]); a small one is complete as built.
+        let pending = config.wants_graph(rows.len());
         let (lib, bytes) = tokio::task::spawn_blocking(move || {
+            if pending {
+                return (Library::build_pending(meta, rows, &config), None);
+            }
             let lib = Library::build(meta, rows, &config);
             let bytes = lib.saved_index();
             (lib, bytes)
         })
         .await
         .map_err(|e| BankError::FailedPrecondition { message: format!("building the index of bank {} failed: {e}", quoted(name)) })?;
-        tracing::info!(bank = name, experiences = lib.len(), secs = started.elapsed().as_secs_f64(), "bank index built");
+        tracing::info!(bank = name, experiences = lib.len(), pending, secs = started.elapsed().as_secs_f64(), "bank opened from its rows");
         if let Some(bytes) = bytes {
             save_in_background(Arc::clone(&self.store), name, lib.meta().version, bytes);
         }

@@ -69,6 +69,17 @@ pub struct IndexConfig {
     pub parallel_build: bool,
 }
 
+impl IndexConfig {
+    /// Whether the planner searches `n` records with an HNSW graph (so one is built for them).
+    pub fn wants_graph(&self, n: usize) -> bool {
+        match self.mode {
+            IndexMode::Exact => false,
+            IndexMode::Hnsw => n > 0,
+            IndexMode::Auto => n > self.full_scan_threshold,
+        }
+    }
+}
+
 impl Default for IndexConfig {
     fn default() -> Self {
         IndexConfig {
@@ -174,11 +185,7 @@ impl BaseMemory {
                 }
             }
         }
-        let needs_graph = match config.mode {
-            IndexMode::Exact => false,
-            IndexMode::Hnsw => !records.is_empty(),
-            IndexMode::Auto => records.len() > config.full_scan_threshold,
-        };
+        let needs_graph = config.wants_graph(records.len());
         let graph = if given.is_some() {
             given.map(Some)
         } else {

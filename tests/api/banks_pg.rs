@@ -202,3 +202,66 @@ async fn two_replicas_record_into_one_agent_memory_without_losing_episodes() {
         .context;
     assert!(text.ends_with("Your mean score on t: 0.90 (over 40 episodes)"), "{text}");
 }
+
+/// Issue 42: a replica does not build a shared bank's index from scratch. The first replica to open the
+/// bank builds the graph and saves it in the database (`memgym_indexes`); a replica opening it later
+/// reads that graph and catches up from the change log on what was written since, and keeps catching
+/// up on the other replicas' writes. In process (three `Banks` on three connections) so that how each
+/// one opened is visible.
+#[tokio::test]
+async fn a_replica_opens_a_shared_bank_on_the_index_another_replica_saved() {
+    use memgym::banks::formats::Format;
+    use memgym::banks::semantic::Query;
+    use memgym::banks::store::{postgres::PostgresStore, BankStore};
+    use memgym::banks::{Banks, BanksConfig, IndexOrigin};
+    use memgym::embed::{EmbedService, HashEmbedder};
+    use memgym::memory::{IndexConfig, IndexMode};
+    use std::sync::Arc;
+
+    let config = BanksConfig {
+        index: IndexConfig { mode: IndexMode::Hnsw, parallel_build: true, ..IndexConfig::default() },
+        ..BanksConfig::default()
+    };
+    let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
+    let store = || async { Arc::new(PostgresStore::connect(postgres_url()).await.expect("PostgreSQL")) };
+    let replica = |s: Arc<PostgresStore>| Banks::new(s, embed.clone(), None, config.clone());
+    let text = |i: u64| format!("shared experience {i}: check case {} before case {}", i % 13, i * 5 % 29);
+    let bank = unique("indexed");
+    let file: serde_json::Map<String, serde_json::Value> = (0..400).map(|i| (format!("G{i}"), text(i).into())).collect();
+
+    let a = replica(store().await);
+    a.import(&bank, Format::Upstream, &serde_json::Value::Object(file).to_string(), false, None).await.unwrap();
+    // B opens the bank first: it answers by the exact scan while it builds the graph in the background,
+    // then saves it beside the rows.
+    let b_store = store().await;
+    let b = replica(Arc::clone(&b_store));
+    assert_eq!(b.read(&bank, |l| l.origin()).await.unwrap(), IndexOrigin::Pending);
+    let meta = b.read(&bank, |l| l.meta().clone()).await.unwrap();
+    let mut saved = None;
+    for _ in 0..600 {
+        if let Some(bytes) = b_store.index(&bank).await.unwrap() {
+            saved = Some(memgym::banks::saved_index::decode(&bytes, &meta).expect("the saved index decodes").version);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(saved, Some(meta.version), "B saved the index it built");
+    // A writes after the save; C, a new replica, opens on B's graph plus the change log.
+    a.add(&bank, "a rule written after the index was saved", Default::default(), None).await.unwrap();
+    a.delete_experience(&bank, "G7", None).await.unwrap();
+    let c = replica(store().await);
+    assert_eq!(c.read(&bank, |l| l.origin()).await.unwrap(), IndexOrigin::Saved { version: meta.version, changed: 2 });
+    // C answers with the current rows, and keeps up with A's next write.
+    let q = |t: &'static str| Query { text: t, top_k: 3, min_similarity: None, domain: None, count: false };
+    let hits = c.retrieve(&bank, q("a rule written after the index was saved")).await.unwrap().0;
+    assert_eq!(hits[0].exp.text, "a rule written after the index was saved");
+    a.modify(&bank, "G8", "G8 rewritten by replica A", None, None, None).await.unwrap();
+    let hits = c.retrieve(&bank, q("G8 rewritten by replica A")).await.unwrap().0;
+    assert_eq!((hits[0].exp.id, hits[0].exp.text.as_str()), (8, "G8 rewritten by replica A"));
+    for i in (0..400).filter(|i| *i != 7 && *i != 8).step_by(37) {
+        let t = text(i);
+        let hits = c.retrieve(&bank, Query { text: &t, top_k: 3, min_similarity: None, domain: None, count: false }).await.unwrap().0;
+        assert_eq!(hits[0].exp.id, i, "G{i} is its own text's first answer on C");
+        assert!(hits.iter().all(|h| h.exp.id != 7), "the deleted G7 never answers");
+    }
+}

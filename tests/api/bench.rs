@@ -134,3 +134,38 @@ fn rollout_harness_plays_every_rollout_against_the_instant_endpoint() {
         assert!(num(&j, key) > 0.0, "{key} in {j}");
     }
 }
+
+/// `memgym bench banks` at small sizes (the test command's run of it; the full one is in the Banks
+/// chapter): every table is there, and the open of the largest bank by a fresh server went through the
+/// saved index the first server wrote, then, with it removed, through the exact scan while the graph
+/// builds.
+#[test]
+fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
+    let (table, j) = bench_output(&[
+        "banks",
+        "--sizes",
+        "100,3000",
+        "--compress-sizes",
+        "300",
+        "--secs",
+        "0.2",
+        "--recall-queries",
+        "10",
+        "--clients",
+        "2",
+    ]);
+    assert!(table.contains("Retrieve over gRPC") && table.contains("ApplyOperations") && table.contains("Compression"), "{table}");
+    let rows = j["retrieve"].as_array().expect("retrieve rows");
+    assert_eq!(rows.iter().map(|r| r["size"].as_u64()).collect::<Vec<_>>(), vec![Some(100), Some(3000)]);
+    assert_eq!(rows[1]["path"], "hnsw", "3,000 experiences are above the banks' threshold");
+    assert!(rows[1]["recall_at_10"].as_f64().is_some_and(|r| r > 0.0 && r <= 1.0));
+    let open = &j["open"];
+    assert_eq!(open["size"], 3000);
+    assert!(open["saved_index"]["origin"].as_str().is_some_and(|o| o.starts_with("Saved")), "{open}");
+    assert_eq!(open["without_saved_index"]["origin"], "Pending", "{open}");
+    assert!(open["without_saved_index"]["graph_ready_s"]
+        .as_f64()
+        .is_some_and(|s| s >= open["without_saved_index"]["seconds"].as_f64().unwrap()));
+    assert!(open["saved_index"]["seconds"].as_f64().is_some_and(f64::is_finite));
+    assert_eq!(j["compress"].as_array().map(Vec::len), Some(4), "four strategies at one size");
+}

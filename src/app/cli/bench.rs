@@ -127,6 +127,9 @@ pub struct BankBenchArgs {
     /// Bank sizes for the retrieval measurement.
     #[arg(long, value_delimiter = ',', default_value = "100,10000,100000")]
     pub sizes: Vec<usize>,
+    /// Bank sizes for the compression measurement (each strategy as a dry run).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    pub compress_sizes: Vec<usize>,
     /// Seconds per measurement.
     #[arg(long, default_value_t = 5.0)]
     pub secs: f64,
@@ -142,6 +145,10 @@ pub struct BankBenchArgs {
     /// Also measure ApplyOperations on this PostgreSQL database.
     #[arg(long, value_name = "URL")]
     pub postgres_url: Option<String>,
+    /// Skip the second open of the largest bank (its saved index removed: the exact scan answers while
+    /// the graph builds again, which takes most of an hour at 1,000,000 experiences).
+    #[arg(long)]
+    pub no_open_without_saved: bool,
     /// Print one JSON object as the last line.
     #[arg(long)]
     pub json: bool,

@@ -7,10 +7,12 @@
 //!   `--recall-queries` queries.
 //! - **Load and open**: the import of each size (acknowledged once embedded and durable) and the time
 //!   until its index is rebuilt in the background (retrieval is measured after that), and — for the
-//!   largest — the open of the bank by a fresh server on the same file (read, index rebuild).
+//!   largest — the open of the bank by a fresh server on the same file to its first Retrieve: on the
+//!   index the first server saved, then with that file removed (the rows read and the graph built).
 //! - **ApplyOperations** batches of 1, 10 and 100 adds, durable, one after another for `--secs`
 //!   seconds each: latency and operations/s, on SQLite and on PostgreSQL.
-//! - **Compression** at 1,000 and 10,000 experiences, each strategy as a dry run (the selection alone).
+//! - **Compression** at `--compress-sizes` (default 1,000 and 10,000 experiences), each strategy as a dry run
+//!   (the selection alone).
 //!
 //! Texts are 12-word sentences from a seeded generator, so every run embeds the same library. Like a real
 //! library, which holds many experiences about each of its tasks, they are clustered: each sentence
@@ -156,12 +158,78 @@ async fn apply_load(client: &mut BanksClient<Channel>, bank: &str, n: usize, sec
     Ok((hist, ops as f64 / start.elapsed().as_secs_f64()))
 }
 
+/// The open of bank `name` by a fresh server on the same file, to its first correct Retrieve: on the
+/// saved index (once the first server has saved it), then with no saved index (the exact scan answers
+/// while the graph builds in the background; when it is swapped in is reported too). Returns the JSON row.
+async fn open_times(
+    store: &Arc<dyn BankStore>,
+    sqlite: &SqliteStore,
+    env: &crate::episode::Environment,
+    a: &BankBenchArgs,
+    name: &str,
+    words: &[String],
+) -> anyhow::Result<serde_json::Value> {
+    let meta = store.meta(name).await?.context("the bank exists")?;
+    let saved_at = Instant::now();
+    loop {
+        let saved = store.index(name).await?.map(|b| crate::banks::saved_index::decode(&b, &meta).map(|s| s.version));
+        if matches!(saved, Some(Ok(v)) if v == meta.version) {
+            break;
+        }
+        anyhow::ensure!(saved_at.elapsed() < Duration::from_secs(600), "bank {name}'s index was not saved within 10 minutes");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let query = sentence(&mut rng, words);
+    let mut row = serde_json::Map::new();
+    let opens: &[(&str, bool)] =
+        if a.no_open_without_saved { &[("saved_index", false)] } else { &[("saved_index", false), ("without_saved_index", true)] };
+    for &(label, remove) in opens {
+        if remove {
+            std::fs::remove_file(sqlite.index_file(name)).context("removing the saved index")?;
+        }
+        let rss_before = super::probe::Probe::this_process().rss_bytes();
+        let fresh = banks_on(Arc::clone(store), env, &a.index).await;
+        let t = Instant::now();
+        let q = crate::banks::semantic::Query { text: &query, top_k: 10, min_similarity: None, domain: None, count: false };
+        let hits = fresh.retrieve(name, q).await?.0.len();
+        let open = t.elapsed();
+        let (size, origin) = fresh.read(name, |lib| (lib.len(), lib.origin())).await?;
+        anyhow::ensure!(hits == 10, "the first Retrieve returned {hits} hits");
+        // What the open added to this process's RSS (the bank held a second time, plus what the
+        // allocator kept of the rows read): the server's memory for the bank, from above.
+        let rss_added = super::probe::Probe::this_process()
+            .rss_bytes()
+            .zip(rss_before)
+            .map(|(after, before)| after.saturating_sub(before) as f64 / 1_048_576.0);
+        println!(
+            "open of {size} experiences by a fresh server to its first Retrieve ({origin:?}): {:.2} s, {} MiB of RSS added",
+            open.as_secs_f64(),
+            rss_added.map_or("n/a".to_string(), |m| format!("{m:.0}"))
+        );
+        // Without a saved index the graph builds in the background: report when it is swapped in.
+        let mut graph_ready = None;
+        if origin == crate::banks::IndexOrigin::Pending {
+            while fresh.read(name, |lib| lib.origin()).await? == crate::banks::IndexOrigin::Pending {
+                anyhow::ensure!(t.elapsed() < Duration::from_secs(3_600), "bank {name}'s graph was not built within an hour");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            graph_ready = Some(t.elapsed().as_secs_f64());
+            println!("  its graph, built in the background meanwhile, answered from {:.1} s", t.elapsed().as_secs_f64());
+        }
+        row.insert("size".into(), size.into());
+        row.insert(label.into(), json!({"seconds": open.as_secs_f64(), "origin": format!("{origin:?}"), "graph_ready_s": graph_ready, "rss_added_mib": rss_added}));
+    }
+    Ok(row.into())
+}
+
 /// Runs the measurements and prints the table (and JSON).
 pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     let env = crate::app::config::build_environment(&a.env)?;
     let words = vocabulary();
     let dir = std::env::temp_dir().join(format!("memgym-bench-banks-{}", std::process::id()));
-    let store: Arc<dyn BankStore> = Arc::new(SqliteStore::open(&dir).with_context(|| format!("banks in {}", dir.display()))?);
+    let sqlite = Arc::new(SqliteStore::open(&dir).with_context(|| format!("banks in {}", dir.display()))?);
+    let store: Arc<dyn BankStore> = Arc::clone(&sqlite) as Arc<dyn BankStore>;
     let banks = banks_on(Arc::clone(&store), &env, &a.index).await;
     let running = crate::app::server::spawn_with(env.clone(), Some(Arc::clone(&banks)), "127.0.0.1:0".parse()?).await?;
     let channel = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;
@@ -177,15 +245,22 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     let mut largest = None;
     for &n in &a.sizes {
         let name = format!("retrieve-{n}");
+        let data = library(n, n as u64, &words);
         let t = Instant::now();
-        client
-            .import_bank(pb::ImportBankRequest {
-                bank: name.clone(),
-                format: pb::BankFormat::UpstreamJson as i32,
-                data: library(n, n as u64, &words),
-                ..Default::default()
-            })
-            .await?;
+        if data.len() < crate::api::MAX_MESSAGE_BYTES - (1 << 20) {
+            client
+                .import_bank(pb::ImportBankRequest {
+                    bank: name.clone(),
+                    format: pb::BankFormat::UpstreamJson as i32,
+                    data,
+                    ..Default::default()
+                })
+                .await?;
+        } else {
+            // Over one gRPC message (32 MiB, about 300,000 of these experiences): the same import, in process.
+            println!("  (the {n}-experience file is over one gRPC message: imported in process)");
+            banks.import(&name, crate::banks::formats::Format::Upstream, &data, false, None).await?;
+        }
         let load = t.elapsed();
         // A large import is acknowledged once durable; its index is rebuilt in the background. Measure
         // retrieval once that is done (the steady state), and report when it was.
@@ -212,13 +287,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         largest = Some(name);
     }
     if let Some(name) = largest {
-        // A second server on the same file: the first read loads the rows and rebuilds the index.
-        let fresh = banks_on(Arc::clone(&store), &env, &a.index).await;
-        let t = Instant::now();
-        let size = fresh.read(&name, |lib| lib.len()).await?;
-        let open = t.elapsed();
-        println!("open of {size} experiences by a fresh server (read + index rebuild): {:.2} s", open.as_secs_f64());
-        open_row = json!({"size": size, "seconds": open.as_secs_f64()});
+        open_row = open_times(&store, &sqlite, &env, &a, &name, &words).await?;
     }
 
     let mut targets: Vec<Target> = vec![("sqlite", client.clone(), None)];
@@ -245,7 +314,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
 
     println!("\nCompression (dry run: the selection alone)");
     println!("{:>9} {:>10} {:>10} {:>10} {:>10}", "size", "diversity", "importance", "temporal", "hybrid");
-    for n in [1_000usize, 10_000] {
+    for &n in &a.compress_sizes {
         let name = format!("compress-{n}");
         client
             .import_bank(pb::ImportBankRequest {
