@@ -331,7 +331,9 @@ impl Banks {
             }
             *slot = None;
         }
+        let loading = std::time::Instant::now();
         let Some((meta, rows)) = self.store.load(name).await? else { return Err(BankError::BankNotFound { name: name.to_string() }) };
+        tracing::info!(bank = name, rows = rows.len(), secs = loading.elapsed().as_secs_f64(), "bank rows read");
         if meta.kind != KIND_EXPERIENCE {
             return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_EXPERIENCE });
         }

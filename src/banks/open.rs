@@ -93,7 +93,9 @@ impl Banks {
             }
         };
         let m = meta.clone();
+        let started = Instant::now();
         let decoded = tokio::task::spawn_blocking(move || saved_index::decode(&bytes, &m)).await;
+        tracing::info!(bank = name, secs = started.elapsed().as_secs_f64(), "saved index read and checked");
         let saved = match decoded {
             Ok(Ok(saved)) => saved,
             Ok(Err(why)) => return Err(NotSaved::Build(Some(why), rows)),
