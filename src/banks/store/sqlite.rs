@@ -244,7 +244,11 @@ fn read_row(path: &Path, r: &rusqlite::Row<'_>) -> Result<RowChange, StoreError>
     if deleted != 0 {
         return Ok(RowChange::Deleted(id));
     }
-    let vector: Option<Vec<u8>> = r.get(7).map_err(err)?;
+    // Borrowed from the row, not copied: the vector is decoded straight from SQLite's buffer.
+    let vector = r.get_ref(7).map_err(err)?;
+    let vector = vector
+        .as_blob_or_null()
+        .map_err(|e| StoreError::Corrupt { location: path.display().to_string(), message: format!("experience {id}'s vector: {e}") })?;
     let last: Option<i64> = r.get(6).map_err(err)?;
     Ok(RowChange::Put(StoredExperience {
         exp: Experience {
@@ -256,7 +260,7 @@ fn read_row(path: &Path, r: &rusqlite::Row<'_>) -> Result<RowChange, StoreError>
             usage_count: to_u64(path, "usage_count", r.get(5).map_err(err)?)?,
             last_used_epoch: last.map(|v| to_u64(path, "last_used_epoch", v)).transpose()?,
         },
-        vector: vector_of(path, vector.as_deref().unwrap_or_default())?,
+        vector: vector_of(path, vector.unwrap_or_default())?,
     }))
 }
 
