@@ -169,6 +169,16 @@ const EMPTY_EXPERIENCE: Experience = Experience {
     last_used_epoch: None,
 };
 
+/// Appends `v` to the row-major buffer `out`, or `dim` zeros when `v` is not `dim` long (a row stored
+/// without its vector, or a node that has none).
+fn push_row(out: &mut Vec<f32>, v: &[f32], dim: usize) {
+    if v.len() == dim {
+        out.extend_from_slice(v);
+    } else {
+        out.extend(std::iter::repeat_n(0.0, dim));
+    }
+}
+
 fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
     MemoryRecord {
         id: mem,
@@ -214,11 +224,7 @@ impl Library {
             let mem = MemoryId(i as u32);
             let exp = row.exp;
             records.push(record(mem, &exp));
-            if row.vector.len() == dim {
-                vectors.extend_from_slice(&row.vector);
-            } else {
-                vectors.extend(std::iter::repeat_n(0.0, dim));
-            }
+            push_row(&mut vectors, &row.vector, dim);
             totals.insert(exp.id, (exp.usage_count, exp.last_used_epoch));
             slots.insert(exp.id, Slot { exp, mem });
         }
@@ -270,11 +276,7 @@ impl Library {
                     }
                     let row = &rows[at];
                     records.push(record(mem, &row.exp));
-                    if row.vector.len() == dim {
-                        vectors.extend_from_slice(&row.vector);
-                    } else {
-                        vectors.extend(std::iter::repeat_n(0.0, dim));
-                    }
+                    push_row(&mut vectors, &row.vector, dim);
                     live.push((at, mem));
                 }
                 None if !changed.contains(&id) => {
@@ -284,7 +286,7 @@ impl Library {
                 _ => {
                     // Changed since: a tombstone the searches walk through but never return.
                     records.push(record(mem, &EMPTY_EXPERIENCE));
-                    vectors.extend(std::iter::repeat_n(0.0, dim));
+                    push_row(&mut vectors, &[], dim);
                     dead.push(mem);
                 }
             }
@@ -536,7 +538,7 @@ impl Library {
         if overlay <= 1_024 || overlay * 4 <= self.slots.len() {
             return false;
         }
-        !self.compacting.swap(true, std::sync::atomic::Ordering::SeqCst)
+        self.claim_rebuild()
     }
 
     /// Experiences held in the index's overlay rather than its base (0 right after a rebuild).
@@ -601,10 +603,7 @@ impl Library {
         for (i, slot) in self.slots.values().enumerate() {
             let mem = MemoryId(i as u32);
             records.push(record(mem, &slot.exp));
-            match vectors_of.get(&slot.mem) {
-                Some(v) => vectors.extend_from_slice(v),
-                None => vectors.extend(std::iter::repeat_n(0.0, dim)),
-            }
+            push_row(&mut vectors, vectors_of.get(&slot.mem).copied().unwrap_or_default(), dim);
         }
         let base = BaseMemory::build(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone());
         self.index = EpisodeMemory::new(Arc::new(base));

@@ -1,7 +1,7 @@
 //! Opening a bank into memory, and saving its index: a bank opens on its saved index
 //! ([`super::saved_index`]) when the store has a usable one, brought up to date from the change log,
-//! and is built from its rows otherwise (then the index it built is saved for the next open). Every
-//! index this server builds for a bank, on open or in a background rebuild, is saved the same way.
+//! and is opened from its rows otherwise (on the exact scan while its graph builds in the background).
+//! Every graph this server builds for a bank, in a background rebuild, is saved for the next open.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,6 +26,7 @@ impl Banks {
     /// The library of bank `name` from its rows at `meta`: on the saved index when it is usable, else
     /// from the rows (off the async workers): a bank that needs a graph is then
     /// [`super::IndexOrigin::Pending`], and the caller starts its build in the background (which saves it).
+    /// A bank small enough for the exact scan has no graph to save.
     pub(super) async fn open_library(&self, name: &str, meta: BankMeta, rows: Vec<StoredExperience>) -> Result<Library, BankError> {
         let started = Instant::now();
         let config = self.config.index.clone();
@@ -54,22 +55,18 @@ impl Banks {
         };
 
         // A bank that needs a graph opens on the exact scan at once, and the caller starts the build in
-        // the background ([`super::IndexOrigin::Pending`]); a small one is complete as built.
+        // the background ([`super::IndexOrigin::Pending`]), which saves it; a small one has no graph.
         let pending = config.wants_graph(rows.len());
-        let (lib, bytes) = tokio::task::spawn_blocking(move || {
+        let lib = tokio::task::spawn_blocking(move || {
             if pending {
-                return (Library::build_pending(meta, rows, &config), None);
+                Library::build_pending(meta, rows, &config)
+            } else {
+                Library::build(meta, rows, &config)
             }
-            let lib = Library::build(meta, rows, &config);
-            let bytes = lib.saved_index();
-            (lib, bytes)
         })
         .await
         .map_err(|e| BankError::FailedPrecondition { message: format!("building the index of bank {} failed: {e}", quoted(name)) })?;
         tracing::info!(bank = name, experiences = lib.len(), pending, secs = started.elapsed().as_secs_f64(), "bank opened from its rows");
-        if let Some(bytes) = bytes {
-            save_in_background(Arc::clone(&self.store), name, lib.meta().version, bytes);
-        }
         Ok(lib)
     }
 

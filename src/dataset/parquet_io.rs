@@ -4,10 +4,8 @@
 //! row and column instead of a panic.
 
 use std::fs;
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder, UInt32Builder};
@@ -193,34 +191,10 @@ pub fn write_batch(path: &Path, batch: &RecordBatch) -> Result<(), DatasetError>
     atomic_write(path, &bytes)
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory is written and
-/// synced, then renamed over `path`, then the directory is synced. Readers see the old file or
+/// Writes `bytes` to `path` atomically ([`crate::util::atomic_file::write`]): readers see the old file or
 /// the new one, never a partial one.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| DatasetError::Io { path, source }
-    };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        Some(_) | None => Path::new("."),
-    };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp).map_err(io(&tmp))?;
-        file.write_all(bytes).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(io(path))?;
-        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
-    })();
-    if result.is_err() {
-        // Best effort: the temporary file may or may not exist at this point.
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::util::atomic_file::write(path, bytes).map_err(|(path, source)| DatasetError::Io { path, source })
 }
 
 /// Decodes a Parquet file into record batches after checking its schema against `expected`.

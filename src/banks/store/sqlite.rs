@@ -549,37 +549,18 @@ impl BankStore for SqliteStore {
     async fn put_index(&self, name: &str, _version: u64, bytes: Vec<u8>) -> Result<(), StoreError> {
         let file = self.index_file(name);
         let location = file.display().to_string();
-        tokio::task::spawn_blocking(move || write_atomically(&file, &bytes))
-            .await
-            .map_err(|e| StoreError::Unavailable { location: location.clone(), message: format!("worker failed: {e}") })?
-            .map_err(|e| StoreError::Unavailable { location, message: format!("saving the index: {e}") })
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(file.parent().unwrap_or(Path::new(".")))
+                .map_err(|e| (file.clone(), e))
+                .and_then(|()| crate::util::atomic_file::write(&file, &bytes))
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable { location: location.clone(), message: format!("worker failed: {e}") })?
+        .map_err(|(at, e)| StoreError::Unavailable { location, message: format!("saving the index ({}): {e}", at.display()) })
     }
 }
 
 /// Bank `name`'s saved index beside the database `db`.
 fn index_file(db: &Path, name: &str) -> PathBuf {
     db.with_file_name("indexes").join(format!("{name}.hnsw"))
-}
-
-/// Writes `bytes` to `file` so that a reader (or a crash) sees the old file or the new one whole: a
-/// temporary file beside it, synced, renamed over it, and the directory synced.
-fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = file.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = file.file_name().and_then(|f| f.to_str()).unwrap_or("index");
-    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, file)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }
