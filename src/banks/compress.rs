@@ -49,7 +49,7 @@ pub const DEFAULT_KMEANS_ITERATIONS: usize = 50;
 pub const DEFAULT_SEED: u64 = 0;
 
 /// One experience as compression sees it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Candidate<'a> {
     /// The experience's number N (its name is "G{N}").
     pub id: u64,
@@ -60,7 +60,7 @@ pub struct Candidate<'a> {
     /// Epoch the experience was last used in, if ever.
     pub last_used_epoch: Option<u64>,
     /// Unit-length embedding, or all zeros for an empty text.
-    pub vector: &'a [f32],
+    pub vector: std::borrow::Cow<'a, [f32]>,
 }
 
 /// The four strategies.
@@ -270,7 +270,7 @@ impl<'a> Library<'a> {
             if !c.vector.iter().all(|x| x.is_finite()) {
                 return Err(CompressError::NonFiniteVector { id: c.id });
             }
-            rows.extend_from_slice(c.vector);
+            rows.extend_from_slice(&c.vector);
         }
         Ok(Library { items, rows, dim })
     }
@@ -519,7 +519,13 @@ mod tests {
 
     fn cands(spec: &[Spec]) -> Vec<Candidate<'_>> {
         spec.iter()
-            .map(|(id, c, e, u, v)| Candidate { id: *id, confidence: *c, created_epoch: *e, last_used_epoch: *u, vector: v })
+            .map(|(id, c, e, u, v)| Candidate {
+                id: *id,
+                confidence: *c,
+                created_epoch: *e,
+                last_used_epoch: *u,
+                vector: std::borrow::Cow::Borrowed(v),
+            })
             .collect()
     }
 

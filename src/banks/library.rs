@@ -391,7 +391,7 @@ impl Library {
     }
 
     /// The stored vector of `id`.
-    pub fn vector(&self, id: u64) -> Option<&[f32]> {
+    pub fn vector(&self, id: u64) -> Option<std::borrow::Cow<'_, [f32]>> {
         self.slots.get(&id).and_then(|s| self.index.vector(s.mem))
     }
 
@@ -581,7 +581,7 @@ impl Library {
 
     /// Every live record's vector by engine id, in one pass over the index (a lookup per id would scan
     /// the overlay each time: quadratic after a million-row import).
-    fn vectors_by_mem(&self) -> HashMap<MemoryId, &[f32]> {
+    fn vectors_by_mem(&self) -> HashMap<MemoryId, std::borrow::Cow<'_, [f32]>> {
         self.index.iter().map(|(r, v)| (r.id, v)).collect()
     }
 
@@ -603,7 +603,7 @@ impl Library {
         for (i, slot) in self.slots.values().enumerate() {
             let mem = MemoryId(i as u32);
             records.push(record(mem, &slot.exp));
-            push_row(&mut vectors, vectors_of.get(&slot.mem).copied().unwrap_or_default(), dim);
+            push_row(&mut vectors, vectors_of.get(&slot.mem).map_or(&[][..], |v| v), dim);
         }
         let base = BaseMemory::build(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone());
         self.index = EpisodeMemory::new(Arc::new(base));

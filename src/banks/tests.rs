@@ -410,7 +410,7 @@ async fn the_index_is_rebuilt_in_the_background_without_losing_writes() {
     let v = b.embedder().embed(vec![q.text.to_string()]).await.unwrap().remove(0);
     let exact: Vec<u64> = b
         .read("lib", |l| {
-            let mut all: Vec<(f32, u64)> = l.iter().map(|e| (crate::util::vector::dot(&v, l.vector(e.id).unwrap()), e.id)).collect();
+            let mut all: Vec<(f32, u64)> = l.iter().map(|e| (crate::util::vector::dot(&v, &l.vector(e.id).unwrap()), e.id)).collect();
             all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             all.iter().take(10).map(|x| x.1).collect()
         })

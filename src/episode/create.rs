@@ -136,7 +136,7 @@ impl Environment {
             steps_used: 0,
             rejected: 0,
             scored: None,
-            trace: Vec::new(),
+            trace: super::trace::Trace::default(),
             applied: super::once::Applied::default(),
             definition: definition.clone(),
             ended: None,

@@ -20,6 +20,7 @@ pub mod replica;
 mod score;
 pub use score::score_metrics;
 mod step;
+mod trace;
 mod types;
 
 use std::collections::HashMap;
@@ -184,7 +185,7 @@ impl Environment {
         let entry = self.entry(episode_id)?;
         let ep = entry.episode.lock().await;
         self.check_open(&ep)?;
-        Ok((ep.state(), if with_trace { ep.trace.clone() } else { Vec::new() }))
+        Ok((ep.state(), if with_trace { ep.trace.entries() } else { Vec::new() }))
     }
 
     /// A page of memories in listing order: the first `page_size` matching memories after listing position

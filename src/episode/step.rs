@@ -74,7 +74,7 @@ impl Environment {
         }
         ep.steps_used += 1;
         let step = ep.steps_used;
-        ep.trace.push(TraceEntry { step, tool_name: call.name(), arguments_json: call.arguments_json(), result_ids: output.result_ids() });
+        ep.trace.push(step, &call, &call.arguments_json(), &output.result_ids());
         let steps_left = ep.max_steps - step;
         let memories = ep.memory.len();
         let metrics = StepMetrics {

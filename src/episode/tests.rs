@@ -633,6 +633,7 @@ async fn gold_modes_score_against_the_chosen_answer_and_refuse_excluded_question
     assert!(reward[0] > reward[1] && reward[0] > 0.0, "{reward:?}");
 }
 
+mod footprint;
 mod fork;
 mod once;
 mod whole;

@@ -136,7 +136,7 @@ pub struct Episode {
     pub(super) steps_used: u32,
     pub(super) rejected: u32,
     pub(super) scored: Option<Arc<RewardBreakdown>>,
-    pub(super) trace: Vec<TraceEntry>,
+    pub(super) trace: super::trace::Trace,
     /// The calls applied under a `call_id`, for exactly-once retries ([`super::once`]).
     pub(super) applied: super::once::Applied,
     pub(super) definition: String,

@@ -160,7 +160,8 @@ impl std::fmt::Debug for BaseMemory {
 }
 
 impl BaseMemory {
-    /// Builds M₀ from records whose ids are `0..n` in order and their unit vectors (row-major, `n × dim`).
+    /// Builds M₀ from records whose ids are `0..n` in order and their unit vectors (row-major, `n × dim`),
+    /// rounded to half precision ([`super::half`]).
     /// Builds the HNSW graph once if the planner will use it. Panics only on a caller bug (mismatched
     /// lengths or ids), never on data.
     pub fn build(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig) -> Self {
@@ -173,8 +174,17 @@ impl BaseMemory {
         Self::assemble(key, records, vectors, dim, config, Some(graph))
     }
 
-    fn assemble(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig, given: Option<Graph>) -> Self {
+    fn assemble(
+        key: String,
+        records: Vec<MemoryRecord>,
+        mut vectors: Vec<f32>,
+        dim: usize,
+        config: IndexConfig,
+        given: Option<Graph>,
+    ) -> Self {
         assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
+        // Every vector memory holds is at half precision (see `super::half`), M₀'s too.
+        super::half::round_parallel(&mut vectors, std::thread::available_parallelism().map_or(1, |n| n.get()));
         debug_assert!(records.iter().enumerate().all(|(i, r)| r.id.0 as usize == i));
         let total_chars = records.iter().map(MemoryRecord::char_len).sum();
         let mut speakers: Vec<String> = Vec::new();

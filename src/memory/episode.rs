@@ -1,13 +1,16 @@
 //! One episode's view of memory: the shared M₀ plus this episode's own changes.
 //!
 //! Creating it is O(1) in |M₀|: it holds an `Arc` to M₀, an (initially unallocated) tombstone bitset
-//! over M₀ positions, and its own added records with their vectors. An update of an M₀ record
+//! over M₀ positions, and its own added records with their vectors in half precision ([`super::half`]:
+//! the vectors were two thirds of an open episode's bytes). An update of an M₀ record
 //! tombstones the original and adds the new version under the same id; a delete tombstones it (or drops
 //! an added record). Searches scan M₀ (skipping tombstones) and the additions, and merge the results.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::base::{BaseMemory, SearchPath, Tombstones};
+use super::half::HalfVec;
 use super::lexical::{bm25_scores, rank_by, rrf, Terms, RRF_K};
 use super::record::{Filter, MemoryId, MemoryRecord};
 use crate::util::vector::{Hit, TopK};
@@ -51,16 +54,22 @@ pub struct Scored<'a> {
     pub record: &'a MemoryRecord,
 }
 
+/// One record the episode wrote, with its half-precision vector (see [`super::half`]), its lexical terms
+/// (hybrid search only) and its listing position.
+#[derive(Debug, Clone)]
+struct Added {
+    record: MemoryRecord,
+    vector: HalfVec,
+    terms: Option<Box<Terms>>,
+    pos: u64,
+}
+
 /// An episode's memory: M₀ shared, changes owned.
 #[derive(Debug, Clone)]
 pub struct EpisodeMemory {
     base: Arc<BaseMemory>,
     dead: Bitset,
-    added: Vec<MemoryRecord>,
-    added_vecs: Vec<f32>,
-    added_terms: Vec<Terms>,
-    /// The listing position of each added record (see [`EpisodeMemory::listing`]).
-    added_pos: Vec<u64>,
+    added: Vec<Added>,
     next_id: u32,
     next_pos: u64,
     total_chars: usize,
@@ -71,35 +80,30 @@ impl EpisodeMemory {
     /// vectors and terms): what a copy of it (ForkEpisode) allocates.
     pub fn overlay_bytes(&self) -> usize {
         let record = |r: &MemoryRecord| {
-            std::mem::size_of::<MemoryRecord>()
-                + r.text.capacity()
+            r.text.capacity()
                 + r.speaker.as_ref().map_or(0, String::capacity)
                 + r.session_date.as_ref().map_or(0, String::capacity)
                 + r.source.capacity()
                 + r.evidence.iter().map(|e| e.capacity() + std::mem::size_of::<String>()).sum::<usize>()
         };
         self.dead.words.capacity() * 8
-            + self.added.iter().map(record).sum::<usize>()
-            + self.added_vecs.capacity() * 4
-            + self.added_terms.iter().map(|t| std::mem::size_of::<Terms>() + t.heap_bytes()).sum::<usize>()
-            + self.added_pos.capacity() * 8
+            + self.added.capacity() * std::mem::size_of::<Added>()
+            + self
+                .added
+                .iter()
+                .map(|a| {
+                    record(&a.record)
+                        + a.vector.heap_bytes()
+                        + a.terms.as_ref().map_or(0, |t| std::mem::size_of::<Terms>() + t.heap_bytes())
+                })
+                .sum::<usize>()
     }
 
     /// A fresh view of `base` with no changes. O(1) in |M₀|.
     pub fn new(base: Arc<BaseMemory>) -> Self {
         let next_id = base.len() as u32;
         let total_chars = base.total_chars();
-        EpisodeMemory {
-            base,
-            dead: Bitset::default(),
-            added: Vec::new(),
-            added_vecs: Vec::new(),
-            added_terms: Vec::new(),
-            added_pos: Vec::new(),
-            next_id,
-            next_pos: next_id as u64,
-            total_chars,
-        }
+        EpisodeMemory { base, dead: Bitset::default(), added: Vec::new(), next_id, next_pos: next_id as u64, total_chars }
     }
 
     /// The shared M₀.
@@ -153,9 +157,8 @@ impl EpisodeMemory {
 
     /// The records this episode wrote (created, rewritten, merged, split), with their unit vectors, in
     /// the order they were written.
-    pub fn additions(&self) -> impl Iterator<Item = (&MemoryRecord, &[f32])> + '_ {
-        let d = self.dim();
-        self.added.iter().enumerate().map(move |(p, r)| (r, &self.added_vecs[p * d..(p + 1) * d]))
+    pub fn additions(&self) -> impl Iterator<Item = (&MemoryRecord, Vec<f32>)> + '_ {
+        self.added.iter().map(|a| (&a.record, a.vector.to_f32()))
     }
 
     /// Whether the episode's memory is still M₀ itself (nothing deleted, rewritten or added).
@@ -169,24 +172,23 @@ impl EpisodeMemory {
         if self.base_live(i) {
             return self.base.record(i);
         }
-        self.added.iter().find(|r| r.id == id)
+        self.added.iter().find(|a| a.record.id == id).map(|a| &a.record)
     }
 
     /// The unit vector of a live record.
-    pub fn vector(&self, id: MemoryId) -> Option<&[f32]> {
+    pub fn vector(&self, id: MemoryId) -> Option<Cow<'_, [f32]>> {
         let i = id.0 as usize;
         if self.base_live(i) {
-            return Some(self.base.vector(i));
+            return Some(Cow::Borrowed(self.base.vector(i)));
         }
-        let d = self.dim();
-        self.added.iter().position(|r| r.id == id).map(|p| &self.added_vecs[p * d..(p + 1) * d])
+        self.added.iter().find(|a| a.record.id == id).map(|a| Cow::Owned(a.vector.to_f32()))
     }
 
     /// Live records with their vectors: M₀ order first, then additions in the order they were made.
-    pub fn iter(&self) -> impl Iterator<Item = (&MemoryRecord, &[f32])> + '_ {
-        let d = self.dim();
-        let base = (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (&self.base.records()[i], self.base.vector(i)));
-        base.chain(self.added.iter().enumerate().map(move |(p, r)| (r, &self.added_vecs[p * d..(p + 1) * d])))
+    pub fn iter(&self) -> impl Iterator<Item = (&MemoryRecord, Cow<'_, [f32]>)> + '_ {
+        let base =
+            (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (&self.base.records()[i], Cow::Borrowed(self.base.vector(i))));
+        base.chain(self.added.iter().map(|a| (&a.record, Cow::Owned(a.vector.to_f32()))))
     }
 
     /// Live records in listing order with their listing positions: M₀ records at their index, then each
@@ -195,7 +197,7 @@ impl EpisodeMemory {
     /// another record, a new or updated record comes after every position handed out before it.
     pub fn listing(&self) -> impl Iterator<Item = (u64, &MemoryRecord)> + '_ {
         let base = (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (i as u64, &self.base.records()[i]));
-        base.chain(self.added_pos.iter().copied().zip(self.added.iter()))
+        base.chain(self.added.iter().map(|a| (a.pos, &a.record)))
     }
 
     /// Hands out a fresh id.
@@ -205,16 +207,18 @@ impl EpisodeMemory {
         id
     }
 
-    /// Adds a record (its id must come from [`Self::allocate_id`]) with its unit vector.
+    /// Adds a record (its id must come from [`Self::allocate_id`]) with its unit vector, which it keeps in
+    /// half precision.
     pub fn insert(&mut self, record: MemoryRecord, vector: &[f32]) {
         debug_assert_eq!(vector.len(), self.dim());
         self.total_chars += record.char_len();
-        if self.base.config().hybrid {
-            self.added_terms.push(Terms::of(&record.text));
+        let terms = self.base.config().hybrid.then(|| Box::new(Terms::of(&record.text)));
+        if self.added.len() == self.added.capacity() {
+            // Grow by a quarter, not double: a server holds tens of thousands of these lists, and doubling
+            // leaves a quarter of the room unused on average.
+            self.added.reserve_exact(self.added.len() / 4 + 2);
         }
-        self.added.push(record);
-        self.added_vecs.extend_from_slice(vector);
-        self.added_pos.push(self.next_pos);
+        self.added.push(Added { record, vector: HalfVec::from_f32(vector), terms, pos: self.next_pos });
         self.next_pos += 1;
     }
 
@@ -228,14 +232,8 @@ impl EpisodeMemory {
             self.total_chars -= r.char_len();
             return Some(r);
         }
-        let p = self.added.iter().position(|r| r.id == id)?;
-        let d = self.dim();
-        self.added_vecs.drain(p * d..(p + 1) * d);
-        if p < self.added_terms.len() {
-            self.added_terms.remove(p);
-        }
-        let r = self.added.remove(p);
-        self.added_pos.remove(p);
+        let p = self.added.iter().position(|a| a.record.id == id)?;
+        let r = self.added.remove(p).record;
         self.total_chars -= r.char_len();
         Some(r)
     }
@@ -265,23 +263,25 @@ impl EpisodeMemory {
         if !self.base.config().hybrid {
             return self.search(query, k, filter, threshold);
         }
-        let d = self.dim();
-        let mut live: Vec<(&MemoryRecord, &[f32], &Terms)> = Vec::with_capacity(self.len());
+        let mut live: Vec<(&MemoryRecord, f32, &Terms)> = Vec::with_capacity(self.len());
         for i in 0..self.base.len() {
             let (Some(r), Some(t)) = (self.base.record(i), self.base.terms(i)) else { continue };
             if !self.dead.is_dead(i) && (filter.is_empty() || filter.matches(r)) {
-                live.push((r, self.base.vector(i), t));
+                live.push((r, crate::util::vector::dot(query, self.base.vector(i)), t));
             }
         }
-        for (p, (r, t)) in self.added.iter().zip(&self.added_terms).enumerate() {
-            if filter.is_empty() || filter.matches(r) {
-                live.push((r, &self.added_vecs[p * d..(p + 1) * d], t));
+        let mut buf = vec![0.0; self.dim()];
+        for a in &self.added {
+            let Some(t) = &a.terms else { continue };
+            if filter.is_empty() || filter.matches(&a.record) {
+                a.vector.decode_into(&mut buf);
+                live.push((&a.record, crate::util::vector::dot(query, &buf), t));
             }
         }
         // Id order, so the shared rankings' ties-by-position are ties by id (an updated M₀ record sits
         // among the additions, out of id order).
         live.sort_by_key(|(r, _, _)| r.id);
-        let dense: Vec<f32> = live.iter().map(|(_, v, _)| crate::util::vector::dot(query, v)).collect();
+        let dense: Vec<f32> = live.iter().map(|(_, s, _)| *s).collect();
         let terms: Vec<&Terms> = live.iter().map(|(_, _, t)| *t).collect();
         let by_dense = rank_by(&dense.iter().map(|s| f64::from(*s)).collect::<Vec<_>>());
         let by_lexical = rank_by(&bm25_scores(text, &terms));
@@ -298,10 +298,11 @@ impl EpisodeMemory {
     pub fn search(&self, query: &[f32], k: usize, filter: &Filter, threshold: Option<f32>) -> (Vec<Scored<'_>>, SearchPath) {
         let mut top = TopK::new(k);
         let path = self.base.search_into(query, filter, &self.dead, &mut top, k);
-        let d = self.dim();
-        for (p, r) in self.added.iter().enumerate() {
-            if filter.is_empty() || filter.matches(r) {
-                top.push(Hit { score: crate::util::vector::dot(query, &self.added_vecs[p * d..(p + 1) * d]), key: r.id.0 });
+        let mut buf = if self.added.is_empty() { Vec::new() } else { vec![0.0; self.dim()] };
+        for a in &self.added {
+            if filter.is_empty() || filter.matches(&a.record) {
+                a.vector.decode_into(&mut buf);
+                top.push(Hit { score: crate::util::vector::dot(query, &buf), key: a.record.id.0 });
             }
         }
         let hits = top.into_sorted();

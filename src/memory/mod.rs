@@ -4,6 +4,7 @@
 mod base;
 mod episode;
 mod graph;
+pub mod half;
 pub mod lexical;
 mod record;
 

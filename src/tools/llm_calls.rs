@@ -178,16 +178,22 @@ fn not_one_of(key: &str, expected: &str, got: &str) -> ToolError {
     ToolError::invalid(key, format!("{expected}, got {}", quoted(got)))
 }
 
-/// The validated call as canonical JSON arguments (recorded in the trace).
+/// The validated call as canonical JSON arguments (recorded in the trace): every argument the call sets,
+/// with defaults filled in; an unset optional argument is left out, not written as `null` (an open
+/// episode keeps its trace, and the nulls were a third of a create's).
 pub fn canonical_arguments(call: &ToolCall) -> Value {
-    match call {
+    let mut v = match call {
         ToolCall::Search(a) => search::canonical(a),
         ToolCall::Manage(a) => manage::canonical(a),
         ToolCall::Delete(a) => delete::canonical(a),
         ToolCall::Sample(a) => sample::canonical(a),
         ToolCall::Merge(a) => merge::canonical(a),
         ToolCall::Split(a) => split::canonical(a),
+    };
+    if let Value::Object(m) = &mut v {
+        m.retain(|_, x| !x.is_null());
     }
+    v
 }
 
 #[cfg(test)]

@@ -104,13 +104,18 @@ pub enum ToolCall {
 impl ToolCall {
     /// The OpenAI function name.
     pub fn name(&self) -> &'static str {
+        TOOL_NAMES[self.index()]
+    }
+
+    /// The tool's place in [`TOOL_NAMES`].
+    pub fn index(&self) -> usize {
         match self {
-            ToolCall::Search(_) => TOOL_NAMES[0],
-            ToolCall::Manage(_) => TOOL_NAMES[1],
-            ToolCall::Delete(_) => TOOL_NAMES[2],
-            ToolCall::Sample(_) => TOOL_NAMES[3],
-            ToolCall::Merge(_) => TOOL_NAMES[4],
-            ToolCall::Split(_) => TOOL_NAMES[5],
+            ToolCall::Search(_) => 0,
+            ToolCall::Manage(_) => 1,
+            ToolCall::Delete(_) => 2,
+            ToolCall::Sample(_) => 3,
+            ToolCall::Merge(_) => 4,
+            ToolCall::Split(_) => 5,
         }
     }
 

@@ -9,6 +9,7 @@
 use rand::seq::index;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
 
 use serde_json::{json, Value};
 
@@ -133,7 +134,7 @@ impl Tool for SampleArgs {
 }
 
 fn sample(mem: &EpisodeMemory, a: &SampleArgs, ctx: ToolContext<'_>) -> ToolOutput {
-    let pool: Vec<(&MemoryRecord, &[f32])> = mem.iter().filter(|(r, _)| a.memory_type.is_none_or(|t| r.memory_type == t)).collect();
+    let pool: Vec<(&MemoryRecord, Cow<'_, [f32]>)> = mem.iter().filter(|(r, _)| a.memory_type.is_none_or(|t| r.memory_type == t)).collect();
     let k = a.k.min(pool.len());
     let picked: Vec<usize> = match a.strategy {
         SampleStrategy::Random => {
@@ -158,14 +159,14 @@ fn sample(mem: &EpisodeMemory, a: &SampleArgs, ctx: ToolContext<'_>) -> ToolOutp
     ToolOutput { kind: OutputKind::Sampled(memories), text }
 }
 
-fn farthest_points(pool: &[(&MemoryRecord, &[f32])], k: usize, ctx: ToolContext<'_>) -> Vec<usize> {
+fn farthest_points(pool: &[(&MemoryRecord, Cow<'_, [f32]>)], k: usize, ctx: ToolContext<'_>) -> Vec<usize> {
     if k == 0 {
         return Vec::new();
     }
     let first = index::sample(&mut rng(ctx), pool.len(), 1).index(0);
     let mut chosen = vec![first];
     // nearest[i] = highest similarity of i to any chosen point (lower = farther).
-    let mut nearest: Vec<f32> = pool.iter().map(|(_, v)| dot(v, pool[first].1)).collect();
+    let mut nearest: Vec<f32> = pool.iter().map(|(_, v)| dot(v, &pool[first].1)).collect();
     while chosen.len() < k {
         let mut best: Option<(usize, f32)> = None;
         for (i, s) in nearest.iter().enumerate() {
@@ -179,7 +180,7 @@ fn farthest_points(pool: &[(&MemoryRecord, &[f32])], k: usize, ctx: ToolContext<
         let Some((next, _)) = best else { break };
         chosen.push(next);
         for (i, s) in nearest.iter_mut().enumerate() {
-            *s = s.max(dot(pool[i].1, pool[next].1));
+            *s = s.max(dot(&pool[i].1, &pool[next].1));
         }
     }
     chosen

@@ -265,3 +265,20 @@ async fn a_replica_opens_a_shared_bank_on_the_index_another_replica_saved() {
         assert!(hits.iter().all(|h| h.exp.id != 7), "the deleted G7 never answers");
     }
 }
+
+/// `memgym bench banks --postgres-url`: a replica that starts after the writer saved a bank's index opens
+/// the bank on that index (no rebuild), answers its first Retrieve as the writer does, and its next
+/// Retrieve sees the writer's change (the bench refuses to report otherwise).
+#[test]
+fn the_banks_bench_opens_a_shared_bank_on_a_replica() {
+    let url = postgres_url();
+    let flags = ["--sizes", "3000", "--no-open-without-saved", "--postgres-url", url];
+    let (table, j) = crate::bench::bench_output(&[crate::bench::SMALL_BANKS, &flags].concat());
+    assert!(table.contains("PostgreSQL replica"), "{table}");
+    let r = &j["replica_open"];
+    assert_eq!(r["size"], 3000, "{r}");
+    assert!(r["origin"].as_str().is_some_and(|o| o.starts_with("Saved")), "the replica opened on the saved index: {r}");
+    for key in ["import_s", "index_saved_s", "replica_open_s", "catch_up_s"] {
+        assert!(r[key].as_f64().is_some_and(|s| s.is_finite() && s >= 0.0), "{key}: {r}");
+    }
+}

@@ -11,7 +11,10 @@ fn bench(args: &[&str]) -> Value {
 }
 
 /// The table (stdout) and the JSON report of one run.
-fn bench_output(args: &[&str]) -> (String, Value) {
+/// `memgym bench banks` at small sizes: a short measurement each (the sizes are the caller's).
+pub(crate) const SMALL_BANKS: &[&str] = &["banks", "--compress-sizes", "300", "--secs", "0.2", "--recall-queries", "10", "--clients", "2"];
+
+pub(crate) fn bench_output(args: &[&str]) -> (String, Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_memgym"))
         .arg("bench")
         .args(args)
@@ -141,19 +144,7 @@ fn rollout_harness_plays_every_rollout_against_the_instant_endpoint() {
 /// builds.
 #[test]
 fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
-    let (table, j) = bench_output(&[
-        "banks",
-        "--sizes",
-        "100,3000",
-        "--compress-sizes",
-        "300",
-        "--secs",
-        "0.2",
-        "--recall-queries",
-        "10",
-        "--clients",
-        "2",
-    ]);
+    let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "100,3000"]].concat());
     assert!(table.contains("Retrieve over gRPC") && table.contains("ApplyOperations") && table.contains("Compression"), "{table}");
     let rows = j["retrieve"].as_array().expect("retrieve rows");
     assert_eq!(rows.iter().map(|r| r["size"].as_u64()).collect::<Vec<_>>(), vec![Some(100), Some(3000)]);

@@ -72,7 +72,7 @@ fn compaction_keeps_every_search_result() {
     let (after, _) = lib.retrieve(&q, 10, None, None, false);
     let want: Vec<u64> = before.iter().map(|h| h.exp.id).filter(|id| *id != 5).collect();
     assert_eq!(after.iter().map(|h| h.exp.id).take(want.len()).collect::<Vec<_>>(), want);
-    assert_eq!(lib.vector(7).map(<[f32]>::len), Some(dim));
+    assert_eq!(lib.vector(7).map(|v| v.len()), Some(dim));
 }
 
 /// Random unit rows (dimension 8) for experiences `ids`, text "e{id}" (or "e{id}'" when rewritten).

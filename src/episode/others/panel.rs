@@ -88,7 +88,7 @@ struct Pass<'m> {
     /// Read the questions' rankings by full search (an HNSW graph: its search is approximate).
     search: bool,
     /// The records the episode wrote, with their vectors and analyses.
-    written: Vec<(&'m MemoryRecord, &'m [f32])>,
+    written: Vec<(&'m MemoryRecord, Vec<f32>)>,
     /// Their lexical terms (hybrid search).
     written_terms: HashMap<MemoryId, Terms>,
     written_analysed: HashMap<MemoryId, Analysed>,
@@ -161,7 +161,7 @@ impl Panel {
 
     /// [`Self::score`], every ranking from a full search when `search` (what the kept rankings must equal).
     pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool) -> Scored {
-        let written: Vec<(&MemoryRecord, &[f32])> = memory.additions().collect();
+        let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
         let written_terms = written_terms(memory, &written);
         let ghosts = ghosts(memory);
         let written_analysed = written.iter().map(|(r, _)| (r.id, Analysed::of(&Reading::whole(&[*r]).units[0]))).collect();
@@ -399,7 +399,7 @@ fn ghosts(memory: &EpisodeMemory) -> Vec<&MemoryRecord> {
 
 /// One question's reading of an episode's memory, for a caller outside a scoring pass (`--others-llm`).
 pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Context) -> Reading {
-    let written: Vec<(&MemoryRecord, &[f32])> = memory.additions().collect();
+    let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
     let pass = Pass {
         memory,
         context,
@@ -429,7 +429,7 @@ fn frozen_fusion(base: &BaseMemory, query: &[f32], question: &str) -> Option<Fro
 }
 
 /// The lexical terms of what the episode wrote, when M₀ searches by hybrid fusion.
-fn written_terms(memory: &EpisodeMemory, written: &[(&MemoryRecord, &[f32])]) -> HashMap<MemoryId, Terms> {
+fn written_terms(memory: &EpisodeMemory, written: &[(&MemoryRecord, Vec<f32>)]) -> HashMap<MemoryId, Terms> {
     if !memory.base().config().hybrid {
         return HashMap::new();
     }

@@ -125,7 +125,7 @@ async fn recall_at_10(banks: &Banks, bank: &str, queries: usize, words: &[String
         let (found, exact) = banks
             .read(bank, |lib| {
                 let (hits, _) = lib.retrieve(q, 10, None, None, false);
-                let mut all: Vec<(f32, u64)> = lib.iter().filter_map(|e| lib.vector(e.id).map(|v| (dot(q, v), e.id))).collect();
+                let mut all: Vec<(f32, u64)> = lib.iter().filter_map(|e| lib.vector(e.id).map(|v| (dot(q, &v), e.id))).collect();
                 all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 (hits.iter().map(|h| h.exp.id).collect::<Vec<_>>(), all.iter().take(10).map(|x| x.1).collect::<Vec<_>>())
             })
@@ -169,16 +169,7 @@ async fn open_times(
     name: &str,
     words: &[String],
 ) -> anyhow::Result<serde_json::Value> {
-    let meta = store.meta(name).await?.context("the bank exists")?;
-    let saved_at = Instant::now();
-    loop {
-        let saved = store.index(name).await?.map(|b| crate::banks::saved_index::decode(&b, &meta).map(|s| s.version));
-        if matches!(saved, Some(Ok(v)) if v == meta.version) {
-            break;
-        }
-        anyhow::ensure!(saved_at.elapsed() < Duration::from_secs(600), "bank {name}'s index was not saved within 10 minutes");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    index_saved(store.as_ref(), name).await?;
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let query = sentence(&mut rng, words);
     let mut row = serde_json::Map::new();
@@ -221,6 +212,81 @@ async fn open_times(
         row.insert(label.into(), json!({"seconds": open.as_secs_f64(), "origin": format!("{origin:?}"), "graph_ready_s": graph_ready, "rss_added_mib": rss_added}));
     }
     Ok(row.into())
+}
+
+/// Waits until `store` holds a saved index of bank `name` at its current version.
+async fn index_saved(store: &dyn BankStore, name: &str) -> anyhow::Result<()> {
+    let meta = store.meta(name).await?.context("the bank exists")?;
+    let saved_at = Instant::now();
+    loop {
+        let saved = store.index(name).await?.map(|b| crate::banks::saved_index::decode(&b, &meta).map(|s| s.version));
+        if matches!(saved, Some(Ok(v)) if v == meta.version) {
+            return Ok(());
+        }
+        anyhow::ensure!(saved_at.elapsed() < Duration::from_secs(3_600), "bank {name}'s index was not saved within an hour");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A bank shared through PostgreSQL: one server (the writer) imports `n` experiences, and once it has saved
+/// the bank's index to the database, a replica that starts afterwards opens the bank to its first Retrieve,
+/// which must equal the writer's. Then the writer adds experiences and the replica's next Retrieve sees
+/// them (caught up from the change log, over the index it holds). Returns the JSON row.
+async fn replica_open(
+    url: &str,
+    env: &crate::episode::Environment,
+    a: &BankBenchArgs,
+    n: usize,
+    words: &[String],
+) -> anyhow::Result<serde_json::Value> {
+    let name = format!("replica-{n}-{}", std::process::id());
+    let writer_store: Arc<dyn BankStore> = Arc::new(PostgresStore::connect(url).await?);
+    let writer = banks_on(Arc::clone(&writer_store), env, &a.index).await;
+    let t = Instant::now();
+    writer.import(&name, crate::banks::formats::Format::Upstream, &library(n, n as u64 + 1, words), false, None).await?;
+    let import = t.elapsed();
+    index_saved(writer_store.as_ref(), &name).await?;
+    let saved = t.elapsed();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let query = sentence(&mut rng, words);
+    let q = || crate::banks::semantic::Query { text: &query, top_k: 10, min_similarity: None, domain: None, count: false };
+    let ids = |hits: Vec<crate::banks::library::Hit>| hits.into_iter().map(|h| h.exp.id).collect::<Vec<_>>();
+    let want = ids(writer.retrieve(&name, q()).await?.0);
+
+    let rss_before = super::probe::Probe::this_process().rss_bytes();
+    let replica = banks_on(Arc::new(PostgresStore::connect(url).await?), env, &a.index).await;
+    let t = Instant::now();
+    let got = ids(replica.retrieve(&name, q()).await?.0);
+    let open = t.elapsed();
+    let origin = replica.read(&name, |lib| lib.origin()).await?;
+    let rss_added = super::probe::Probe::this_process().rss_bytes().zip(rss_before).map(|(x, b)| x.saturating_sub(b) as f64 / 1_048_576.0);
+    anyhow::ensure!(got.len() == 10 && got == want, "the replica's first Retrieve differs from the writer's");
+
+    // The writer's change, seen by the replica's next Retrieve: the query's own text (the new top hit) and
+    // 99 more, each a durable write.
+    let added = 100;
+    for i in 0..added {
+        let text = if i == 0 { query.clone() } else { sentence(&mut rng, words) };
+        writer.add(&name, &text, crate::banks::experience::NewFields::default(), None).await?;
+    }
+    let t = Instant::now();
+    let after = ids(replica.retrieve(&name, q()).await?.0);
+    let catch_up = t.elapsed();
+    let (size, want_after) = (replica.read(&name, |lib| lib.len()).await?, ids(writer.retrieve(&name, q()).await?.0));
+    anyhow::ensure!(size == n + added && after == want_after && after != got, "the replica did not see the writer's change");
+    writer.delete(&name, None).await?;
+    println!(
+        "PostgreSQL replica: {n} experiences imported by the writer in {:.1} s, its index saved at {:.1} s; a replica started \
+         then opened the bank to its first Retrieve ({origin:?}) in {:.2} s, {} MiB of RSS added; after the writer added {added}, \
+         the replica's next Retrieve took {:.3} s and saw them",
+        import.as_secs_f64(),
+        saved.as_secs_f64(),
+        open.as_secs_f64(),
+        rss_added.map_or("n/a".to_string(), |m| format!("{m:.0}")),
+        catch_up.as_secs_f64()
+    );
+    Ok(json!({"size": n, "import_s": import.as_secs_f64(), "index_saved_s": saved.as_secs_f64(), "replica_open_s": open.as_secs_f64(),
+              "origin": format!("{origin:?}"), "rss_added_mib": rss_added, "added": added, "catch_up_s": catch_up.as_secs_f64()}))
 }
 
 /// Runs the measurements and prints the table (and JSON).
@@ -290,6 +356,11 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         open_row = open_times(&store, &sqlite, &env, &a, &name, &words).await?;
     }
 
+    let mut replica_row = json!(null);
+    if let (Some(url), Some(&n)) = (&a.postgres_url, a.sizes.iter().max()) {
+        replica_row = replica_open(url, &env, &a, n, &words).await?;
+    }
+
     let mut targets: Vec<Target> = vec![("sqlite", client.clone(), None)];
     if let Some(url) = &a.postgres_url {
         let pg: Arc<dyn BankStore> = Arc::new(PostgresStore::connect(url).await?);
@@ -335,7 +406,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         println!("{n:>9} {:>9.3}s {:>9.3}s {:>9.3}s {:>9.3}s", row[0], row[1], row[2], row[3]);
     }
     if a.json {
-        let out = json!({"embedder": env.embedder().identity().to_string(), "retrieve": retrieve_rows, "open": open_row,
+        let out = json!({"embedder": env.embedder().identity().to_string(), "retrieve": retrieve_rows, "open": open_row, "replica_open": replica_row,
                          "apply": apply_rows, "compress": compress_rows});
         println!("{out}");
     }

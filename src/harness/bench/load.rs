@@ -35,6 +35,20 @@ pub(super) struct Tally {
     pub(super) episodes: u64,
 }
 
+/// How long a fixed run's server sits idle, all episodes open, before its RSS is read again.
+pub(super) const SETTLE: Duration = Duration::from_secs(3);
+
+/// The server's RSS with every episode open after its calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct OpenRss {
+    /// Read the moment the last episode's last call returned.
+    pub(super) at_once: Option<u64>,
+    /// Read after [`SETTLE`] idle: what the open episodes themselves hold.
+    pub(super) settled: Option<u64>,
+    /// How long the run sat idle for it (taken off the run's wall time).
+    pub(super) idle: Duration,
+}
+
 /// What every episode task shares.
 #[derive(Clone)]
 pub(super) struct Shared {
@@ -42,9 +56,10 @@ pub(super) struct Shared {
     pub(super) channels: Arc<[Channel]>,
     pub(super) gate: Option<Arc<Semaphore>>,
     pub(super) calls: u32,
-    /// Fixed runs: every episode waits here after its calls; the leader reads RSS with all open.
+    /// Fixed runs: every episode waits here after its calls; the leader reads RSS with all open, at once
+    /// and again after [`SETTLE`], while the others wait at the barrier a second time.
     pub(super) barrier: Option<Arc<Barrier>>,
-    pub(super) open_rss: Arc<OnceLock<Option<u64>>>,
+    pub(super) open_rss: Arc<OnceLock<OpenRss>>,
     pub(super) probe: Option<Probe>,
     /// One tally for all episodes (a histogram set per task would cost ~300 KiB each).
     pub(super) tally: Arc<parking_lot::Mutex<Tally>>,
@@ -165,8 +180,19 @@ async fn episode(s: &Shared, channel: Channel, id: String, q: pb::QuestionRecord
     }
     if let Some(b) = &s.barrier {
         if b.wait().await.is_leader() {
-            let _ = s.open_rss.set(s.probe.as_ref().and_then(Probe::rss_bytes));
+            let at_once = s.probe.as_ref().and_then(Probe::rss_bytes);
+            // The server is idle now: let its allocator return what the calls' buffers freed (jemalloc's
+            // dirty pages decay within a second) before reading what the open episodes hold.
+            let settled = match &s.probe {
+                Some(p) => {
+                    tokio::time::sleep(SETTLE).await;
+                    p.rss_bytes()
+                }
+                None => None,
+            };
+            let _ = s.open_rss.set(OpenRss { at_once, settled, idle: if s.probe.is_some() { SETTLE } else { Duration::ZERO } });
         }
+        b.wait().await;
     }
     if !ok {
         return;

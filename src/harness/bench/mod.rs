@@ -81,7 +81,8 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     load::drive(&a, &questions, &shared).await?;
     let tally = std::mem::take(&mut *shared.tally.lock());
-    let wall = started.elapsed().as_secs_f64();
+    let open = shared.open_rss.get().copied().unwrap_or_default();
+    let wall = (started.elapsed() - open.idle).as_secs_f64();
     let cpu_end = probe.as_ref().and_then(Probe::cpu_secs);
     let client_cpu_end = Probe::this_process().cpu_secs();
     let (peak, timeline) = match sampler {
@@ -103,8 +104,9 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<()> {
     };
     let rss = Rss {
         start: rss_start,
-        open: shared.open_rss.get().copied().flatten(),
-        peak: [Some(peak), rss_start, shared.open_rss.get().copied().flatten(), rss_end].into_iter().flatten().max(),
+        open: open.settled,
+        open_at_once: open.at_once,
+        peak: [Some(peak), rss_start, open.at_once, open.settled, rss_end].into_iter().flatten().max(),
         end: rss_end,
         timeline,
     };

@@ -26,7 +26,10 @@ impl EmbedDelta {
 #[derive(Debug)]
 pub(super) struct Rss {
     pub(super) start: Option<u64>,
+    /// With every episode open after its calls, once the server sat idle for `load::SETTLE`.
     pub(super) open: Option<u64>,
+    /// The same, read the moment the last call returned (transport buffers not yet returned).
+    pub(super) open_at_once: Option<u64>,
     pub(super) peak: Option<u64>,
     pub(super) end: Option<u64>,
     pub(super) timeline: Vec<(f64, u64)>,
@@ -112,9 +115,10 @@ pub(super) fn report(
         );
     }
     println!(
-        "RSS: start {}, all episodes open {}, peak {}, end {}",
+        "RSS: start {}, all episodes open {} ({} the moment the last call returned), peak {}, end {}",
         fmt_mib(rss.start),
         fmt_mib(rss.open),
+        fmt_mib(rss.open_at_once),
         fmt_mib(rss.peak),
         fmt_mib(rss.end)
     );
@@ -186,7 +190,7 @@ pub(super) fn report(
             "create_p99_ms": t.lat.get("create").map_or(0.0, |h| h.pct_ms(99.0)),
             "score_p99_ms": t.lat.get("score").map_or(0.0, |h| h.pct_ms(99.0)),
             "latency": lat,
-            "rss_start_mib": mib(rss.start), "rss_open_mib": mib(rss.open), "rss_peak_mib": mib(rss.peak), "rss_end_mib": mib(rss.end),
+            "rss_start_mib": mib(rss.start), "rss_open_mib": mib(rss.open), "rss_open_at_once_mib": mib(rss.open_at_once), "rss_peak_mib": mib(rss.peak), "rss_end_mib": mib(rss.end),
             "rss_drift": d,
             "rss_timeline_mib": rss.timeline.iter().map(|(s, b)| json!([s, *b as f64 / (1024.0 * 1024.0)])).collect::<Vec<_>>(),
             "cpu_us_per_call": cpu_per_call, "client_cpu_us_per_call": if cpu.spawned { client_per_call } else { None },
