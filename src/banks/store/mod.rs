@@ -10,6 +10,7 @@
 pub mod observed;
 pub mod postgres;
 pub mod sqlite;
+pub mod vector_bytes;
 
 use crate::util::excerpt::quoted;
 

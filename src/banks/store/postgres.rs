@@ -165,11 +165,9 @@ impl PostgresStore {
         if r.get::<_, bool>(8) {
             return Ok(RowChange::Deleted(id));
         }
-        let bytes: Option<Vec<u8>> = r.get(7);
-        let bytes = bytes.unwrap_or_default();
-        if !bytes.len().is_multiple_of(4) {
-            return Err(StoreError::Corrupt { location: self.location.clone(), message: format!("a vector of {} bytes", bytes.len()) });
-        }
+        let bytes: Option<&[u8]> = r.get(7);
+        let vector = super::vector_bytes::decode(bytes.unwrap_or_default())
+            .map_err(|message| StoreError::Corrupt { location: self.location.clone(), message })?;
         let last: Option<i64> = r.get(6);
         Ok(RowChange::Put(StoredExperience {
             exp: Experience {
@@ -181,7 +179,7 @@ impl PostgresStore {
                 usage_count: to_u64(&self.location, "usage_count", r.get(5))?,
                 last_used_epoch: last.map(|v| to_u64(&self.location, "last_used_epoch", v)).transpose()?,
             },
-            vector: bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            vector,
         }))
     }
 
@@ -377,7 +375,7 @@ impl BankStore for PostgresStore {
                 created.push(to_i64(loc, "created_epoch", e.created_epoch)?);
                 usage.push(to_i64(loc, "usage_count", e.usage_count)?);
                 last.push(e.last_used_epoch.map(|x| to_i64(loc, "last_used_epoch", x)).transpose()?);
-                vectors.push(vector.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+                vectors.push(super::vector_bytes::encode(vector));
             }
             let params: [&(dyn ToSql + Sync); 10] = [&name, &ids, &texts, &confidences, &domains, &created, &usage, &last, &vectors, &v];
             tx.execute(

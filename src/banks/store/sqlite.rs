@@ -189,16 +189,8 @@ fn to_u64(path: &Path, what: &str, v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Corrupt { location: path.display().to_string(), message: format!("negative {what} {v}") })
 }
 
-/// Little-endian f32s.
-fn vector_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 fn vector_of(path: &Path, bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
-    if !bytes.len().is_multiple_of(4) {
-        return Err(StoreError::Corrupt { location: path.display().to_string(), message: format!("a vector of {} bytes", bytes.len()) });
-    }
-    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    super::vector_bytes::decode(bytes).map_err(|message| StoreError::Corrupt { location: path.display().to_string(), message })
 }
 
 const META_COLUMNS: &str =
@@ -329,7 +321,7 @@ fn write_commit(
                 to_i64(path, "created_epoch", e.created_epoch)?,
                 to_i64(path, "usage_count", e.usage_count)?,
                 e.last_used_epoch.map(|x| to_i64(path, "last_used_epoch", x)).transpose()?,
-                vector_bytes(vector),
+                super::vector_bytes::encode(vector),
                 v,
             ])
             .map_err(err)?;

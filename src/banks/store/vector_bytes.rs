@@ -1,0 +1,65 @@
+//! A stored experience's vector as bytes, the same in both stores.
+//!
+//! Every vector memory holds is at half precision ([`crate::memory::half`]), so a store keeps it in half the
+//! bytes: a tag byte `h` then the components as little-endian `f16`, 1 + 2·dim bytes. That length is odd,
+//! which tells it from the `f32` rows earlier versions wrote (4·dim bytes, little-endian), still read as
+//! they are. A 1,000,000-experience bank writes and reads 768 MB less at 384 dimensions.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+/// The tag of a half-precision vector.
+const HALF: u8 = b'h';
+
+/// The bytes of `v`, rounded to half precision.
+pub fn encode(v: &[f32]) -> Vec<u8> {
+    let mut halves = vec![f16::ZERO; v.len()];
+    halves.convert_from_f32_slice(v);
+    let mut out = Vec::with_capacity(1 + 2 * v.len());
+    out.push(HALF);
+    for h in halves {
+        out.extend_from_slice(&h.to_le_bytes());
+    }
+    out
+}
+
+/// The vector in `bytes` (the tagged half-precision form, or an older row's `f32`s); empty bytes are an
+/// empty vector. The error says what the bytes are instead.
+pub fn decode(bytes: &[u8]) -> Result<Vec<f32>, String> {
+    match bytes.split_first() {
+        None => Ok(Vec::new()),
+        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => {
+            let halves: Vec<f16> = rest.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect();
+            let mut out = vec![0.0; halves.len()];
+            halves.convert_to_f32_slice(&mut out);
+            Ok(out)
+        }
+        Some(_) if bytes.len().is_multiple_of(4) => {
+            Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        }
+        Some(_) => Err(format!("a vector of {} bytes", bytes.len())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A vector comes back as memory holds it (rounded to half precision); an older row's `f32`s come
+        /// back as they were; any other length is refused, never misread.
+        #[test]
+        fn vectors_round_trip_and_old_rows_still_read(v in proptest::collection::vec(-1.0f32..1.0, 0..400), junk in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let mut rounded = v.clone();
+            crate::memory::half::round(&mut rounded);
+            prop_assert_eq!(decode(&encode(&v)).unwrap(), rounded);
+            let old: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            prop_assert_eq!(decode(&old).unwrap(), v);
+            match decode(&junk) {
+                Ok(d) => prop_assert!(junk.is_empty() || junk.len() % 4 == 0 || (junk[0] == HALF && junk.len() % 2 == 1), "{} from {} bytes", d.len(), junk.len()),
+                Err(e) => prop_assert!(e.contains(&junk.len().to_string())),
+            }
+        }
+    }
+}
