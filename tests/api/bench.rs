@@ -53,6 +53,9 @@ fn in_process_run_reports_every_call_and_the_readings() {
     if std::path::Path::new("/proc/self/status").exists() {
         let (start, open, peak) = (num(&j, "rss_start_mib"), num(&j, "rss_open_mib"), num(&j, "rss_peak_mib"));
         assert!(start > 1.0 && open > 1.0 && peak >= open.max(start));
+        // Read twice with every episode open: the moment the last call returned, and after the idle settle.
+        let at_once = num(&j, "rss_open_at_once_mib");
+        assert!(at_once > 1.0 && peak >= at_once);
         assert!(num(&j, "cpu_us_per_call") > 0.0);
     }
 }
