@@ -3,11 +3,12 @@
 //! A server holds tens of thousands of open episodes of 30 or more calls each. As a list of
 //! [`TraceEntry`] values, each call cost two heap allocations (its arguments and its ids) and a 72-byte
 //! entry; packed, a call is 24 bytes of entry plus its arguments' bytes and 4 bytes per id, in buffers that
-//! grow by a quarter rather than double.
+//! grow by a quarter rather than double ([`crate::util::grow`]).
 
 use super::TraceEntry;
 use crate::memory::MemoryId;
 use crate::tools::{ToolCall, TOOL_NAMES};
+use crate::util::grow::{extra, room};
 
 #[derive(Debug, Clone, Copy)]
 struct Packed {
@@ -27,18 +28,11 @@ pub struct Trace {
     ids: Vec<u32>,
 }
 
-/// Makes room for `more` elements, growing by a quarter of what is held (at least `more`), not doubling.
-fn room<T>(v: &mut Vec<T>, more: usize) {
-    if v.capacity() - v.len() < more {
-        v.reserve_exact(more.max(v.len() / 4 + 4));
-    }
-}
-
 impl Trace {
     /// Appends a call.
     pub fn push(&mut self, step: u32, call: &ToolCall, arguments_json: &str, result_ids: &[MemoryId]) {
         if self.json.capacity() - self.json.len() < arguments_json.len() {
-            self.json.reserve_exact(arguments_json.len().max(self.json.len() / 4 + 64));
+            self.json.reserve_exact(extra(self.json.len(), arguments_json.len()));
         }
         self.json.push_str(arguments_json);
         room(&mut self.ids, result_ids.len());

@@ -213,11 +213,7 @@ impl EpisodeMemory {
         debug_assert_eq!(vector.len(), self.dim());
         self.total_chars += record.char_len();
         let terms = self.base.config().hybrid.then(|| Box::new(Terms::of(&record.text)));
-        if self.added.len() == self.added.capacity() {
-            // Grow by a quarter, not double: a server holds tens of thousands of these lists, and doubling
-            // leaves a quarter of the room unused on average.
-            self.added.reserve_exact(self.added.len() / 4 + 2);
-        }
+        crate::util::grow::room(&mut self.added, 1);
         self.added.push(Added { record, vector: HalfVec::from_f32(vector), terms, pos: self.next_pos });
         self.next_pos += 1;
     }

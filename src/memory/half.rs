@@ -55,17 +55,20 @@ impl HalfVec {
         HalfVec(out)
     }
 
-    /// Number of components.
-    pub fn len(&self) -> usize {
-        self.0.len()
+    /// The components as little-endian `f16` bytes, appended to `out` (how a bank's store keeps them).
+    pub fn extend_le_bytes(&self, out: &mut Vec<u8>) {
+        for h in self.0.iter() {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
     }
 
-    /// True for a zero-dimension vector.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    /// The vector whose components `bytes` holds as little-endian `f16`s (an even number of bytes; a trailing
+    /// odd byte is ignored).
+    pub fn from_le_bytes(bytes: &[u8]) -> Self {
+        HalfVec(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect())
     }
 
-    /// Writes the components as `f32` into `out` (which must have [`Self::len`] components): exactly the
+    /// Writes the components as `f32` into `out` (which must have as many components): exactly the
     /// values [`round`] gives the vector this was made from.
     pub fn decode_into(&self, out: &mut [f32]) {
         self.0.convert_to_f32_slice(out);

@@ -5,21 +5,16 @@
 //! which tells it from the `f32` rows earlier versions wrote (4·dim bytes, little-endian), still read as
 //! they are. A 1,000,000-experience bank writes and reads 768 MB less at 384 dimensions.
 
-use half::f16;
-use half::slice::HalfFloatSliceExt;
+use crate::memory::half::HalfVec;
 
 /// The tag of a half-precision vector.
 const HALF: u8 = b'h';
 
 /// The bytes of `v`, rounded to half precision.
 pub fn encode(v: &[f32]) -> Vec<u8> {
-    let mut halves = vec![f16::ZERO; v.len()];
-    halves.convert_from_f32_slice(v);
     let mut out = Vec::with_capacity(1 + 2 * v.len());
     out.push(HALF);
-    for h in halves {
-        out.extend_from_slice(&h.to_le_bytes());
-    }
+    HalfVec::from_f32(v).extend_le_bytes(&mut out);
     out
 }
 
@@ -28,12 +23,7 @@ pub fn encode(v: &[f32]) -> Vec<u8> {
 pub fn decode(bytes: &[u8]) -> Result<Vec<f32>, String> {
     match bytes.split_first() {
         None => Ok(Vec::new()),
-        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => {
-            let halves: Vec<f16> = rest.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect();
-            let mut out = vec![0.0; halves.len()];
-            halves.convert_to_f32_slice(&mut out);
-            Ok(out)
-        }
+        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => Ok(HalfVec::from_le_bytes(rest).to_f32()),
         Some(_) if bytes.len().is_multiple_of(4) => {
             Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
         }

@@ -187,16 +187,11 @@ async fn open_times(
         let open = t.elapsed();
         let (size, origin) = fresh.read(name, |lib| (lib.len(), lib.origin())).await?;
         anyhow::ensure!(hits == 10, "the first Retrieve returned {hits} hits");
-        // What the open added to this process's RSS (the bank held a second time, plus what the
-        // allocator kept of the rows read): the server's memory for the bank, from above.
-        let rss_added = super::probe::Probe::this_process()
-            .rss_bytes()
-            .zip(rss_before)
-            .map(|(after, before)| after.saturating_sub(before) as f64 / 1_048_576.0);
+        let rss_added = rss_added_since(rss_before);
         println!(
             "open of {size} experiences by a fresh server to its first Retrieve ({origin:?}): {:.2} s, {} MiB of RSS added",
             open.as_secs_f64(),
-            rss_added.map_or("n/a".to_string(), |m| format!("{m:.0}"))
+            mib_or_na(rss_added)
         );
         // Without a saved index the graph builds in the background: report when it is swapped in.
         let mut graph_ready = None;
@@ -212,6 +207,16 @@ async fn open_times(
         row.insert(label.into(), json!({"seconds": open.as_secs_f64(), "origin": format!("{origin:?}"), "graph_ready_s": graph_ready, "rss_added_mib": rss_added}));
     }
     Ok(row.into())
+}
+
+/// What this process's RSS grew by since it was `before`, in MiB: what a fresh open added (the bank held a
+/// second time, plus what the allocator kept of the rows read), the server's memory for the bank from above.
+fn rss_added_since(before: Option<u64>) -> Option<f64> {
+    super::probe::Probe::this_process().rss_bytes().zip(before).map(|(after, before)| after.saturating_sub(before) as f64 / 1_048_576.0)
+}
+
+fn mib_or_na(m: Option<f64>) -> String {
+    m.map_or("n/a".to_string(), |m| format!("{m:.0}"))
 }
 
 /// Waits until `store` holds a saved index of bank `name` at its current version.
@@ -259,7 +264,7 @@ async fn replica_open(
     let got = ids(replica.retrieve(&name, q()).await?.0);
     let open = t.elapsed();
     let origin = replica.read(&name, |lib| lib.origin()).await?;
-    let rss_added = super::probe::Probe::this_process().rss_bytes().zip(rss_before).map(|(x, b)| x.saturating_sub(b) as f64 / 1_048_576.0);
+    let rss_added = rss_added_since(rss_before);
     anyhow::ensure!(got.len() == 10 && got == want, "the replica's first Retrieve differs from the writer's");
 
     // The writer's change, seen by the replica's next Retrieve: the query's own text (the new top hit) and
@@ -282,7 +287,7 @@ async fn replica_open(
         import.as_secs_f64(),
         saved.as_secs_f64(),
         open.as_secs_f64(),
-        rss_added.map_or("n/a".to_string(), |m| format!("{m:.0}")),
+        mib_or_na(rss_added),
         catch_up.as_secs_f64()
     );
     Ok(json!({"size": n, "import_s": import.as_secs_f64(), "index_saved_s": saved.as_secs_f64(), "replica_open_s": open.as_secs_f64(),
