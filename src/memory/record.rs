@@ -124,7 +124,19 @@ impl MemoryRecord {
             return None;
         }
         let day = d.rsplit_once(" on ").map_or(d, |(_, day)| day);
-        Some(day.replace(',', "").split_whitespace().collect::<Vec<_>>().join(" "))
+        // Commas dropped, whitespace collapsed to one space (a piece that was only commas is gone), in one
+        // allocation: every memory read for a reward is labelled.
+        let mut label = String::with_capacity(day.len());
+        for piece in day.split_whitespace() {
+            if piece.bytes().all(|b| b == b',') {
+                continue;
+            }
+            if !label.is_empty() {
+                label.push(' ');
+            }
+            label.extend(piece.chars().filter(|c| *c != ','));
+        }
+        Some(label)
     }
 
     /// The one view of a memory that every reader gets — the tools' text, the offline evaluators and the
@@ -257,5 +269,30 @@ mod tests {
         let other = MemoryRecord { session_date: Some(" 2023-05-08 ".into()), ..dated.clone() };
         assert_eq!(other.view(), "2023-05-08: Caroline joined an LGBTQ support group");
         assert_eq!(MemoryRecord { session_date: Some("  ".into()), ..dated }.date_label(), None);
+    }
+
+    proptest::proptest! {
+        /// The label built in one pass is the commas removed, then the whitespace collapsed.
+        #[test]
+        fn the_date_label_drops_commas_then_collapses_whitespace(d in "[0-9a-zA-Z ,:\\t\u{a0}\u{2003}]{0,30}|\\PC{0,20}") {
+            let r = MemoryRecord {
+                id: MemoryId(1),
+                text: "text".into(),
+                memory_type: MemoryType::Episodic,
+                speaker: None,
+                session: None,
+                session_date: Some(d.clone()),
+                evidence: vec![],
+                source: "t".into(),
+                created_step: 0,
+                authored: false,
+            };
+            let t = d.trim();
+            let want = (!t.is_empty()).then(|| {
+                let day = t.rsplit_once(" on ").map_or(t, |(_, day)| day);
+                day.replace(',', "").split_whitespace().collect::<Vec<_>>().join(" ")
+            });
+            proptest::prop_assert_eq!(r.date_label(), want);
+        }
     }
 }

@@ -276,6 +276,34 @@ impl Stater {
         }
     }
 
+    /// Whether [`Self::parts_analysed`] of `analysed` could be more than zeros: `answer-phrase` scores only
+    /// memories that hold a token of the gold answer ([`phrase::Asked::mentions`]).
+    pub fn could_state(&self, analysed: &phrase::Analysed) -> bool {
+        match self {
+            Stater::Phrase(asked) => asked.mentions(analysed),
+            Stater::Tokens(_) => true,
+            Stater::Nothing => false,
+        }
+    }
+
+    /// How many parts [`Self::parts`] scores.
+    pub fn part_count(&self) -> usize {
+        match self {
+            Stater::Phrase(asked) => asked.parts(),
+            Stater::Tokens(tokens) => tokens.len(),
+            Stater::Nothing => 0,
+        }
+    }
+
+    /// [`Self::parts`] of a memory already prepared for this question (`answer-phrase`; `None` for the other
+    /// evaluators).
+    pub fn parts_prepared(&self, prepared: &phrase::Prepared) -> Option<Vec<f64>> {
+        match self {
+            Stater::Phrase(asked) => Some(asked.part_scores_prepared(std::iter::once(prepared))),
+            Stater::Tokens(_) | Stater::Nothing => None,
+        }
+    }
+
     /// The p of a reading whose units are already prepared for this question, in reading order
     /// (`answer-phrase`; `None` for the other evaluators: score the reading itself).
     pub fn recall_prepared<'a>(&self, read: impl Iterator<Item = &'a phrase::Prepared>) -> Option<f64> {

@@ -111,9 +111,16 @@ pub fn part_score(part: &[String], tokens: &[String]) -> f64 {
 
 /// A stemmed token that names a date: digits (with an ordinal suffix), a month or a weekday.
 fn is_date_word(t: &str) -> bool {
-    static NAMES: OnceLock<BTreeSet<String>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| {
-        [
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 0 && matches!(&t[digits..], "" | "st" | "nd" | "rd" | "th")) || is_date_name(t)
+}
+
+/// A stemmed month or weekday name. Most tokens are longer or shorter than every name, and are told apart
+/// by their length alone (this runs for every token of every memory read).
+fn is_date_name(t: &str) -> bool {
+    static NAMES: OnceLock<(BTreeSet<String>, std::ops::RangeInclusive<usize>)> = OnceLock::new();
+    let (names, lengths) = NAMES.get_or_init(|| {
+        let names: BTreeSet<String> = [
             "january",
             "february",
             "march",
@@ -136,10 +143,12 @@ fn is_date_word(t: &str) -> bool {
         ]
         .iter()
         .flat_map(|n| stemmed_tokens(n))
-        .collect()
+        .collect();
+        let shortest = names.iter().map(String::len).min().unwrap_or(0);
+        let longest = names.iter().map(String::len).max().unwrap_or(0);
+        (names, shortest..=longest)
     });
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    (digits > 0 && matches!(&t[digits..], "" | "st" | "nd" | "rd" | "th")) || names.contains(t)
+    lengths.contains(&t.len()) && names.contains(t)
 }
 
 /// One memory as `answer-phrase` reads it for one question.
@@ -195,9 +204,11 @@ pub fn phrase_recall(gold: &str, category: Option<u8>, question: &str, reading: 
 #[derive(Debug)]
 pub struct Asked {
     parts: Vec<Vec<String>>,
+    /// Every token of every part.
+    part_tokens: BTreeSet<String>,
     asked: BTreeSet<String>,
-    asked_tokens: Vec<String>,
-    asked_distinct: BTreeSet<String>,
+    /// The question's tokens.
+    echo: Echo,
     card_words: usize,
 }
 
@@ -206,9 +217,15 @@ impl Asked {
     pub fn new(gold: &str, category: Option<u8>, question: &str) -> Asked {
         let asked = content_words(question);
         let card_words = ((asked.len() as f64 * CARD_SHARE).ceil() as usize).max(1);
-        let asked_tokens = stemmed_tokens(question);
-        let asked_distinct = asked_tokens.iter().cloned().collect();
-        Asked { parts: gold_parts(gold, category), asked_tokens, asked_distinct, asked, card_words }
+        let parts = gold_parts(gold, category);
+        let part_tokens = parts.iter().flatten().cloned().collect();
+        Asked { parts, part_tokens, echo: Echo::of(stemmed_tokens(question)), asked, card_words }
+    }
+
+    /// Whether `a` holds a token of the gold answer. A memory that holds none scores 0 on every part, alone
+    /// or beside others that hold none: a part scores only a run of its own tokens in one memory.
+    pub fn mentions(&self, a: &Analysed) -> bool {
+        self.part_tokens.contains("") || a.view_stems.iter().any(|t| self.part_tokens.contains(t))
     }
 
     /// How many parts the gold answer has.
@@ -252,14 +269,14 @@ impl Asked {
             return Prepared(None);
         }
         let shared = a.body_words.intersection(asked).count();
-        let restated = self.asked_distinct.iter().all(|t| a.body_stem_set.contains(t));
+        let restated = self.echo.distinct.iter().all(|t| a.body_stem_set.contains(t));
         // The date a memory was said on answers "when" only for a memory about what was asked.
         let about = shared >= DATE_SHARED_WORDS.min(asked.len());
-        let tokens = without_echo(if about { a.view_stems.clone() } else { a.body_stems.clone() }, &self.asked_tokens);
+        let tokens = without_echo(if about { &a.view_stems } else { &a.body_stems }, &self.echo);
         let date_list = distinct(&tokens, is_month) > 2 || distinct(&tokens, is_year) > 2;
         let claims = a.body_words.difference(asked).next().is_some();
         let states_date = tokens.iter().any(|t| names_date(t));
-        let own_date = a.body_stems.iter().any(|t| names_date(t));
+        let own_date = a.own_date;
         // A card restates the question: most of its content words, and at least CARD_MIN_WORDS of them
         // (every memory about a person and a topic shares a two-word question's words), or all of it.
         let card = claims && ((shared >= self.card_words && shared >= CARD_MIN_WORDS) || (restated && !asked.is_empty()));
@@ -272,7 +289,7 @@ impl Asked {
     }
 
     /// Each part's score in memories already prepared for this question, in reading order.
-    fn part_scores_prepared<'a>(&self, read: impl Iterator<Item = &'a Prepared>) -> Vec<f64> {
+    pub fn part_scores_prepared<'a>(&self, read: impl Iterator<Item = &'a Prepared>) -> Vec<f64> {
         if self.parts.is_empty() {
             return Vec::new();
         }
@@ -323,19 +340,54 @@ pub struct Analysed {
     body_stem_set: BTreeSet<String>,
     /// Stemmed tokens of the whole view.
     view_stems: Vec<String>,
+    /// Its text (without the date label) names a date ([`names_date`]).
+    own_date: bool,
     /// The episode wrote it.
     written: bool,
 }
 
 impl Analysed {
     /// `unit` analysed.
+    ///
+    /// The view is its date label, `": "`, then its body, and both analyses split at that `": "` (no token
+    /// or word runs across it), so the body is analysed once and the label's tokens and words are put in
+    /// front of it. A label the budget cut, or one that is not ASCII, is analysed with the view instead.
     pub fn of(unit: &crate::reward::reading::Unit) -> Analysed {
+        let body = unit.body();
+        let body_stems = stemmed_tokens(body);
+        let body_words = content_words(body);
+        let (view_stems, text_words) = match unit.text.get(..unit.label) {
+            Some("") => (body_stems.clone(), body_words.clone()),
+            Some(label) if label.is_ascii() && label.ends_with(": ") => {
+                let mut stems = stemmed_tokens(label);
+                stems.extend(body_stems.iter().cloned());
+                let mut words = content_words(label);
+                words.extend(body_words.iter().cloned());
+                (stems, words)
+            }
+            _ => (stemmed_tokens(&unit.text), content_words(&unit.text)),
+        };
+        Analysed {
+            text_words,
+            body_words,
+            body_stem_set: body_stems.iter().cloned().collect(),
+            view_stems,
+            own_date: body_stems.iter().any(|t| names_date(t)),
+            body_stems,
+            written: unit.written,
+        }
+    }
+
+    /// [`Self::of`] read straight from the whole view: what the split analysis must equal.
+    #[cfg(test)]
+    fn of_view(unit: &crate::reward::reading::Unit) -> Analysed {
         let body_stems = stemmed_tokens(unit.body());
         Analysed {
             text_words: content_words(&unit.text),
             body_words: content_words(unit.body()),
             body_stem_set: body_stems.iter().cloned().collect(),
             view_stems: stemmed_tokens(&unit.text),
+            own_date: body_stems.iter().any(|t| names_date(t)),
             body_stems,
             written: unit.written,
         }
@@ -364,17 +416,35 @@ fn most_about<'a>(candidates: impl Iterator<Item = &'a Read> + Clone, part: &[St
 /// Runs of [`ECHO_TOKENS`] or more tokens copied from the question, in a memory's tokens.
 pub const ECHO_TOKENS: usize = 4;
 
+/// The question's tokens as [`without_echo`] looks for them: in order, as a set, and its content words (not
+/// stopwords) in order and as a set.
+#[derive(Debug)]
+struct Echo {
+    tokens: Vec<String>,
+    distinct: BTreeSet<String>,
+    content: Vec<String>,
+    content_set: BTreeSet<String>,
+}
+
+impl Echo {
+    fn of(tokens: Vec<String>) -> Echo {
+        let content: Vec<String> = tokens.iter().filter(|t| !t.is_empty() && !is_stopword(t)).cloned().collect();
+        Echo { distinct: tokens.iter().cloned().collect(), content_set: content.iter().cloned().collect(), content, tokens }
+    }
+}
+
 /// `tokens` with every run of at least [`ECHO_TOKENS`] tokens that also occurs in the question replaced
 /// by one empty token (which matches nothing), and then every run of at least [`ECHO_TOKENS`] of the
 /// question's content words in its order (its stopwords left out, as a restatement leaves them out): the
 /// question's own words never state its answer ("national park or a theme park?" does not say "national
 /// park", nor does "Dave prefer working Dodge Charger Subaru Forester" say "Dodge Charger").
-fn without_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
+fn without_echo(tokens: &[String], echo: &Echo) -> Vec<String> {
+    let question = &echo.tokens;
     let mut out = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
         // Most tokens are not the question's: no run starts there.
-        let run = if question.contains(&tokens[i]) {
+        let run = if echo.distinct.contains(&tokens[i]) {
             (0..question.len()).map(|j| tokens[i..].iter().zip(&question[j..]).take_while(|(a, b)| a == b).count()).max().unwrap_or(0)
         } else {
             0
@@ -387,23 +457,25 @@ fn without_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
             i += 1;
         }
     }
-    without_content_echo(out, question)
+    without_content_echo(out, echo)
 }
 
 /// `tokens` with every run of at least [`ECHO_TOKENS`] content words that follows the question's content
 /// words in order replaced by one empty token (the stopwords between them go with it).
-fn without_content_echo(tokens: Vec<String>, question: &[String]) -> Vec<String> {
-    let content = |t: &String| !t.is_empty() && !is_stopword(t);
-    let asked: Vec<&String> = question.iter().filter(|t| content(t)).collect();
-    let at: Vec<usize> = (0..tokens.len()).filter(|i| content(&tokens[*i])).collect();
-    if asked.len() < ECHO_TOKENS || at.len() < ECHO_TOKENS {
+fn without_content_echo(tokens: Vec<String>, echo: &Echo) -> Vec<String> {
+    let asked = &echo.content;
+    if asked.len() < ECHO_TOKENS {
+        return tokens;
+    }
+    let at: Vec<usize> = (0..tokens.len()).filter(|i| !tokens[*i].is_empty() && !is_stopword(&tokens[*i])).collect();
+    if at.len() < ECHO_TOKENS {
         return tokens;
     }
     let mut drop = vec![false; tokens.len()];
     let mut k = 0;
     while k < at.len() {
-        let run = if asked.contains(&&tokens[at[k]]) {
-            (0..asked.len()).map(|j| at[k..].iter().zip(&asked[j..]).take_while(|(i, q)| tokens[**i] == ***q).count()).max().unwrap_or(0)
+        let run = if echo.content_set.contains(&tokens[at[k]]) {
+            (0..asked.len()).map(|j| at[k..].iter().zip(&asked[j..]).take_while(|(i, q)| tokens[**i] == **q).count()).max().unwrap_or(0)
         } else {
             0
         };
@@ -589,6 +661,51 @@ mod tests {
     }
 
     proptest! {
+        /// The label and the body analysed apart, then joined, are the view analysed whole: for any date
+        /// (ASCII or not), any text, read whole or cut by any budget.
+        #[test]
+        fn a_view_analysed_in_two_parts_equals_it_analysed_whole(
+            date in prop::option::of(prop_oneof!["[ -~]{0,24}", "[0-9 a-zA-Z:,.Σİß\u{301}]{0,16}", "\\PC{0,12}"]),
+            text in prop_oneof!["[ -~]{0,80}", "[a-zA-Z ΣσςİßÉ\u{301}\u{1c}:,.'-]{0,60}", "\\PC{0,60}"],
+            budget in 0usize..12,
+        ) {
+            let r = MemoryRecord {
+                id: MemoryId(0),
+                text,
+                memory_type: MemoryType::Episodic,
+                speaker: None,
+                session: None,
+                session_date: date,
+                evidence: vec![],
+                source: "t".into(),
+                created_step: 0,
+                authored: false,
+            };
+            let readings = [Reading::whole(&[&r]), Reading::budgeted(&[&r], budget)];
+            for u in readings.iter().flat_map(|r| &r.units) {
+                prop_assert_eq!(Analysed::of(u), Analysed::of_view(u), "{:?}", u);
+            }
+        }
+
+        /// A memory without a token of the answer states none of it: what lets the whole-memory reward skip
+        /// preparing it.
+        #[test]
+        fn a_memory_that_does_not_mention_the_answer_states_nothing(
+            gold in "[a-e0-9 ,]{1,16}|May 2023|7 May, 2023",
+            question in "[a-e ]{0,24}",
+            text in "[a-h0-9 ,.:]{0,60}",
+            date in prop::option::of("[0-9]{1,2} (May|June) 2023"),
+            category in 1u8..5,
+        ) {
+            let asked = Asked::new(&gold, Some(category), &question);
+            let r = notes(&[(&text, date.as_deref(), false)]);
+            let a = Analysed::of(&r.units[0]);
+            if !asked.mentions(&a) {
+                let scores = asked.part_scores_of(std::iter::once(&a));
+                prop_assert!(scores.iter().all(|s| *s == 0.0), "{:?}", scores);
+            }
+        }
+
         #[test]
         fn a_share_and_the_gold_states_itself(gold in "[a-z0-9 ]{0,20}(, [a-z0-9 ]{1,20}){0,3}", ctx in "[a-z0-9 ,.]{0,80}") {
             let p = phrase_recall(&gold, Some(1), "q", &reading(&[&ctx]));

@@ -52,7 +52,14 @@ pub struct Reading {
 impl Reading {
     /// The memories read whole; the budget is the [`cost`] of their views (M₀'s top-k).
     pub fn whole(ranked: &[&MemoryRecord]) -> Reading {
-        let units: Vec<Unit> = ranked.iter().map(|r| unit(r, r.view(), false)).collect();
+        let units: Vec<Unit> = ranked
+            .iter()
+            .map(|r| {
+                let view = r.view();
+                let full = view.len();
+                unit(r, view, full, false)
+            })
+            .collect();
         let budget = units.iter().map(|u| cost(&u.text)).sum();
         Reading { units, budget }
     }
@@ -74,14 +81,15 @@ impl Reading {
             }
             let n = cost_of(r);
             let view = r.view();
+            let full = view.len();
             if n <= left {
                 left -= n;
-                units.push(unit(r, view, false));
+                units.push(unit(r, view, full, false));
                 continue;
             }
             let cut = cut_to_cost(&view, left);
             if !cut.is_empty() {
-                units.push(unit(r, cut.to_string(), true));
+                units.push(unit(r, cut.to_string(), full, true));
             }
             break;
         }
@@ -115,8 +123,10 @@ impl Reading {
     }
 }
 
-fn unit(r: &MemoryRecord, text: String, truncated: bool) -> Unit {
-    let label = r.date_label().map_or(0, |d| (d.len() + 2).min(text.len()));
+/// `r` read as `text` (its view, `full` bytes long, or a cut of it). The view is the date label, `": "` and the
+/// text, or the text alone: what it holds beyond the text is the label and its `": "`.
+fn unit(r: &MemoryRecord, text: String, full: usize, truncated: bool) -> Unit {
+    let label = full.saturating_sub(r.text.len()).min(text.len());
     Unit { id: r.id, text, evidence: r.evidence.clone(), truncated, label, written: r.authored }
 }
 
@@ -210,6 +220,15 @@ mod tests {
             prop_assert!(r.units.iter().map(|u| cost(&u.text)).sum::<usize>() <= budget);
             for (u, m) in r.units.iter().zip(&recs) {
                 prop_assert!(m.view().starts_with(&u.text));
+            }
+        }
+
+        /// A unit's label is its date label and `": "`, as much of it as was read.
+        #[test]
+        fn the_label_is_the_date_label_read(text in "\\PC{0,30}", date in prop::option::of("\\PC{0,16}|[0-9]{1,2} May, 2023"), budget in 0usize..8) {
+            let r = rec(1, &text, date.as_deref());
+            for u in Reading::whole(&[&r]).units.iter().chain(&Reading::budgeted(&[&r], budget).units) {
+                prop_assert_eq!(u.label, r.date_label().map_or(0, |d| (d.len() + 2).min(u.text.len())));
             }
         }
     }

@@ -225,8 +225,12 @@ pub(super) const TIME_MODIFIERS: &[&str] = &[
     "tomorrow", "yesterday",
 ];
 
+/// Whether `word` is in `list` (sorted, no empty word). Most of a binary search's steps are decided by the
+/// first byte, compared inline: only words that share it are compared whole (this runs for every word of
+/// every memory the reward reads).
 pub(super) fn in_list(list: &[&str], word: &str) -> bool {
-    list.binary_search(&word).is_ok()
+    let Some(&first) = word.as_bytes().first() else { return false };
+    list.binary_search_by(|w| w.as_bytes().first().cmp(&Some(&first)).then_with(|| w.cmp(&word))).is_ok()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -590,6 +594,14 @@ mod tests {
             for w in list.windows(2) {
                 assert!(w[0] < w[1], "{:?} before {:?}", w[0], w[1]);
             }
+            assert!(!list.contains(&""), "in_list skips the empty word");
+            // The first-byte search answers as a plain binary search does, for every word, its prefixes,
+            // and words between them.
+            for w in list {
+                for probe in [w.to_string(), format!("{w}a"), w[..w.len() - 1].to_string(), format!("{w}{{"), "".into()] {
+                    assert_eq!(in_list(list, &probe), list.binary_search(&probe.as_str()).is_ok(), "{probe:?}");
+                }
+            }
         }
     }
 
@@ -656,6 +668,14 @@ mod tests {
         fn has_content_word_is_content_words_not_empty(s in "\\PC{0,30}", t in "[a-zA-Z0-9' ,.éü-]{0,30}") {
             proptest::prop_assert_eq!(has_content_word(&s), !content_words(&s).is_empty());
             proptest::prop_assert_eq!(has_content_word(&t), !content_words(&t).is_empty());
+        }
+
+        /// The first-byte search is a binary search, whatever the word.
+        #[test]
+        fn in_list_is_a_binary_search(w in "[a-z']{0,8}|\\PC{0,6}") {
+            for list in [STOPWORDS, VERB_STEMS, PREPOSITIONS, TIME_MODIFIERS] {
+                proptest::prop_assert_eq!(in_list(list, &w), list.binary_search(&w.as_str()).is_ok());
+            }
         }
     }
 }

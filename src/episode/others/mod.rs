@@ -142,15 +142,31 @@ impl Environment {
 }
 
 impl Environment {
-    /// The other questions of a live episode scored both ways: as scoring does (the changed readings only,
-    /// read from the kept rankings), and every one re-scored from a full search. Tests hold the two equal.
+    /// The other questions of a live episode scored as scoring does (the changed readings only, read from the
+    /// kept rankings, memories prepared and cached), and scored again the reference way: every one re-scored
+    /// from a full search (`Reference::Search`), or every reading scored by the evaluator itself from the
+    /// units' own text (`Reference::Plain`). Tests hold the two equal.
     #[cfg(test)]
-    pub(super) async fn others_both_ways(&self, episode_id: &str) -> Result<(Scored, Scored), EpisodeError> {
+    pub(super) async fn others_against(&self, episode_id: &str, reference: Reference) -> Result<(Scored, Scored), EpisodeError> {
         let entry = self.entry(episode_id)?;
         let ep = entry.episode.lock().await;
         let (Some(cid), Some(qid)) = (&ep.conversation_id, &ep.question_id) else { return Err(EpisodeError::precondition("not LoCoMo")) };
         let panel = self.panel(cid, offline(ep.evaluator), ep.memory.base()).await?;
         let context = self.config.context;
-        Ok((panel.score(&ep.memory, qid, context, false), panel.score_with(&ep.memory, qid, context, true, true)))
+        let again = match reference {
+            Reference::Search => panel.score_with(&ep.memory, qid, context, true, true, false),
+            Reference::Plain => panel.score_with(&ep.memory, qid, context, false, false, true),
+        };
+        Ok((panel.score(&ep.memory, qid, context, false), again))
     }
+}
+
+/// How [`Environment::others_against`] scores the reference.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Reference {
+    /// Every question re-scored, every ranking from a full search.
+    Search,
+    /// Every reading scored by the evaluator on its text, nothing prepared or cached.
+    Plain,
 }

@@ -31,6 +31,8 @@ const SPARE: usize = 64;
 pub struct Other {
     /// Its question id.
     pub id: String,
+    /// Its position in the panel.
+    position: usize,
     /// What it is scored against.
     pub target: Target,
     pub(super) query: Vec<f32>,
@@ -81,20 +83,34 @@ pub struct Scored {
     pub rescored: Vec<(usize, usize, usize)>,
 }
 
+/// What one question reads, and which of the units read are M₀'s own records (live, or a ghost).
+struct Seen {
+    reading: Reading,
+    m0: Vec<bool>,
+}
+
 /// How one scoring reads: the settings, and what the episode wrote and removed, analysed once.
 struct Pass<'m> {
     memory: &'m EpisodeMemory,
     context: Context,
     /// Read the questions' rankings by full search (an HNSW graph: its search is approximate).
     search: bool,
+    /// Score every reading with the evaluator itself, nothing prepared or cached (what the cached scoring
+    /// must equal).
+    plain: bool,
     /// The records the episode wrote, with their vectors and analyses.
     written: Vec<(&'m MemoryRecord, Vec<f32>)>,
     /// Their lexical terms (hybrid search).
     written_terms: HashMap<MemoryId, Terms>,
     written_analysed: HashMap<MemoryId, Analysed>,
+    /// The length of their views (their key in `prepared`, read whole).
+    written_lens: HashMap<MemoryId, usize>,
     written_costs: HashMap<MemoryId, usize>,
-    /// Units the budget cut, analysed once per pass (by id and length read).
-    cut: Mutex<HashMap<(u32, usize), Arc<Analysed>>>,
+    /// Units the budget cut, analysed once per pass (by id, length read, and whether it is M₀'s record).
+    cut: Mutex<HashMap<(u32, usize, bool), Arc<Analysed>>>,
+    /// What is not M₀'s whole memory (written, or cut), prepared for a question once per pass (by the
+    /// question's position, the id and the length read): a question's p is taken up to four ways.
+    prepared: Mutex<HashMap<(usize, u32, usize), Arc<Prepared>>>,
     /// M₀ memories removed without carrying their content ([`ghosts`]), and their ids.
     ghosts: Vec<&'m MemoryRecord>,
     ghost_ids: HashSet<MemoryId>,
@@ -117,7 +133,8 @@ impl Panel {
         let questions = questions
             .into_iter()
             .zip(queries)
-            .map(|((id, target), query)| {
+            .enumerate()
+            .map(|(position, ((id, target), query))| {
                 let (hits, _) = view.search_text(&query, &target.question, keep, &Filter::default(), None);
                 let recs: Vec<&MemoryRecord> = hits.iter().take(k).map(|h| h.record).collect();
                 let whole = Reading::whole(&recs);
@@ -130,6 +147,7 @@ impl Panel {
                 let ranked = hits.iter().map(|h| (score(h), h.record.id)).collect();
                 Other {
                     id,
+                    position,
                     read: whole.ids(),
                     budget: whole.budget,
                     floor,
@@ -156,22 +174,28 @@ impl Panel {
     /// Scores every question but `skip` on `memory`: re-scores those whose reading the edits could have
     /// changed (every one when `all`), and gives the rest their unchanged p.
     pub fn score(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool) -> Scored {
-        self.score_with(memory, skip, context, all, false)
+        self.score_with(memory, skip, context, all, false, false)
     }
 
-    /// [`Self::score`], every ranking from a full search when `search` (what the kept rankings must equal).
-    pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool) -> Scored {
+    /// [`Self::score`], every ranking from a full search when `search` (what the kept rankings must equal), and
+    /// every reading scored by the evaluator itself when `plain` (what the prepared memories must equal).
+    pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool, plain: bool) -> Scored {
         let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
         let written_terms = written_terms(memory, &written);
         let ghosts = ghosts(memory);
-        let written_analysed = written.iter().map(|(r, _)| (r.id, Analysed::of(&Reading::whole(&[*r]).units[0]))).collect();
-        let written_costs = written.iter().map(|(r, _)| (r.id, cost(&r.view()))).collect();
+        let units: Vec<Unit> = written.iter().flat_map(|(r, _)| Reading::whole(&[*r]).units).collect();
+        let written_analysed = units.iter().map(|u| (u.id, Analysed::of(u))).collect();
+        let written_lens = units.iter().map(|u| (u.id, u.text.len())).collect();
+        let written_costs = units.iter().map(|u| (u.id, cost(&u.text))).collect();
         let pass = Pass {
             written_costs,
+            written_lens,
             cut: Mutex::default(),
+            prepared: Mutex::default(),
             memory,
             context,
             search: search || memory.base().has_graph(),
+            plain,
             written_terms,
             ghost_ids: ghosts.iter().map(|g| g.id).collect(),
             ghosts,
@@ -195,18 +219,18 @@ impl Panel {
                 deltas.push(OtherDelta::unchanged(o.p_old, same));
                 continue;
             }
-            let (reading, last) = self.read_scored(&pass, o, false);
-            let now: HashSet<MemoryId> = reading.ids().into_iter().collect();
+            let (seen, last) = self.read_scored(&pass, o, false);
+            let now: HashSet<MemoryId> = seen.reading.ids().into_iter().collect();
             let then: HashSet<MemoryId> = o.read.iter().copied().collect();
             rescored.push((i, deltas.len(), now.symmetric_difference(&then).count()));
-            deltas.push(self.delta(&pass, o, &reading, last));
+            deltas.push(self.delta(&pass, o, &seen, last));
         }
         Scored { deltas, rescored }
     }
 
     /// One re-scored question's p's on its new `reading`, whose last memory read ranked at `last` (`None`:
     /// read by a full search).
-    fn delta(&self, pass: &Pass<'_>, o: &Other, reading: &Reading, last: Option<f64>) -> OtherDelta {
+    fn delta(&self, pass: &Pass<'_>, o: &Other, reading: &Seen, last: Option<f64>) -> OtherDelta {
         let memory = pass.memory;
         let p_new = self.p(pass, o, reading, |_| true);
         let (mut p_m0, mut p_grounded) = (p_new, p_new);
@@ -231,42 +255,56 @@ impl Panel {
         d
     }
 
-    /// p of `reading` with M₀'s memories and the written ones `written` keeps.
-    fn p(&self, pass: &Pass<'_>, o: &Other, reading: &Reading, written: impl Fn(&Unit) -> bool) -> f64 {
-        let kept: Vec<&Unit> = reading.units.iter().filter(|u| pass.memory.is_original(u.id) || written(u)).collect();
-        let prepared: Option<Vec<Arc<Prepared>>> = kept.iter().map(|u| self.prepared(pass, o, u)).collect();
+    /// p of `seen` with M₀'s memories and the written ones `written` keeps.
+    fn p(&self, pass: &Pass<'_>, o: &Other, seen: &Seen, written: impl Fn(&Unit) -> bool) -> f64 {
+        let kept: Vec<(&Unit, bool)> =
+            seen.reading.units.iter().zip(seen.m0.iter().copied()).filter(|(u, _)| pass.memory.is_original(u.id) || written(u)).collect();
+        let prepared: Option<Vec<Arc<Prepared>>> =
+            if pass.plain { None } else { kept.iter().map(|(u, m0)| self.prepared(pass, o, u, *m0)).collect() };
         match prepared.and_then(|p| o.stater.recall_prepared(p.iter().map(|p| p.as_ref()))) {
             Some(p) => p,
             None => {
-                let units = kept.into_iter().cloned().collect();
-                reward::evaluate(self.evaluator, &o.target, &Reading { units, budget: reading.budget }).p
+                let units = kept.into_iter().map(|(u, _)| u.clone()).collect();
+                reward::evaluate(self.evaluator, &o.target, &Reading { units, budget: seen.reading.budget }).p
             }
         }
     }
 
-    /// `unit` prepared for `o` (`answer-phrase`; `None` for the other evaluators): an M₀ memory read whole
-    /// from `o`'s cache, anything else prepared now.
-    fn prepared(&self, pass: &Pass<'_>, o: &Other, unit: &Unit) -> Option<Arc<Prepared>> {
+    /// `unit` prepared for `o` (`answer-phrase`; `None` for the other evaluators): a unit of M₀'s own record
+    /// (`m0`: a live one, or a ghost) from `o`'s cache, anything else once per pass. A ghost is read as M₀'s
+    /// text even where the episode wrote its id over.
+    fn prepared(&self, pass: &Pass<'_>, o: &Other, unit: &Unit, m0: bool) -> Option<Arc<Prepared>> {
         let key = (unit.id.0, unit.text.len());
-        let original = pass.memory.is_original(unit.id);
-        if original {
-            if let Some(p) = o.prepared.lock().get(&key) {
-                return Some(p.clone());
-            }
+        let cached = if m0 { o.prepared.lock().get(&key).cloned() } else { pass.prepared.lock().get(&(o.position, key.0, key.1)).cloned() };
+        if cached.is_some() {
+            return cached;
         }
         let cut;
-        let analysed = match (unit.truncated, original, pass.written_analysed.get(&unit.id)) {
+        let analysed = match (unit.truncated, m0, pass.written_analysed.get(&unit.id)) {
             (false, true, _) => self.analysed.get(key.0 as usize)?,
-            (false, false, Some(a)) => a,
+            (false, false, Some(a)) => return self.prepared_written(pass, o, unit.id, key.1, a),
             _ => {
-                cut = pass.cut.lock().entry(key).or_insert_with(|| Arc::new(Analysed::of(unit))).clone();
+                cut = pass.cut.lock().entry((key.0, key.1, m0)).or_insert_with(|| Arc::new(Analysed::of(unit))).clone();
                 &cut
             }
         };
         let p = Arc::new(o.stater.prepare(analysed)?);
-        if original {
+        if m0 {
             o.prepared.lock().insert(key, p.clone());
+        } else {
+            pass.prepared.lock().insert((o.position, key.0, key.1), p.clone());
         }
+        Some(p)
+    }
+
+    /// What the episode wrote as `id` (its view `len` bytes long, `analysed`), prepared for `o` once per pass.
+    fn prepared_written(&self, pass: &Pass<'_>, o: &Other, id: MemoryId, len: usize, analysed: &Analysed) -> Option<Arc<Prepared>> {
+        let key = (o.position, id.0, len);
+        if let Some(p) = pass.prepared.lock().get(&key) {
+            return Some(p.clone());
+        }
+        let p = Arc::new(o.stater.prepare(analysed)?);
+        pass.prepared.lock().insert(key, p.clone());
         Some(p)
     }
 
@@ -274,13 +312,13 @@ impl Panel {
     /// place when `with_ghosts`:
     /// M₀'s ranking for it less what was removed, merged with what was written (ties by id, as a search
     /// orders them); a full search where that ranking runs out, or where searches are not exact scans.
-    fn read(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> Reading {
+    fn read(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> Seen {
         self.read_scored(pass, o, with_ghosts).0
     }
 
     /// [`Self::read`], and where the last memory read ranks in `o`'s kept ranking (`None` when a full search
     /// read it).
-    fn read_scored(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> (Reading, Option<f64>) {
+    fn read_scored(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> (Seen, Option<f64>) {
         let memory = pass.memory;
         let ghosts: &[&MemoryRecord] = if with_ghosts { &pass.ghosts } else { &[] };
         let base = memory.base();
@@ -327,20 +365,19 @@ impl Panel {
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
         ranked.truncate(self.depth);
         let (scores, recs): (Vec<f64>, Vec<&MemoryRecord>) = ranked.into_iter().unzip();
+        // M₀'s version of a memory (live, or a ghost) is M₀'s own record; anything else was written.
+        let own = |r: &MemoryRecord| base.record(r.id.0 as usize).is_some_and(|m| std::ptr::eq(m, r));
         let reading = match pass.context {
             Context::Budget => Reading::budgeted_by(&recs, o.budget, |r| {
-                // M₀'s version of a memory (live, or a ghost) is M₀'s own record; anything else was written.
-                let known = if base.record(r.id.0 as usize).is_some_and(|m| std::ptr::eq(m, r)) {
-                    self.costs.get(r.id.0 as usize).copied()
-                } else {
-                    pass.written_costs.get(&r.id).copied()
-                };
+                let known = if own(r) { self.costs.get(r.id.0 as usize).copied() } else { pass.written_costs.get(&r.id).copied() };
                 known.unwrap_or_else(|| cost(&r.view()))
             }),
             Context::TopK => Reading::whole(&recs),
         };
         let last = reading.units.len().checked_sub(1).map(|i| scores[i]).filter(|_| kept_path);
-        (reading, last)
+        // A reading's units are a prefix of the records it ranked, in order.
+        let m0 = recs.iter().take(reading.units.len()).map(|r| own(r)).collect();
+        (Seen { reading, m0 }, last)
     }
 
     /// What each M₀ memory states of `o`'s answer (computed once per question).
@@ -349,6 +386,7 @@ impl Panel {
             base.records()
                 .iter()
                 .zip(&self.analysed)
+                .filter(|(_, a)| o.stater.could_state(a))
                 .map(|(r, a)| (r.id, o.stater.parts_analysed(r, a)))
                 .filter(|(_, parts)| parts.iter().any(|p| *p > 0.0))
                 .collect()
@@ -364,8 +402,18 @@ impl Panel {
     /// what it wrote.
     fn stated_now(&self, pass: &Pass<'_>, o: &Other) -> f64 {
         let memory = pass.memory;
-        let written: Vec<Vec<f64>> =
-            pass.written.iter().filter_map(|(r, _)| pass.written_analysed.get(&r.id).map(|a| o.stater.parts_analysed(r, a))).collect();
+        let written: Vec<Vec<f64>> = pass
+            .written
+            .iter()
+            .filter_map(|(r, _)| {
+                let a = pass.written_analysed.get(&r.id)?;
+                if !o.stater.could_state(a) {
+                    return Some(vec![0.0; o.stater.part_count()]);
+                }
+                let prepared = pass.written_lens.get(&r.id).and_then(|len| self.prepared_written(pass, o, r.id, *len, a));
+                Some(prepared.and_then(|p| o.stater.parts_prepared(&p)).unwrap_or_else(|| o.stater.parts_analysed(r, a)))
+            })
+            .collect();
         let kept = self.statements(o, memory.base()).iter().filter(|(id, _)| memory.is_original(*id)).map(|(_, parts)| parts.as_slice());
         reward::Stater::somewhere(kept.chain(written.iter().map(Vec::as_slice)))
     }
@@ -404,15 +452,18 @@ pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Contex
         memory,
         context,
         search: memory.base().has_graph(),
+        plain: false,
         written_terms: written_terms(memory, &written),
         written,
         written_analysed: HashMap::new(),
+        written_lens: HashMap::new(),
         written_costs: HashMap::new(),
         cut: Mutex::default(),
+        prepared: Mutex::default(),
         ghosts: Vec::new(),
         ghost_ids: HashSet::new(),
     };
-    panel.read(&pass, o, false)
+    panel.read(&pass, o, false).reading
 }
 
 /// M₀'s rank fusion for a question (hybrid search only; `None` for dense search).

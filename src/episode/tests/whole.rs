@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::episode::others::Reference;
 use crate::reward::others::OtherDelta;
 use crate::reward::RewardFormula;
 
@@ -85,21 +86,35 @@ proptest! {
     /// p. The result is exactly what re-scoring every question gives.
     #[test]
     fn rescoring_only_the_changed_readings_is_exact(q in 0usize..81, edits in proptest::collection::vec(edit(), 0..8)) {
-        let (env, qs, texts) = (shared(), conv_questions(), texts());
-        let id = fresh("exact");
-        let (fast, full) = runtime().block_on(async {
-            env.create_episode(locomo(&id, &qs[q % qs.len()].id)).await.unwrap();
-            apply(env, &id, &edits, &texts).await;
-            let both = env.others_both_ways(&id).await.unwrap();
-            env.close_episode(&id).await.unwrap();
-            both
-        });
+        let (fast, full) = scored_against(q, &edits, Reference::Search);
         prop_assert_eq!(&fast.deltas, &full.deltas);
         prop_assert!(fast.rescored.len() <= full.rescored.len());
         if edits.is_empty() {
             prop_assert!(fast.rescored.is_empty());
         }
     }
+
+    /// What scoring prepares and caches (M₀'s memories per question, what was written once per scoring, and
+    /// the removed memories put back to measure displacement) scores exactly what the evaluator scores on
+    /// the texts read. A removed memory whose id the episode wrote over is read as M₀'s text, not the new one.
+    #[test]
+    fn prepared_memories_score_what_the_evaluator_scores(q in 0usize..81, edits in proptest::collection::vec(edit(), 1..10)) {
+        let (cached, plain) = scored_against(q, &edits, Reference::Plain);
+        prop_assert_eq!(&cached.deltas, &plain.deltas);
+    }
+}
+
+/// The other questions of a fresh episode on question `q` after `edits`, scored and scored the `reference` way.
+fn scored_against(q: usize, edits: &[Edit], reference: Reference) -> (crate::episode::others::Scored, crate::episode::others::Scored) {
+    let (env, qs, texts) = (shared(), conv_questions(), texts());
+    let id = fresh("against");
+    runtime().block_on(async {
+        env.create_episode(locomo(&id, &qs[q % qs.len()].id)).await.unwrap();
+        apply(env, &id, edits, &texts).await;
+        let both = env.others_against(&id, reference).await.unwrap();
+        env.close_episode(&id).await.unwrap();
+        both
+    })
 }
 
 /// What question `qid` reads on M₀ (scored on a fresh episode of its own).
