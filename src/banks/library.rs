@@ -458,7 +458,10 @@ impl Library {
                     exp.usage_count = count.saturating_sub(pending);
                     exp.last_used_epoch = *last;
                 }
-                StoredExperience { exp, vector: v.clone() }
+                // As a store gives it back: at half precision ([`crate::memory::half`]).
+                let mut vector = v.clone();
+                crate::memory::half::round(&mut vector);
+                StoredExperience { exp, vector }
             })
             .collect()
     }

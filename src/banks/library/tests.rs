@@ -82,6 +82,8 @@ fn stored(ids: impl Iterator<Item = u64>, salt: u64) -> Vec<StoredExperience> {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(id * 31 + salt);
         let mut v: Vec<f32> = (0..8).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         crate::util::vector::normalize(&mut v);
+        // As a store gives rows back: at half precision.
+        crate::memory::half::round(&mut v);
         let text = if salt == 0 { format!("e{id}") } else { format!("e{id}'") };
         StoredExperience { exp: exp(id, &text), vector: v }
     })
