@@ -275,35 +275,49 @@ impl Panel {
     /// text even where the episode wrote its id over.
     fn prepared(&self, pass: &Pass<'_>, o: &Other, unit: &Unit, m0: bool) -> Option<Arc<Prepared>> {
         let key = (unit.id.0, unit.text.len());
-        let cached = if m0 { o.prepared.lock().get(&key).cloned() } else { pass.prepared.lock().get(&(o.position, key.0, key.1)).cloned() };
-        if cached.is_some() {
-            return cached;
+        if !m0 {
+            return match (unit.truncated, pass.written_analysed.get(&unit.id)) {
+                (false, Some(a)) => self.prepared_written(pass, o, unit.id, key.1, a),
+                _ => self.prepared_in_pass(pass, o, unit.id, key.1, || {
+                    pass.cut.lock().entry((key.0, key.1, false)).or_insert_with(|| Arc::new(Analysed::of(unit))).clone()
+                }),
+            };
+        }
+        if let Some(p) = o.prepared.lock().get(&key) {
+            return Some(p.clone());
         }
         let cut;
-        let analysed = match (unit.truncated, m0, pass.written_analysed.get(&unit.id)) {
-            (false, true, _) => self.analysed.get(key.0 as usize)?,
-            (false, false, Some(a)) => return self.prepared_written(pass, o, unit.id, key.1, a),
-            _ => {
-                cut = pass.cut.lock().entry((key.0, key.1, m0)).or_insert_with(|| Arc::new(Analysed::of(unit))).clone();
-                &cut
-            }
+        let analysed = if unit.truncated {
+            cut = pass.cut.lock().entry((key.0, key.1, true)).or_insert_with(|| Arc::new(Analysed::of(unit))).clone();
+            &cut
+        } else {
+            self.analysed.get(key.0 as usize)?
         };
         let p = Arc::new(o.stater.prepare(analysed)?);
-        if m0 {
-            o.prepared.lock().insert(key, p.clone());
-        } else {
-            pass.prepared.lock().insert((o.position, key.0, key.1), p.clone());
-        }
+        o.prepared.lock().insert(key, p.clone());
         Some(p)
     }
 
     /// What the episode wrote as `id` (its view `len` bytes long, `analysed`), prepared for `o` once per pass.
     fn prepared_written(&self, pass: &Pass<'_>, o: &Other, id: MemoryId, len: usize, analysed: &Analysed) -> Option<Arc<Prepared>> {
+        self.prepared_in_pass(pass, o, id, len, || analysed)
+    }
+
+    /// A unit that is not M₀'s own record (`id`, `len` bytes read), prepared for `o` once per pass from what
+    /// `analysed` gives on the first call.
+    fn prepared_in_pass<A: std::ops::Deref<Target = Analysed>>(
+        &self,
+        pass: &Pass<'_>,
+        o: &Other,
+        id: MemoryId,
+        len: usize,
+        analysed: impl FnOnce() -> A,
+    ) -> Option<Arc<Prepared>> {
         let key = (o.position, id.0, len);
         if let Some(p) = pass.prepared.lock().get(&key) {
             return Some(p.clone());
         }
-        let p = Arc::new(o.stater.prepare(analysed)?);
+        let p = Arc::new(o.stater.prepare(&analysed())?);
         pass.prepared.lock().insert(key, p.clone());
         Some(p)
     }
