@@ -19,7 +19,7 @@ use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, Me
 
 use super::saved_index::{SavedIndex, Unusable};
 pub use super::store::Experience;
-use super::store::{BankMeta, RowChange, StoredExperience, UsageDelta};
+use super::store::{BankMeta, RowChange, Rows, StoredExperience, UsageDelta};
 
 /// The id as shown: "G12".
 pub fn show_id(id: u64) -> String {
@@ -196,35 +196,28 @@ fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
 
 impl Library {
     /// Builds the library from stored rows (index build included: run it off the async workers).
-    pub fn build(meta: BankMeta, rows: Vec<StoredExperience>, config: &IndexConfig) -> Library {
+    pub fn build(meta: BankMeta, rows: Rows, config: &IndexConfig) -> Library {
         Self::assemble(meta, rows, config, config, IndexOrigin::Built)
     }
 
     /// The library without its graph: searched by the exact scan (correct, slower at scale) until a
     /// rebuild ([`Library::claim_rebuild`]) builds the graph `config` wants. Fast: how a bank with no
     /// usable saved index opens without waiting for the build.
-    pub fn build_pending(meta: BankMeta, rows: Vec<StoredExperience>, config: &IndexConfig) -> Library {
+    pub fn build_pending(meta: BankMeta, rows: Rows, config: &IndexConfig) -> Library {
         let exact = IndexConfig { mode: crate::memory::IndexMode::Exact, ..config.clone() };
         Self::assemble(meta, rows, &exact, config, IndexOrigin::Pending)
     }
 
-    fn assemble(
-        meta: BankMeta,
-        rows: Vec<StoredExperience>,
-        base_config: &IndexConfig,
-        config: &IndexConfig,
-        origin: IndexOrigin,
-    ) -> Library {
-        let dim = meta.embedder_dim as usize;
-        let mut vectors = Vec::with_capacity(rows.len() * dim);
+    fn assemble(meta: BankMeta, rows: Rows, base_config: &IndexConfig, config: &IndexConfig, origin: IndexOrigin) -> Library {
+        // The rows' buffer becomes the engine's as it is (each row's vector at `dim` values, or zeros).
+        let dim = rows.dim();
+        let (exps, vectors) = rows.into_parts();
         let mut slots = BTreeMap::new();
-        let mut records = Vec::with_capacity(rows.len());
-        let mut totals = HashMap::with_capacity(rows.len());
-        for (i, row) in rows.into_iter().enumerate() {
+        let mut records = Vec::with_capacity(exps.len());
+        let mut totals = HashMap::with_capacity(exps.len());
+        for (i, exp) in exps.into_iter().enumerate() {
             let mem = MemoryId(i as u32);
-            let exp = row.exp;
             records.push(record(mem, &exp));
-            push_row(&mut vectors, &row.vector, dim);
             totals.insert(exp.id, (exp.usage_count, exp.last_used_epoch));
             slots.insert(exp.id, Slot { exp, mem });
         }
@@ -250,74 +243,80 @@ impl Library {
     /// async workers.
     pub fn open_saved(
         meta: BankMeta,
-        mut rows: Vec<StoredExperience>,
+        mut rows: Rows,
         saved: SavedIndex,
         changed: &std::collections::HashSet<u64>,
         config: &IndexConfig,
-    ) -> Result<Library, (Unusable, Vec<StoredExperience>)> {
-        let dim = meta.embedder_dim as usize;
-        if !rows.is_sorted_by_key(|r| r.exp.id) {
-            rows.sort_by_key(|r| r.exp.id);
-        }
-        let (n, saved_version) = (saved.ids.len(), saved.version);
-        let mut used = vec![false; rows.len()];
-        let mut records = Vec::with_capacity(n);
-        let mut vectors = Vec::with_capacity(n * dim);
-        let mut live = Vec::with_capacity(n);
-        let mut dead = Vec::new();
+    ) -> Result<Library, (Unusable, Rows)> {
+        rows.sort_by_id();
+        let (dim, saved_version) = (rows.dim(), saved.version);
+        // Each node's row (`None`: a tombstone), and each row's node.
+        let mut row_of: Vec<Option<usize>> = Vec::with_capacity(saved.ids.len());
+        let mut node_of: Vec<Option<MemoryId>> = vec![None; rows.len()];
         for (i, &id) in saved.ids.iter().enumerate() {
-            let mem = MemoryId(i as u32);
-            let at = rows.binary_search_by_key(&id, |r| r.exp.id).ok();
+            let at = rows.exps().binary_search_by_key(&id, |e| e.id).ok();
             match at {
                 Some(at) if !changed.contains(&id) => {
-                    if std::mem::replace(&mut used[at], true) {
+                    if node_of[at].replace(MemoryId(i as u32)).is_some() {
                         let why = Unusable::Disagrees(format!("experience {} is two nodes", show_id(id)));
                         return Err((why, rows));
                     }
-                    let row = &rows[at];
-                    records.push(record(mem, &row.exp));
-                    push_row(&mut vectors, &row.vector, dim);
-                    live.push((at, mem));
+                    row_of.push(Some(at));
                 }
                 None if !changed.contains(&id) => {
                     let why = Unusable::Disagrees(format!("experience {} is gone without a change after the saved version", show_id(id)));
                     return Err((why, rows));
                 }
-                _ => {
-                    // Changed since: a tombstone the searches walk through but never return.
-                    records.push(record(mem, &EMPTY_EXPERIENCE));
-                    push_row(&mut vectors, &[], dim);
-                    dead.push(mem);
-                }
+                // Changed since: a tombstone the searches walk through but never return.
+                _ => row_of.push(None),
             }
         }
-        if let Some((at, _)) = used.iter().enumerate().find(|(at, u)| !**u && !changed.contains(&rows[*at].exp.id)) {
-            let why =
-                Unusable::Disagrees(format!("experience {} has no node and no change after the saved version", show_id(rows[at].exp.id)));
+        if let Some(e) = rows.exps().iter().zip(&node_of).find_map(|(e, node)| (node.is_none() && !changed.contains(&e.id)).then_some(e)) {
+            let why = Unusable::Disagrees(format!("experience {} has no node and no change after the saved version", show_id(e.id)));
             return Err((why, rows));
         }
+        let records: Vec<MemoryRecord> = row_of
+            .iter()
+            .enumerate()
+            .map(|(i, at)| record(MemoryId(i as u32), at.map_or(&EMPTY_EXPERIENCE, |at| &rows.exps()[at])))
+            .collect();
+        // The rows without a node (changed since) go to the overlay, with a copy of their vectors.
+        let pending_vectors: Vec<Vec<f32>> =
+            node_of.iter().enumerate().filter(|(_, node)| node.is_none()).map(|(at, _)| rows.vector(at).to_vec()).collect();
+        // The usual open (the index saved at the bank's version, over the rows in id order) gives the rows'
+        // buffer to the engine as it is; otherwise each node's vector is copied from its row.
+        let in_order = row_of.len() == rows.len() && row_of.iter().enumerate().all(|(i, at)| *at == Some(i));
+        let vectors = if in_order {
+            None
+        } else {
+            let mut v = Vec::with_capacity(row_of.len() * dim);
+            for at in &row_of {
+                push_row(&mut v, at.map_or(&[][..], |at| rows.vector(at)), dim);
+            }
+            Some(v)
+        };
+        let (exps, buffer) = rows.into_parts();
+        let vectors = vectors.unwrap_or(buffer);
         let base = BaseMemory::with_graph(format!("bank:{}", meta.name), records, vectors, dim, config.clone(), saved.graph);
         let mut index = EpisodeMemory::new(Arc::new(base));
-        for mem in dead {
-            index.remove(mem);
+        for (i, at) in row_of.iter().enumerate() {
+            if at.is_none() {
+                index.remove(MemoryId(i as u32));
+            }
         }
-        let mut totals = HashMap::with_capacity(rows.len());
+        let mut totals = HashMap::with_capacity(exps.len());
         let mut slots = BTreeMap::new();
-        let mut by_mem = HashMap::with_capacity(rows.len());
-        let mut pending_rows = Vec::new();
-        // Nodes are in id order when saved from a build (rows come by id); sorted anyway, so that every
-        // live node meets its row below.
-        live.sort_unstable_by_key(|(at, _)| *at);
-        let mut live = live.into_iter().peekable();
-        for (at, row) in rows.into_iter().enumerate() {
-            let exp = row.exp;
+        let mut by_mem = HashMap::with_capacity(exps.len());
+        let mut pending = Vec::new();
+        let mut pending_vectors = pending_vectors.into_iter();
+        for (exp, node) in exps.into_iter().zip(node_of) {
             totals.insert(exp.id, (exp.usage_count, exp.last_used_epoch));
-            match live.next_if(|(a, _)| *a == at) {
-                Some((_, mem)) => {
+            match node {
+                Some(mem) => {
                     by_mem.insert(mem, exp.id);
                     slots.insert(exp.id, Slot { exp, mem });
                 }
-                None => pending_rows.push(StoredExperience { exp, vector: row.vector }),
+                None => pending.push((exp, pending_vectors.next().unwrap_or_default())),
             }
         }
         let mut lib = Library {
@@ -330,8 +329,8 @@ impl Library {
             usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
             compacting: std::sync::atomic::AtomicBool::new(false),
         };
-        for row in pending_rows {
-            lib.insert(row.exp, &row.vector);
+        for (exp, vector) in pending {
+            lib.insert(exp, &vector);
         }
         Ok(lib)
     }
@@ -562,23 +561,18 @@ impl Library {
 
     /// The counters and every experience with its vector, usage as stored (the rows a rebuild starts
     /// from).
-    pub fn snapshot(&self) -> (BankMeta, Vec<StoredExperience>) {
+    pub fn snapshot(&self) -> (BankMeta, Rows) {
         let book = self.usage.lock();
-        let dim = self.index.dim();
         let vectors = self.vectors_by_mem();
-        let rows = self
-            .slots
-            .values()
-            .map(|slot| {
-                let mut exp = slot.exp.clone();
-                if let Some((count, last)) = book.totals.get(&exp.id) {
-                    exp.usage_count = count.saturating_sub(book.pending.get(&exp.id).map_or(0, |p| p.0));
-                    exp.last_used_epoch = *last;
-                }
-                let vector = vectors.get(&slot.mem).map_or_else(|| vec![0.0; dim], |v| v.to_vec());
-                StoredExperience { exp, vector }
-            })
-            .collect();
+        let mut rows = Rows::with_capacity(self.index.dim(), self.slots.len());
+        for slot in self.slots.values() {
+            let mut exp = slot.exp.clone();
+            if let Some((count, last)) = book.totals.get(&exp.id) {
+                exp.usage_count = count.saturating_sub(book.pending.get(&exp.id).map_or(0, |p| p.0));
+                exp.last_used_epoch = *last;
+            }
+            rows.push(exp, vectors.get(&slot.mem).map_or(&[][..], |v| v));
+        }
         (self.meta.clone(), rows)
     }
 

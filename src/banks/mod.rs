@@ -387,7 +387,7 @@ impl Banks {
                     document: None,
                 };
                 self.commit_or_conflict(name, version, &commit).await?;
-                let rows = commit.put;
+                let rows = store::Rows::from_stored(commit.meta.embedder_dim as usize, commit.put);
                 let config = self.config.index.clone();
                 let meta = commit.meta;
                 *slot = Some(

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::library::Library;
 use super::saved_index::{self, Unusable};
-use super::store::{BankMeta, BankStore, RowChange, StoredExperience};
+use super::store::{BankMeta, BankStore, RowChange, Rows};
 use super::{BankError, Banks};
 use crate::memory::{IndexConfig, IndexMode};
 use crate::util::excerpt::quoted;
@@ -17,7 +17,7 @@ use crate::util::excerpt::quoted;
 /// Why a bank was not opened on its saved index.
 enum NotSaved {
     /// Build it from these rows (there is no usable saved index, and why when it was refused).
-    Build(Option<Unusable>, Vec<StoredExperience>),
+    Build(Option<Unusable>, Rows),
     /// The open failed outright.
     Failed(String),
 }
@@ -27,7 +27,7 @@ impl Banks {
     /// from the rows (off the async workers): a bank that needs a graph is then
     /// [`super::IndexOrigin::Pending`], and the caller starts its build in the background (which saves it).
     /// A bank small enough for the exact scan has no graph to save.
-    pub(super) async fn open_library(&self, name: &str, meta: BankMeta, rows: Vec<StoredExperience>) -> Result<Library, BankError> {
+    pub(super) async fn open_library(&self, name: &str, meta: BankMeta, rows: Rows) -> Result<Library, BankError> {
         let started = Instant::now();
         let config = self.config.index.clone();
         let rows = match self.open_saved(name, &meta, rows, &config).await {
@@ -71,13 +71,7 @@ impl Banks {
     }
 
     /// The library on the store's saved index, or why not with the rows given back.
-    async fn open_saved(
-        &self,
-        name: &str,
-        meta: &BankMeta,
-        rows: Vec<StoredExperience>,
-        config: &IndexConfig,
-    ) -> Result<Library, NotSaved> {
+    async fn open_saved(&self, name: &str, meta: &BankMeta, rows: Rows, config: &IndexConfig) -> Result<Library, NotSaved> {
         if config.mode == IndexMode::Exact {
             return Err(NotSaved::Build(None, rows));
         }

@@ -27,7 +27,7 @@ fn exp(id: u64, text: &str) -> Experience {
 fn a_draft_sees_its_own_changes_and_counts_what_it_leaves() {
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 1);
     let dim = embed.dim();
-    let mut lib = Library::build(meta(dim as u32), Vec::new(), &IndexConfig::default());
+    let mut lib = Library::build(meta(dim as u32), Rows::with_capacity(dim, 0), &IndexConfig::default());
     let mut d = Draft::of(&lib);
     let a = d.allocate();
     d.put(exp(a, "alpha"));
@@ -47,7 +47,7 @@ fn a_draft_sees_its_own_changes_and_counts_what_it_leaves() {
 fn compaction_keeps_every_search_result() {
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 1);
     let dim = embed.dim();
-    let mut lib = Library::build(meta(dim as u32), Vec::new(), &IndexConfig::default());
+    let mut lib = Library::build(meta(dim as u32), Rows::with_capacity(dim, 0), &IndexConfig::default());
     let texts: Vec<String> = (0..1_500).map(|i| format!("experience number {i} about topic {}", i % 37)).collect();
     let mut d = Draft::of(&lib);
     for t in &texts {
@@ -90,6 +90,11 @@ fn stored(ids: impl Iterator<Item = u64>, salt: u64) -> Vec<StoredExperience> {
     .collect()
 }
 
+/// `stored` as a store loads rows.
+fn rows(stored: Vec<StoredExperience>) -> Rows {
+    Rows::from_stored(8, stored)
+}
+
 fn graph_config() -> IndexConfig {
     IndexConfig { mode: crate::memory::IndexMode::Hnsw, ..IndexConfig::default() }
 }
@@ -105,22 +110,25 @@ proptest::proptest! {
         n in 1u64..80, deleted in proptest::collection::hash_set(0u64..80, 0..20),
         rewritten in proptest::collection::hash_set(0u64..80, 0..20), added in 0u64..30,
     ) {
-        let old = Library::build(BankMeta { version: 3, ..meta(8) }, stored(0..n, 0), &graph_config());
+        let old = Library::build(BankMeta { version: 3, ..meta(8) }, rows(stored(0..n, 0)), &graph_config());
         let bytes = old.saved_index().expect("a built graph is saved");
         let now = BankMeta { version: 9, next_id: n + added, ..meta(8) };
         let saved = crate::banks::saved_index::decode(&bytes, &now).expect("decodes");
         let deleted: std::collections::HashSet<u64> = deleted.into_iter().filter(|d| *d < n).collect();
         let rewritten: std::collections::HashSet<u64> = rewritten.into_iter().filter(|r| *r < n && !deleted.contains(r)).collect();
-        let mut rows: Vec<StoredExperience> = stored((0..n).filter(|i| !deleted.contains(i) && !rewritten.contains(i)), 0);
-        rows.extend(stored(rewritten.iter().copied(), 1));
-        rows.extend(stored(n..n + added, 0));
+        let mut stored_rows: Vec<StoredExperience> = stored((0..n).filter(|i| !deleted.contains(i) && !rewritten.contains(i)), 0);
+        stored_rows.extend(stored(rewritten.iter().copied(), 1));
+        stored_rows.extend(stored(n..n + added, 0));
         let changed: std::collections::HashSet<u64> = deleted.iter().chain(&rewritten).copied().chain(n..n + added).collect();
-        let lib = Library::open_saved(now, rows.clone(), saved, &changed, &graph_config()).map_err(|(e, _)| e).expect("opens");
+        let lib = Library::open_saved(now, rows(stored_rows.clone()), saved, &changed, &graph_config()).map_err(|(e, _)| e).expect("opens");
         proptest::prop_assert_eq!(lib.origin(), IndexOrigin::Saved { version: 3, changed: changed.len() });
-        let mut want: Vec<(u64, String)> = rows.iter().map(|r| (r.exp.id, r.exp.text.clone())).collect();
+        let mut want: Vec<(u64, String)> = stored_rows.iter().map(|r| (r.exp.id, r.exp.text.clone())).collect();
         want.sort();
         proptest::prop_assert_eq!(lib.iter().map(|e| (e.id, e.text.clone())).collect::<Vec<_>>(), want);
-        for r in &rows {
+        for r in &stored_rows {
+            // Each row keeps its own vector, whether the rows' buffer became the engine's (nothing changed
+            // since the saved version) or each node's row was copied.
+            proptest::prop_assert_eq!(lib.vector(r.exp.id).map(|v| v.to_vec()), Some(r.vector.clone()));
             let (hits, _) = lib.retrieve(&r.vector, 3, None, None, false);
             proptest::prop_assert!(hits.iter().all(|h| lib.get(h.exp.id) == Some(&h.exp)), "only current rows");
             proptest::prop_assert!(hits.iter().any(|h| h.exp.id == r.exp.id), "{} found by its own vector", r.exp.id);
@@ -130,22 +138,22 @@ proptest::proptest! {
 
 #[test]
 fn a_saved_index_the_change_log_does_not_explain_is_refused() {
-    let old = Library::build(BankMeta { version: 2, ..meta(8) }, stored(0..40, 0), &graph_config());
+    let old = Library::build(BankMeta { version: 2, ..meta(8) }, rows(stored(0..40, 0)), &graph_config());
     let bytes = old.saved_index().expect("saved");
     let now = BankMeta { version: 5, ..meta(8) };
     let decode = || crate::banks::saved_index::decode(&bytes, &now).expect("decodes");
     // G7 is gone, and no change says so.
-    let rows = stored((0..40).filter(|i| *i != 7), 0);
-    let refused = Library::open_saved(now.clone(), rows.clone(), decode(), &Default::default(), &graph_config());
+    let kept = rows(stored((0..40).filter(|i| *i != 7), 0));
+    let refused = Library::open_saved(now.clone(), kept.clone(), decode(), &Default::default(), &graph_config());
     let (why, back) = refused.expect_err("refused");
     assert!(why.to_string().contains("G7 is gone"), "{why}");
     assert_eq!(back.len(), 39, "the rows come back to be built from");
     // G40 appeared, and no change says so.
-    let refused = Library::open_saved(now.clone(), stored(0..41, 0), decode(), &Default::default(), &graph_config());
+    let refused = Library::open_saved(now.clone(), rows(stored(0..41, 0)), decode(), &Default::default(), &graph_config());
     assert!(refused.expect_err("refused").0.to_string().contains("G40 has no node"));
     // With the change, both open.
     let changed = [7u64].into_iter().collect();
-    assert_eq!(Library::open_saved(now.clone(), rows, decode(), &changed, &graph_config()).map_err(|e| e.0).unwrap().len(), 39);
+    assert_eq!(Library::open_saved(now.clone(), kept, decode(), &changed, &graph_config()).map_err(|e| e.0).unwrap().len(), 39);
     // Saved bytes of another bank, another dimension or a later version are refused whole.
     for (other, want) in [
         (BankMeta { uid: 2, ..now.clone() }, "uid"),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{BankMeta, BankStore, Commit, Committed, RowChange, StoreError, StoredExperience, UsageDelta};
+use super::{BankMeta, BankStore, Commit, Committed, RowChange, Rows, StoreError, UsageDelta};
 
 /// The wrapper; `kind` is the store's label (`sqlite`, `postgres`).
 #[derive(Debug)]
@@ -59,7 +59,7 @@ impl BankStore for Observed {
         self.timed("delete", self.inner.delete(name, expected)).await
     }
 
-    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Vec<StoredExperience>)>, StoreError> {
+    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Rows)>, StoreError> {
         self.timed("load", self.inner.load(name)).await
     }
 

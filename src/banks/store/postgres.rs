@@ -14,7 +14,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
-use super::{BankMeta, BankStore, Commit, Committed, Experience, RowChange, StoreError, StoredExperience, UsageDelta};
+use super::{BankMeta, BankStore, Commit, Committed, Experience, RowChange, Rows, StoreError, StoredExperience, UsageDelta};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memgym_banks (
@@ -168,19 +168,21 @@ impl PostgresStore {
         let bytes: Option<&[u8]> = r.get(7);
         let vector = super::vector_bytes::decode(bytes.unwrap_or_default())
             .map_err(|message| StoreError::Corrupt { location: self.location.clone(), message })?;
+        Ok(RowChange::Put(StoredExperience { exp: self.exp_of(r, id)?, vector }))
+    }
+
+    /// The experience of a row of [`EXP_COLUMNS`].
+    fn exp_of(&self, r: &Row, id: u64) -> Result<Experience, StoreError> {
         let last: Option<i64> = r.get(6);
-        Ok(RowChange::Put(StoredExperience {
-            exp: Experience {
-                id,
-                text: r.get(1),
-                confidence: r.get(2),
-                domain: r.get(3),
-                created_epoch: to_u64(&self.location, "created_epoch", r.get(4))?,
-                usage_count: to_u64(&self.location, "usage_count", r.get(5))?,
-                last_used_epoch: last.map(|v| to_u64(&self.location, "last_used_epoch", v)).transpose()?,
-            },
-            vector,
-        }))
+        Ok(Experience {
+            id,
+            text: r.get(1),
+            confidence: r.get(2),
+            domain: r.get(3),
+            created_epoch: to_u64(&self.location, "created_epoch", r.get(4))?,
+            usage_count: to_u64(&self.location, "usage_count", r.get(5))?,
+            last_used_epoch: last.map(|v| to_u64(&self.location, "last_used_epoch", v)).transpose()?,
+        })
     }
 
     /// A read-only transaction that sees one snapshot.
@@ -195,29 +197,43 @@ impl PostgresStore {
         row.map(|r| self.meta_of(&r)).transpose()
     }
 
-    /// The bank's counters and its rows changed after `since` (`None`: its live rows), in one snapshot.
-    async fn read(&self, name: &str, since: Option<u64>) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError> {
+    /// The bank's counters and its rows changed after `since`, in one snapshot.
+    async fn read(&self, name: &str, since: u64) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError> {
         let mut client = self.client().await?;
         let tx = self.snapshot(&mut client).await?;
         let Some(meta) = self.meta_in(&tx, name).await? else { return Ok(None) };
-        let rows = match since {
-            None => {
-                tx.query(&format!("SELECT {EXP_COLUMNS} FROM memgym_experiences WHERE bank = $1 AND NOT deleted ORDER BY id"), &[&name])
-                    .await
-            }
-            Some(v) => {
-                let v = to_i64(&self.location, "version", v)?;
-                tx.query(
-                    &format!("SELECT {EXP_COLUMNS} FROM memgym_experiences WHERE bank = $1 AND changed > $2 ORDER BY id"),
-                    &[&name, &v],
-                )
-                .await
-            }
-        }
-        .map_err(|e| self.err(e))?;
+        let v = to_i64(&self.location, "version", since)?;
+        let rows = tx
+            .query(&format!("SELECT {EXP_COLUMNS} FROM memgym_experiences WHERE bank = $1 AND changed > $2 ORDER BY id"), &[&name, &v])
+            .await
+            .map_err(|e| self.err(e))?;
         tx.commit().await.map_err(|e| self.err(e))?;
         let rows = rows.iter().map(|r| self.row_of(r)).collect::<Result<Vec<_>, _>>()?;
         Ok(Some((meta, rows)))
+    }
+
+    /// The bank's counters and its live rows, by id, in one snapshot: streamed, each vector decoded straight
+    /// into one buffer as its row arrives (not every row held first).
+    async fn live(&self, name: &str) -> Result<Option<(BankMeta, Rows)>, StoreError> {
+        use futures_util::stream::StreamExt;
+        let mut client = self.client().await?;
+        let tx = self.snapshot(&mut client).await?;
+        let Some(meta) = self.meta_in(&tx, name).await? else { return Ok(None) };
+        let sql = format!("SELECT {EXP_COLUMNS} FROM memgym_experiences WHERE bank = $1 AND NOT deleted ORDER BY id");
+        let params: [&(dyn ToSql + Sync); 1] = [&name];
+        let stream = tx.query_raw(sql.as_str(), params).await.map_err(|e| self.err(e))?;
+        let mut stream = std::pin::pin!(stream);
+        let mut out = Rows::with_capacity(meta.embedder_dim as usize, super::capacity_hint(&meta));
+        while let Some(r) = stream.next().await {
+            let r = r.map_err(|e| self.err(e))?;
+            let id = to_u64(&self.location, "id", r.get(0))?;
+            let bytes: Option<&[u8]> = r.get(7);
+            out.push_bytes(self.exp_of(&r, id)?, bytes.unwrap_or_default())
+                .map_err(|message| StoreError::Corrupt { location: self.location.clone(), message })?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))?;
+        out.shrink();
+        Ok(Some((meta, out)))
     }
 }
 
@@ -318,12 +334,12 @@ impl BankStore for PostgresStore {
         Ok(Committed::Done)
     }
 
-    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Vec<StoredExperience>)>, StoreError> {
-        Ok(self.read(name, None).await?.map(|(meta, rows)| (meta, super::puts(rows))))
+    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Rows)>, StoreError> {
+        self.live(name).await
     }
 
     async fn changes(&self, name: &str, since: u64) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError> {
-        self.read(name, Some(since)).await
+        self.read(name, since).await
     }
 
     async fn commit(&self, expected: u64, c: &Commit) -> Result<Committed, StoreError> {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{BankMeta, BankStore, Commit, Committed, Experience, RowChange, StoreError, StoredExperience, UsageDelta};
+use super::{BankMeta, BankStore, Commit, Committed, Experience, RowChange, Rows, StoreError, StoredExperience, UsageDelta};
 
 /// The schema version this code writes.
 const SCHEMA: i64 = 1;
@@ -230,43 +230,61 @@ fn meta_of(tx: &Connection, path: &Path, name: &str) -> Result<Option<BankMeta>,
 const EXP_COLUMNS: &str = "id, text, confidence, domain, created_epoch, usage_count, last_used_epoch, vector, deleted";
 
 fn read_row(path: &Path, r: &rusqlite::Row<'_>) -> Result<RowChange, StoreError> {
-    let err = |e| classify(path, e);
-    let id = to_u64(path, "id", r.get(0).map_err(err)?)?;
-    let deleted: i64 = r.get(8).map_err(err)?;
-    if deleted != 0 {
+    let id = to_u64(path, "id", r.get(0).map_err(|e| classify(path, e))?)?;
+    if r.get::<_, i64>(8).map_err(|e| classify(path, e))? != 0 {
         return Ok(RowChange::Deleted(id));
     }
-    // Borrowed from the row, not copied: the vector is decoded straight from SQLite's buffer.
-    let vector = r.get_ref(7).map_err(err)?;
+    Ok(RowChange::Put(StoredExperience { exp: read_exp(path, r, id)?, vector: vector_of(path, vector_blob(path, r, id)?)? }))
+}
+
+/// A row's vector, borrowed from the row, not copied: it is decoded straight from SQLite's buffer.
+fn vector_blob<'r>(path: &Path, r: &'r rusqlite::Row<'_>, id: u64) -> Result<&'r [u8], StoreError> {
+    let vector = r.get_ref(7).map_err(|e| classify(path, e))?;
     let vector = vector
         .as_blob_or_null()
         .map_err(|e| StoreError::Corrupt { location: path.display().to_string(), message: format!("experience {id}'s vector: {e}") })?;
-    let last: Option<i64> = r.get(6).map_err(err)?;
-    Ok(RowChange::Put(StoredExperience {
-        exp: Experience {
-            id,
-            text: r.get(1).map_err(err)?,
-            confidence: r.get(2).map_err(err)?,
-            domain: r.get(3).map_err(err)?,
-            created_epoch: to_u64(path, "created_epoch", r.get(4).map_err(err)?)?,
-            usage_count: to_u64(path, "usage_count", r.get(5).map_err(err)?)?,
-            last_used_epoch: last.map(|v| to_u64(path, "last_used_epoch", v)).transpose()?,
-        },
-        vector: vector_of(path, vector.unwrap_or_default())?,
-    }))
+    Ok(vector.unwrap_or_default())
 }
 
-fn rows_since(tx: &Connection, path: &Path, name: &str, since: Option<u64>) -> Result<Vec<RowChange>, StoreError> {
-    let sql = match since {
-        None => format!("SELECT {EXP_COLUMNS} FROM experiences WHERE bank = ?1 AND deleted = 0 AND ?2 = 0 ORDER BY id"),
-        Some(_) => format!("SELECT {EXP_COLUMNS} FROM experiences WHERE bank = ?1 AND changed > ?2 ORDER BY id"),
-    };
+/// The experience of a row of [`EXP_COLUMNS`].
+fn read_exp(path: &Path, r: &rusqlite::Row<'_>, id: u64) -> Result<Experience, StoreError> {
+    let err = |e| classify(path, e);
+    let last: Option<i64> = r.get(6).map_err(err)?;
+    Ok(Experience {
+        id,
+        text: r.get(1).map_err(err)?,
+        confidence: r.get(2).map_err(err)?,
+        domain: r.get(3).map_err(err)?,
+        created_epoch: to_u64(path, "created_epoch", r.get(4).map_err(err)?)?,
+        usage_count: to_u64(path, "usage_count", r.get(5).map_err(err)?)?,
+        last_used_epoch: last.map(|v| to_u64(path, "last_used_epoch", v)).transpose()?,
+    })
+}
+
+fn rows_since(tx: &Connection, path: &Path, name: &str, since: u64) -> Result<Vec<RowChange>, StoreError> {
+    let sql = format!("SELECT {EXP_COLUMNS} FROM experiences WHERE bank = ?1 AND changed > ?2 ORDER BY id");
     let mut stmt = tx.prepare_cached(&sql).map_err(|e| classify(path, e))?;
-    let mut rows = stmt.query(params![name, to_i64(path, "version", since.unwrap_or(0))?]).map_err(|e| classify(path, e))?;
+    let mut rows = stmt.query(params![name, to_i64(path, "version", since)?]).map_err(|e| classify(path, e))?;
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(|e| classify(path, e))? {
         out.push(read_row(path, r)?);
     }
+    Ok(out)
+}
+
+/// The bank's live rows, by id, each vector decoded straight into one buffer (`meta.next_id` bounds how
+/// many there are: the room reserved beyond the rows read is never touched, and is given back).
+fn live_rows(tx: &Connection, path: &Path, meta: &BankMeta) -> Result<Rows, StoreError> {
+    let sql = format!("SELECT {EXP_COLUMNS} FROM experiences WHERE bank = ?1 AND deleted = 0 ORDER BY id");
+    let mut stmt = tx.prepare_cached(&sql).map_err(|e| classify(path, e))?;
+    let mut rows = stmt.query(params![meta.name]).map_err(|e| classify(path, e))?;
+    let mut out = Rows::with_capacity(meta.embedder_dim as usize, super::capacity_hint(meta));
+    while let Some(r) = rows.next().map_err(|e| classify(path, e))? {
+        let id = to_u64(path, "id", r.get(0).map_err(|e| classify(path, e))?)?;
+        out.push_bytes(read_exp(path, r, id)?, vector_blob(path, r, id)?)
+            .map_err(|message| StoreError::Corrupt { location: path.display().to_string(), message })?;
+    }
+    out.shrink();
     Ok(out)
 }
 
@@ -449,12 +467,13 @@ impl BankStore for SqliteStore {
         .await
     }
 
-    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Vec<StoredExperience>)>, StoreError> {
+    async fn load(&self, name: &str) -> Result<Option<(BankMeta, Rows)>, StoreError> {
         let name = name.to_string();
         self.with(move |conn, path| {
             let tx = conn.transaction().map_err(|e| classify(path, e))?;
             let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
-            Ok(Some((meta, super::puts(rows_since(&tx, path, &name, None)?))))
+            let rows = live_rows(&tx, path, &meta)?;
+            Ok(Some((meta, rows)))
         })
         .await
     }
@@ -478,7 +497,7 @@ impl BankStore for SqliteStore {
         self.with(move |conn, path| {
             let tx = conn.transaction().map_err(|e| classify(path, e))?;
             let Some(meta) = meta_of(&tx, path, &name)? else { return Ok(None) };
-            let rows = rows_since(&tx, path, &name, Some(since))?;
+            let rows = rows_since(&tx, path, &name, since)?;
             Ok(Some((meta, rows)))
         })
         .await

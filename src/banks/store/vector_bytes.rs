@@ -23,20 +23,24 @@ pub fn encode(v: &[f32]) -> Vec<u8> {
 /// precision as memory holds every vector); empty bytes are an empty vector. The error says what the bytes
 /// are instead. What it returns is at half precision, so a bank opened on its rows is not rounded again.
 pub fn decode(bytes: &[u8]) -> Result<Vec<f32>, String> {
+    let mut v = Vec::new();
+    decode_into(bytes, &mut v)?;
+    Ok(v)
+}
+
+/// [`decode`], appending to `out`; returns how many components it appended (none on an error).
+pub fn decode_into(bytes: &[u8], out: &mut Vec<f32>) -> Result<usize, String> {
+    let start = out.len();
     match bytes.split_first() {
-        None => Ok(Vec::new()),
-        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => {
-            let mut v = Vec::with_capacity(rest.len() / 2);
-            crate::memory::half::extend_from_le_bytes(&mut v, rest);
-            Ok(v)
-        }
+        None => {}
+        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => crate::memory::half::extend_from_le_bytes(out, rest),
         Some(_) if bytes.len().is_multiple_of(4) => {
-            let mut v: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-            crate::memory::half::round(&mut v);
-            Ok(v)
+            out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            crate::memory::half::round(&mut out[start..]);
         }
-        Some(_) => Err(format!("a vector of {} bytes", bytes.len())),
+        Some(_) => return Err(format!("a vector of {} bytes", bytes.len())),
     }
+    Ok(out.len() - start)
 }
 
 #[cfg(test)]
