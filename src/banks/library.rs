@@ -169,13 +169,13 @@ const EMPTY_EXPERIENCE: Experience = Experience {
     last_used_epoch: None,
 };
 
-/// Appends `v` to the row-major buffer `out`, or `dim` zeros when `v` is not `dim` long (a row stored
-/// without its vector, or a node that has none).
-fn push_row(out: &mut Vec<f32>, v: &[f32], dim: usize) {
+/// Appends `v` to the row-major `f16` buffer `out` (exactly: memory's vectors are at half precision), or
+/// `dim` zeros when `v` is not `dim` long (a node that has none).
+fn push_row(out: &mut Vec<half::f16>, v: &[f32], dim: usize) {
     if v.len() == dim {
-        out.extend_from_slice(v);
+        out.extend(v.iter().map(|x| half::f16::from_f32(*x)));
     } else {
-        out.extend(std::iter::repeat_n(0.0, dim));
+        out.extend(std::iter::repeat_n(half::f16::ZERO, dim));
     }
 }
 
@@ -222,7 +222,7 @@ impl Library {
             slots.insert(exp.id, Slot { exp, mem });
         }
         let by_mem = slots.values().map(|s| (s.mem, s.exp.id)).collect();
-        let base = BaseMemory::build(format!("bank:{}", meta.name), records, vectors, dim, base_config.clone());
+        let base = BaseMemory::build_half(format!("bank:{}", meta.name), records, vectors, dim, base_config.clone(), None);
         Library {
             origin,
             meta,
@@ -282,7 +282,7 @@ impl Library {
             .collect();
         // The rows without a node (changed since) go to the overlay, with a copy of their vectors.
         let pending_vectors: Vec<Vec<f32>> =
-            node_of.iter().enumerate().filter(|(_, node)| node.is_none()).map(|(at, _)| rows.vector(at).to_vec()).collect();
+            node_of.iter().enumerate().filter(|(_, node)| node.is_none()).map(|(at, _)| rows.vector_f32(at)).collect();
         // The usual open (the index saved at the bank's version, over the rows in id order) gives the rows'
         // buffer to the engine as it is; otherwise each node's vector is copied from its row.
         let in_order = row_of.len() == rows.len() && row_of.iter().enumerate().all(|(i, at)| *at == Some(i));
@@ -291,13 +291,16 @@ impl Library {
         } else {
             let mut v = Vec::with_capacity(row_of.len() * dim);
             for at in &row_of {
-                push_row(&mut v, at.map_or(&[][..], |at| rows.vector(at)), dim);
+                match at {
+                    Some(at) => v.extend_from_slice(rows.vector(*at)),
+                    None => v.extend(std::iter::repeat_n(half::f16::ZERO, dim)),
+                }
             }
             Some(v)
         };
         let (exps, buffer) = rows.into_parts();
         let vectors = vectors.unwrap_or(buffer);
-        let base = BaseMemory::with_graph(format!("bank:{}", meta.name), records, vectors, dim, config.clone(), saved.graph);
+        let base = BaseMemory::build_half(format!("bank:{}", meta.name), records, vectors, dim, config.clone(), Some(saved.graph));
         let mut index = EpisodeMemory::new(Arc::new(base));
         for (i, at) in row_of.iter().enumerate() {
             if at.is_none() {
@@ -598,11 +601,10 @@ impl Library {
         let mut records = Vec::with_capacity(self.slots.len());
         let mut vectors = Vec::with_capacity(self.slots.len() * dim);
         for (i, slot) in self.slots.values().enumerate() {
-            let mem = MemoryId(i as u32);
-            records.push(record(mem, &slot.exp));
+            records.push(record(MemoryId(i as u32), &slot.exp));
             push_row(&mut vectors, vectors_of.get(&slot.mem).map_or(&[][..], |v| v), dim);
         }
-        let base = BaseMemory::build(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone());
+        let base = BaseMemory::build_half(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone(), None);
         self.index = EpisodeMemory::new(Arc::new(base));
         self.origin = IndexOrigin::Built;
         for (i, slot) in self.slots.values_mut().enumerate() {

@@ -17,7 +17,8 @@ use hnsw_rs::prelude::{Distance, Hnsw};
 
 use super::graph::Graph;
 use super::record::{Filter, MemoryRecord};
-use crate::util::vector::{dot, dot_rows, Hit, TopK};
+use super::vectors::{VectorRows, Vectors};
+use crate::util::vector::{dot, Hit, TopK};
 
 /// Which search path to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +140,7 @@ impl Tombstones for NoTombstones {
 pub struct BaseMemory {
     key: String,
     records: Vec<MemoryRecord>,
-    vectors: Vec<f32>,
+    vectors: Vectors,
     dim: usize,
     total_chars: usize,
     speakers: Vec<String>,
@@ -161,36 +162,39 @@ impl std::fmt::Debug for BaseMemory {
 
 impl BaseMemory {
     /// Builds M₀ from records whose ids are `0..n` in order and their unit vectors (row-major, `n × dim`),
-    /// rounded to half precision ([`super::half`]).
-    /// Builds the HNSW graph once if the planner will use it. Panics only on a caller bug (mismatched
-    /// lengths or ids), never on data.
-    pub fn build(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig) -> Self {
-        Self::assemble(key, records, vectors, dim, config, None, false)
-    }
-
-    /// M₀ over these records and vectors with a graph built earlier over the same rows (a bank's saved
-    /// index, [`Graph::decode`]d with `records.len()` nodes), instead of building one. The vectors are a
-    /// store's rows, at half precision already (`banks::store::vector_bytes::decode`), so they are not rounded
-    /// again: at a million rows that pass is 1.5 GB read and written.
-    pub fn with_graph(key: String, records: Vec<MemoryRecord>, vectors: Vec<f32>, dim: usize, config: IndexConfig, graph: Graph) -> Self {
-        debug_assert!(super::half::is_rounded(&vectors), "a saved index's rows are at half precision");
-        Self::assemble(key, records, vectors, dim, config, Some(graph), true)
-    }
-
-    fn assemble(
-        key: String,
-        records: Vec<MemoryRecord>,
-        mut vectors: Vec<f32>,
-        dim: usize,
-        config: IndexConfig,
-        given: Option<Graph>,
-        rounded: bool,
-    ) -> Self {
+    /// rounded to half precision ([`super::half`]) and kept as `f32` (an episode's M₀: see
+    /// [`super::vectors`]). Builds the HNSW graph once if the planner will use it. Panics only on a caller
+    /// bug (mismatched lengths or ids), never on data.
+    pub fn build(key: String, records: Vec<MemoryRecord>, mut vectors: Vec<f32>, dim: usize, config: IndexConfig) -> Self {
         assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
         // Every vector memory holds is at half precision (see `super::half`), M₀'s too.
-        if !rounded {
-            super::half::round_parallel(&mut vectors, std::thread::available_parallelism().map_or(1, |n| n.get()));
-        }
+        super::half::round_parallel(&mut vectors, std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let graph = config.wants_graph(records.len()).then(|| build_graph(&config, VectorRows::Full(&vectors), dim)).flatten();
+        Self::assemble(key, records, Vectors::Full(vectors), dim, config, graph)
+    }
+
+    /// M₀ over records and their vectors kept as `f16` (a bank's: half the memory, see
+    /// [`super::vectors`]), with `graph` when one was built earlier over the same rows (a bank's saved
+    /// index, [`Graph::decode`]d with `records.len()` nodes); without one, the graph is built if the
+    /// planner will use it. Panics only on a caller bug (mismatched lengths or ids).
+    pub fn build_half(
+        key: String,
+        records: Vec<MemoryRecord>,
+        vectors: Vec<half::f16>,
+        dim: usize,
+        config: IndexConfig,
+        graph: Option<Graph>,
+    ) -> Self {
+        assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
+        let graph = match graph {
+            Some(g) => Some(g),
+            None if config.wants_graph(records.len()) => build_graph(&config, VectorRows::Half(&vectors), dim),
+            None => None,
+        };
+        Self::assemble(key, records, Vectors::Half(vectors), dim, config, graph)
+    }
+
+    fn assemble(key: String, records: Vec<MemoryRecord>, vectors: Vectors, dim: usize, config: IndexConfig, graph: Option<Graph>) -> Self {
         debug_assert!(records.iter().enumerate().all(|(i, r)| r.id.0 as usize == i));
         let total_chars = records.iter().map(MemoryRecord::char_len).sum();
         let mut speakers: Vec<String> = Vec::new();
@@ -201,29 +205,6 @@ impl BaseMemory {
                 }
             }
         }
-        let needs_graph = config.wants_graph(records.len());
-        let graph = if given.is_some() {
-            given.map(Some)
-        } else {
-            needs_graph.then(|| {
-                let n = records.len();
-                let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
-                let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
-                if config.parallel_build {
-                    let rows: Vec<(&[f32], usize)> = vectors.chunks_exact(dim).enumerate().map(|(i, row)| (row, i)).collect();
-                    h.parallel_insert_slice(&rows);
-                } else {
-                    // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
-                    // build is deterministic (parallel inserts would depend on thread timing).
-                    for (i, row) in vectors.chunks_exact(dim).enumerate() {
-                        h.insert_slice((row, i));
-                    }
-                }
-                // The flat copy answers searches; hnsw_rs's structure (and its copy of the vectors) goes.
-                Graph::from_hnsw(&h, n)
-            })
-        };
-        let graph = graph.flatten();
         let terms = if config.hybrid { records.iter().map(|r| super::lexical::Terms::of(&r.text)).collect() } else { Vec::new() };
         BaseMemory { key, records, vectors, dim, total_chars, speakers, graph, terms, config }
     }
@@ -260,9 +241,17 @@ impl BaseMemory {
     pub fn records(&self) -> &[MemoryRecord] {
         &self.records
     }
-    /// Unit vector of position `i`.
-    pub fn vector(&self, i: usize) -> &[f32] {
-        &self.vectors[i * self.dim..(i + 1) * self.dim]
+    /// Unit vector of position `i` (borrowed when M₀ keeps `f32`, widened when it keeps `f16`).
+    pub fn vector(&self, i: usize) -> std::borrow::Cow<'_, [f32]> {
+        self.vectors.view().row(i, self.dim)
+    }
+    /// [`dot`] of `query` with position `i`'s vector (bit-equal however M₀ keeps it).
+    pub fn dot(&self, query: &[f32], i: usize) -> f32 {
+        self.vectors.view().dot(query, i, self.dim)
+    }
+    /// Bytes M₀'s vectors take.
+    pub fn vector_bytes(&self) -> usize {
+        self.vectors.bytes()
     }
     /// Lexical terms of position `i` (hybrid mode only).
     pub fn terms(&self, i: usize) -> Option<&super::lexical::Terms> {
@@ -290,7 +279,7 @@ impl BaseMemory {
             if want == 0 {
                 return SearchPath::Hnsw;
             }
-            let found = g.search(query, &self.vectors, self.dim, self.config.hnsw_ef_search.max(2 * k), dead);
+            let found = g.search(query, self.vectors.view(), self.dim, self.config.hnsw_ef_search.max(2 * k), dead);
             if found.len() >= want {
                 for h in found {
                     out.push(h);
@@ -302,30 +291,62 @@ impl BaseMemory {
         SearchPath::Exact
     }
 
-    /// The exact scan. Unfiltered, it scores M₀ in blocks of rows with [`dot_rows`] (several rows at a
-    /// time, bit-equal to [`dot`]) and offers the live ones; filtered, it scores only the matching rows.
+    /// The exact scan. Unfiltered, it scores M₀ in blocks of rows (several rows at a time, bit-equal to
+    /// [`dot`]) and offers the live ones; filtered, it scores only the matching rows.
     pub fn exact_into(&self, query: &[f32], filter: &Filter, dead: &dyn Tombstones, out: &mut TopK) {
+        let rows = self.vectors.view();
         if !filter.is_empty() {
-            for (i, row) in self.vectors.chunks_exact(self.dim).enumerate() {
-                if !dead.is_dead(i) && filter.matches(&self.records[i]) {
-                    out.push(Hit { score: dot(query, row), key: i as u32 });
+            for (i, r) in self.records.iter().enumerate() {
+                if !dead.is_dead(i) && filter.matches(r) {
+                    out.push(Hit { score: rows.dot(query, i, self.dim), key: i as u32 });
                 }
             }
             return;
         }
-        /// Rows per block: the scores stay in a small stack buffer.
-        const BLOCK: usize = 256;
-        let mut scores = [0.0f32; BLOCK];
         let any_dead = dead.dead_count() > 0;
-        for (b, rows) in self.vectors.chunks(BLOCK * self.dim).enumerate() {
-            let scores = &mut scores[..rows.len() / self.dim];
-            dot_rows(query, rows, self.dim, scores);
-            for (j, score) in scores.iter().enumerate() {
-                let i = b * BLOCK + j;
-                if !(any_dead && dead.is_dead(i)) {
-                    out.push(Hit { score: *score, key: i as u32 });
-                }
+        rows.for_each_score(query, self.dim, |i, score| {
+            if !(any_dead && dead.is_dead(i)) {
+                out.push(Hit { score, key: i as u32 });
+            }
+        });
+    }
+}
+
+/// The HNSW graph over `rows` (`dim` values each): hnsw_rs builds it from the rows widened to `f32` a
+/// block at a time (it keeps its own copy of each row until the flat copy is taken), and the flat copy
+/// answers searches. `None` when there are no rows.
+fn build_graph(config: &IndexConfig, rows: VectorRows<'_>, dim: usize) -> Option<Graph> {
+    let n = match rows {
+        VectorRows::Full(v) => v.len(),
+        VectorRows::Half(v) => v.len(),
+    } / dim.max(1);
+    let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
+    let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
+    /// Rows widened per block of inserts.
+    const BLOCK: usize = 16_384;
+    let mut wide = Vec::new();
+    for first in (0..n).step_by(BLOCK) {
+        let last = (first + BLOCK).min(n);
+        let block: &[f32] = match rows {
+            VectorRows::Full(v) => &v[first * dim..last * dim],
+            VectorRows::Half(v) => {
+                let part = &v[first * dim..last * dim];
+                wide.resize(part.len(), 0.0);
+                half::slice::HalfFloatSliceExt::convert_to_f32_slice(part, &mut wide[..]);
+                &wide
+            }
+        };
+        let block_rows = block.chunks_exact(dim).enumerate().map(|(j, row)| (row, first + j));
+        if config.parallel_build {
+            h.parallel_insert_slice(&block_rows.collect::<Vec<_>>());
+        } else {
+            // Sequential inserts: hnsw_rs seeds its level generator with a constant, so a sequential
+            // build is deterministic (parallel inserts would depend on thread timing).
+            for r in block_rows {
+                h.insert_slice(r);
             }
         }
     }
+    // The flat copy answers searches; hnsw_rs's structure (and its copy of the vectors) goes.
+    Graph::from_hnsw(&h, n)
 }

@@ -179,15 +179,14 @@ impl EpisodeMemory {
     pub fn vector(&self, id: MemoryId) -> Option<Cow<'_, [f32]>> {
         let i = id.0 as usize;
         if self.base_live(i) {
-            return Some(Cow::Borrowed(self.base.vector(i)));
+            return Some(self.base.vector(i));
         }
         self.added.iter().find(|a| a.record.id == id).map(|a| Cow::Owned(a.vector.to_f32()))
     }
 
     /// Live records with their vectors: M₀ order first, then additions in the order they were made.
     pub fn iter(&self) -> impl Iterator<Item = (&MemoryRecord, Cow<'_, [f32]>)> + '_ {
-        let base =
-            (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (&self.base.records()[i], Cow::Borrowed(self.base.vector(i))));
+        let base = (0..self.base.len()).filter(|i| !self.dead.is_dead(*i)).map(|i| (&self.base.records()[i], self.base.vector(i)));
         base.chain(self.added.iter().map(|a| (&a.record, Cow::Owned(a.vector.to_f32()))))
     }
 
@@ -263,7 +262,7 @@ impl EpisodeMemory {
         for i in 0..self.base.len() {
             let (Some(r), Some(t)) = (self.base.record(i), self.base.terms(i)) else { continue };
             if !self.dead.is_dead(i) && (filter.is_empty() || filter.matches(r)) {
-                live.push((r, crate::util::vector::dot(query, self.base.vector(i)), t));
+                live.push((r, self.base.dot(query, i), t));
             }
         }
         let mut buf = vec![0.0; self.dim()];

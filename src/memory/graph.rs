@@ -20,7 +20,8 @@ use std::collections::BinaryHeap;
 use hnsw_rs::prelude::{Distance, Hnsw};
 
 use super::base::Tombstones;
-use crate::util::vector::{dot, Hit};
+use super::vectors::VectorRows;
+use crate::util::vector::Hit;
 
 mod codec;
 pub use codec::Malformed;
@@ -75,23 +76,6 @@ impl Visited {
 
 thread_local! {
     static VISITED: RefCell<Visited> = RefCell::new(Visited::default());
-}
-
-/// Reads one value from every cache line of the `rows`, before they are scored: their misses then
-/// overlap (the loads are independent) instead of each row's waiting for the previous row's dot
-/// product. A software prefetch without `unsafe`.
-#[inline]
-fn touch(rows: &[u32], vectors: &[f32], dim: usize) {
-    /// `f32`s per 64-byte cache line.
-    const LINE: usize = 16;
-    let mut sink = 0.0f32;
-    for &r in rows {
-        let row = &vectors[r as usize * dim..][..dim];
-        for x in row.iter().step_by(LINE) {
-            sink += *x;
-        }
-    }
-    std::hint::black_box(sink);
 }
 
 /// An HNSW graph over the rows `0..n` of a row-major vector buffer.
@@ -164,13 +148,14 @@ impl Graph {
     }
 
     /// The `ef` best live nodes the search finds for `query`, best first, scored with [`dot`] against
-    /// the rows of `vectors` (`dim` values each, the rows the graph was built over).
-    pub fn search(&self, query: &[f32], vectors: &[f32], dim: usize, ef: usize, dead: &dyn Tombstones) -> Vec<Hit> {
+    /// the rows of `vectors` (`dim` values each, the rows the graph was built over; `f32` or `f16`, the
+    /// same scores).
+    pub fn search(&self, query: &[f32], vectors: VectorRows<'_>, dim: usize, ef: usize, dead: &dyn Tombstones) -> Vec<Hit> {
         let n = self.upper.len();
         if ef == 0 || n == 0 {
             return Vec::new();
         }
-        let score = |i: u32| Near(Hit { score: dot(query, &vectors[i as usize * dim..][..dim]), key: i });
+        let score = |i: u32| Near(Hit { score: vectors.dot(query, i as usize, dim), key: i });
         // Greedy descent: on each upper layer, move to a better neighbour while there is one.
         let mut at = score(self.entry);
         for layer in (1..=self.top).rev() {
@@ -200,7 +185,7 @@ impl Graph {
                 }
                 fresh.clear();
                 fresh.extend(self.neighbours(c.0.key, 0).iter().copied().filter(|&nb| visited.first_visit(nb)));
-                touch(&fresh, vectors, dim);
+                vectors.touch(&fresh, dim);
                 for &nb in &fresh {
                     let s = score(nb);
                     if found.len() < ef || found.peek().is_some_and(|w| s > w.0) {
@@ -225,6 +210,7 @@ impl Graph {
 mod tests {
     use super::*;
     use crate::memory::base::{NoTombstones, UnitDot};
+    use crate::util::vector::dot;
     use crate::util::vector::normalize;
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
@@ -296,8 +282,8 @@ mod tests {
         let (_, g) = build(&v[..n * dim], dim, true);
         let (mut found, mut wanted) = (0, 0);
         for q in v[n * dim..].chunks_exact(dim) {
-            let got = g.search(q, &v[..n * dim], dim, 64, &NoTombstones);
-            assert_eq!(got, g.search(q, &v[..n * dim], dim, 64, &NoTombstones), "the same search, the same answer");
+            let got = g.search(q, VectorRows::Full(&v[..n * dim]), dim, 64, &NoTombstones);
+            assert_eq!(got, g.search(q, VectorRows::Full(&v[..n * dim]), dim, 64, &NoTombstones), "the same search, the same answer");
             let mut exact: Vec<(f32, u32)> = v[..n * dim].chunks_exact(dim).enumerate().map(|(i, r)| (dot(q, r), i as u32)).collect();
             exact.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             let truth: HashSet<u32> = exact[..10].iter().map(|e| e.1).collect();
@@ -320,13 +306,17 @@ mod tests {
         ) {
             let dim = 8;
             let mut v = rows(n + 1, dim, 3, seed);
+            crate::memory::half::round(&mut v);
             if let Some(z) = zero.filter(|z| *z < n) {
                 v[z * dim..(z + 1) * dim].fill(0.0);
             }
             let (base, q) = v.split_at(n * dim);
             let (_, g) = build(base, dim, parallel);
             let dead = Dead(dead.into_iter().filter(|d| *d < n).collect());
-            let got = g.search(q, base, dim, ef, &dead);
+            let got = g.search(q, VectorRows::Full(base), dim, ef, &dead);
+            // The same rows kept as `f16`: the same answer, score for score.
+            let half = crate::memory::vectors::narrowed(base);
+            prop_assert_eq!(&g.search(q, VectorRows::Half(&half), dim, ef, &dead), &got);
             prop_assert!(got.len() <= ef);
             let ids: HashSet<u32> = got.iter().map(|h| h.key).collect();
             prop_assert_eq!(ids.len(), got.len());

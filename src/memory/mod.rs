@@ -7,6 +7,7 @@ mod graph;
 pub mod half;
 pub mod lexical;
 mod record;
+pub mod vectors;
 
 pub use base::{BaseMemory, IndexConfig, IndexMode, NoTombstones, SearchPath, Tombstones};
 pub use episode::{EpisodeMemory, Scored};

@@ -12,6 +12,8 @@ pub mod postgres;
 pub mod sqlite;
 pub mod vector_bytes;
 
+use half::f16;
+
 use crate::util::excerpt::quoted;
 
 /// A bank's counters, as stored.
@@ -69,15 +71,17 @@ pub struct StoredExperience {
     pub vector: Vec<f32>,
 }
 
-/// Experiences with their vectors in one row-major buffer, `dim` values each (zeros for an experience stored
-/// without a vector, or with one of another dimension), at half precision: how a bank's live rows are read
-/// and how a rebuild takes them. One buffer rather than a vector per row: at a million rows the per-row
-/// buffers were most of an open's allocations, and the buffer becomes the engine's as it is.
+/// Experiences with their vectors in one row-major buffer of `f16`s, `dim` values each (zeros for an
+/// experience stored without a vector, or with one of another dimension): how a bank's live rows are read
+/// and how a rebuild takes them. Every vector memory holds is at half precision, so `f16` loses nothing, and
+/// it is how the engine keeps a bank's vectors ([`crate::memory::vectors`]). One buffer rather than a
+/// vector per row: at a million rows the per-row buffers were most of an open's allocations, and the buffer
+/// becomes the engine's as it is.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rows {
     dim: usize,
     exps: Vec<Experience>,
-    vectors: Vec<f32>,
+    vectors: Vec<f16>,
 }
 
 impl Rows {
@@ -86,12 +90,13 @@ impl Rows {
         Rows { dim, exps: Vec::with_capacity(capacity), vectors: Vec::with_capacity(capacity * dim) }
     }
 
-    /// Appends an experience and its vector (zeros when `vector` is not `dim` long).
+    /// Appends an experience and its vector (rounded to half precision; zeros when `vector` is not `dim`
+    /// long).
     pub fn push(&mut self, exp: Experience, vector: &[f32]) {
         if vector.len() == self.dim {
-            self.vectors.extend_from_slice(vector);
+            self.vectors.extend(vector.iter().map(|x| f16::from_f32(*x)));
         } else {
-            self.vectors.extend(std::iter::repeat_n(0.0, self.dim));
+            self.vectors.extend(std::iter::repeat_n(f16::ZERO, self.dim));
         }
         self.exps.push(exp);
     }
@@ -100,9 +105,9 @@ impl Rows {
     /// into the buffer. The error says what the bytes are instead.
     pub fn push_bytes(&mut self, exp: Experience, bytes: &[u8]) -> Result<(), String> {
         let start = self.vectors.len();
-        if vector_bytes::decode_into(bytes, &mut self.vectors)? != self.dim {
+        if vector_bytes::decode_half_into(bytes, &mut self.vectors)? != self.dim {
             self.vectors.truncate(start);
-            self.vectors.extend(std::iter::repeat_n(0.0, self.dim));
+            self.vectors.extend(std::iter::repeat_n(f16::ZERO, self.dim));
         }
         self.exps.push(exp);
         Ok(())
@@ -146,8 +151,13 @@ impl Rows {
     }
 
     /// Row `i`'s vector.
-    pub fn vector(&self, i: usize) -> &[f32] {
+    pub fn vector(&self, i: usize) -> &[f16] {
         &self.vectors[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// Row `i`'s vector as `f32`s.
+    pub fn vector_f32(&self, i: usize) -> Vec<f32> {
+        self.vector(i).iter().map(|x| x.to_f32()).collect()
     }
 
     /// Sorts the rows by experience id (a store reads them in id order; this is for other callers).
@@ -159,13 +169,14 @@ impl Rows {
         order.sort_by_key(|&i| self.exps[i].id);
         let mut sorted = Rows::with_capacity(self.dim, self.len());
         for &i in &order {
-            sorted.push(self.exps[i].clone(), self.vector(i));
+            sorted.exps.push(self.exps[i].clone());
+            sorted.vectors.extend_from_slice(self.vector(i));
         }
         *self = sorted;
     }
 
     /// The experiences and the buffer.
-    pub fn into_parts(self) -> (Vec<Experience>, Vec<f32>) {
+    pub fn into_parts(self) -> (Vec<Experience>, Vec<f16>) {
         (self.exps, self.vectors)
     }
 }
@@ -341,7 +352,7 @@ mod tests {
             prop_assert_eq!(&from_bytes, &rows);
             for (i, s) in stored.iter().enumerate() {
                 let want = if s.vector.len() == dim { s.vector.clone() } else { vec![0.0; dim] };
-                prop_assert_eq!(rows.vector(i), &want[..]);
+                prop_assert_eq!(rows.vector_f32(i), want);
             }
             let mut sorted = rows.clone();
             sorted.sort_by_id();

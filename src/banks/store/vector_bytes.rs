@@ -6,6 +6,8 @@
 //! rounded, as memory rounds every vector). A 1,000,000-experience bank writes and reads 768 MB less at 384
 //! dimensions.
 
+use half::f16;
+
 use crate::memory::half::HalfVec;
 
 /// The tag of a half-precision vector.
@@ -26,6 +28,23 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<f32>, String> {
     let mut v = Vec::new();
     decode_into(bytes, &mut v)?;
     Ok(v)
+}
+
+/// [`decode`], appending the components to `out` as `f16`s (exactly: they are at half precision); returns
+/// how many it appended (none on an error). A tagged row's bytes are its `f16`s as they are.
+pub fn decode_half_into(bytes: &[u8], out: &mut Vec<f16>) -> Result<usize, String> {
+    let start = out.len();
+    match bytes.split_first() {
+        None => {}
+        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => {
+            out.extend(rest.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])));
+        }
+        Some(_) if bytes.len().is_multiple_of(4) => {
+            out.extend(bytes.chunks_exact(4).map(|b| f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))));
+        }
+        Some(_) => return Err(format!("a vector of {} bytes", bytes.len())),
+    }
+    Ok(out.len() - start)
 }
 
 /// [`decode`], appending to `out`; returns how many components it appended (none on an error).
@@ -57,7 +76,13 @@ mod tests {
             crate::memory::half::round(&mut rounded);
             prop_assert_eq!(decode(&encode(&v)).unwrap(), rounded.clone());
             let old: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            prop_assert_eq!(decode(&old).unwrap(), rounded);
+            prop_assert_eq!(decode(&old).unwrap(), rounded.clone());
+            // Read as `f16`s, both forms hold exactly the rounded values.
+            for bytes in [encode(&v), old] {
+                let mut h = vec![f16::ONE];
+                prop_assert_eq!(decode_half_into(&bytes, &mut h).unwrap(), v.len());
+                prop_assert_eq!(h[1..].iter().map(|x| x.to_f32()).collect::<Vec<_>>(), rounded.clone());
+            }
             match decode(&junk) {
                 Ok(d) => prop_assert!(junk.is_empty() || junk.len() % 4 == 0 || (junk[0] == HALF && junk.len() % 2 == 1), "{} from {} bytes", d.len(), junk.len()),
                 Err(e) => prop_assert!(e.contains(&junk.len().to_string())),

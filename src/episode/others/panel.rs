@@ -373,7 +373,7 @@ impl Panel {
         } else {
             ranked.extend(ghosts.iter().map(|g| {
                 let i = g.id.0 as usize;
-                (o.fusion.as_ref().map_or_else(|| f64::from(crate::util::vector::dot(&o.query, base.vector(i))), |f| f.fused(i)), *g)
+                (o.fusion.as_ref().map_or_else(|| f64::from(base.dot(&o.query, i)), |f| f.fused(i)), *g)
             }));
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
@@ -489,7 +489,7 @@ fn frozen_fusion(base: &BaseMemory, query: &[f32], question: &str) -> Option<Fro
     if terms.len() != base.len() {
         return None;
     }
-    let dense = (0..base.len()).map(|i| f64::from(crate::util::vector::dot(query, base.vector(i)))).collect();
+    let dense = (0..base.len()).map(|i| f64::from(base.dot(query, i))).collect();
     Some(FrozenFusion::new(question, dense, &terms))
 }
 

@@ -45,7 +45,6 @@ mod tests {
     use super::*;
     use crate::memory::tests::locomo_base;
     use crate::memory::{EpisodeMemory, Filter};
-    use crate::util::vector::dot;
 
     #[test]
     fn ranks_by_term_rarity_and_frequency() {
@@ -74,7 +73,7 @@ mod tests {
         let bm25 = Bm25::new(texts.iter().copied());
         for q in questions.iter().take(40) {
             let qv = embed.embed_blocking(&[q.question.as_str()]).unwrap().remove(0);
-            let dense: Vec<f64> = (0..base.len()).map(|i| f64::from(dot(&qv, base.vector(i)))).collect();
+            let dense: Vec<f64> = (0..base.len()).map(|i| f64::from(base.dot(&qv, i))).collect();
             let want: Vec<u32> =
                 rrf(&[&rank_by(&dense), &bm25.rank(&q.question)], base.len(), 60.0).into_iter().take(10).map(|i| i as u32).collect();
             let (got, _) = mem.search_text(&qv, &q.question, 10, &Filter::default(), None);

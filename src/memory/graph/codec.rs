@@ -139,7 +139,8 @@ mod tests {
         let (back, rest) = Graph::decode(&bytes, n).expect("decodes");
         assert_eq!(rest, b"rest");
         for q in v[n * dim..].chunks_exact(dim) {
-            assert_eq!(g.search(q, &v[..n * dim], dim, 32, &NoTombstones), back.search(q, &v[..n * dim], dim, 32, &NoTombstones));
+            let rows = crate::memory::vectors::VectorRows::Full(&v[..n * dim]);
+            assert_eq!(g.search(q, rows, dim, 32, &NoTombstones), back.search(q, rows, dim, 32, &NoTombstones));
         }
         assert!(Graph::decode(&bytes, n + 1).is_err(), "the wrong row count is refused");
     }
@@ -163,7 +164,7 @@ mod tests {
                 prop_assert!(d.layer0.iter().all(|&x| x == NONE || (x as usize) < n));
                 prop_assert!(d.upper.iter().flat_map(|l| l.iter()).flat_map(|l| l.iter()).all(|&x| (x as usize) < n));
                 let q = &v[..dim];
-                let _ = d.search(q, &v, dim, 8, &NoTombstones);
+                let _ = d.search(q, crate::memory::vectors::VectorRows::Full(&v), dim, 8, &NoTombstones);
             }
         }
     }
