@@ -16,6 +16,7 @@ use super::{BankError, Banks};
 use crate::memory::SearchPath;
 use crate::tools::llm_edit::prompts;
 use crate::tools::{merge_texts, MergeStrategy};
+use crate::util::excerpt::quoted;
 
 /// Default `top_k` of Retrieve.
 pub const DEFAULT_TOP_K: usize = 5;
@@ -88,6 +89,12 @@ fn check_similarity(field: &str, v: Option<f32>) -> Result<(), BankError> {
         }
         _ => Ok(()),
     }
+}
+
+/// [`candidates`] owning their vectors, to select from off the bank's lock (a bank's vectors are `f16`,
+/// widened as they are read: owned already).
+fn owned_candidates(lib: &Library) -> Vec<Candidate<'static>> {
+    candidates(lib).into_iter().map(|c| Candidate { vector: std::borrow::Cow::Owned(c.vector.into_owned()), ..c }).collect()
 }
 
 fn candidates(lib: &Library) -> Vec<Candidate<'_>> {
@@ -167,6 +174,13 @@ impl Banks {
     }
 
     /// SemanticMemoryManager.compress_memory: the ids removed (or to be removed, in a dry run).
+    ///
+    /// The selection is seconds of CPU on a large bank (diversity and hybrid grow faster than the bank), so it
+    /// never holds the bank's lock or an async worker: the experiences are copied at one version under the read
+    /// lock (Retrieve goes on meanwhile), the selection runs on the blocking pool, and the removals are written
+    /// at that version. A write in between means selecting again, from the bank as it then is, up to
+    /// [`super::WRITE_ATTEMPTS`] times (with `expected`, the conflict is the caller's). So the result is
+    /// always the selection of the bank it is applied to.
     #[allow(clippy::too_many_arguments)]
     pub async fn compress(
         &self,
@@ -183,22 +197,40 @@ impl Banks {
                 "must be at least 1: 0 would remove every experience (to empty a bank, delete it, or import an empty library with replace)",
             ));
         }
-        let ((removed, left), meta) = self
-            .write(bank, expected, |lib, draft| {
-                let keep = max_size.unwrap_or(lib.meta().max_size) as usize;
-                let removed = compress::removals(&candidates(lib), keep, strategy, lib.meta().epoch, &params)
-                    .map_err(|e| BankError::invalid("compress", e.to_string()))?;
-                if !dry_run {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (input, meta) = self.read(bank, |lib| (owned_candidates(lib), lib.meta().clone())).await?;
+            if let Some(e) = expected.filter(|e| *e != meta.version) {
+                return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: meta.version });
+            }
+            let keep = max_size.unwrap_or(meta.max_size) as usize;
+            let (epoch, size) = (meta.epoch, input.len());
+            let removed = tokio::task::spawn_blocking(move || compress::removals(&input, keep, strategy, epoch, &params))
+                .await
+                .map_err(|e| BankError::FailedPrecondition { message: format!("compressing bank {} failed: {e}", quoted(bank)) })?
+                .map_err(|e| BankError::invalid("compress", e.to_string()))?;
+            // What is (or, in a dry run, would be) left.
+            let left = size - removed.len();
+            if dry_run || removed.is_empty() {
+                return Ok((removed, left, meta));
+            }
+            let written = self
+                .write(bank, Some(meta.version), |_, draft| {
                     for id in &removed {
                         draft.delete(*id);
                     }
+                    Ok(())
+                })
+                .await;
+            match written {
+                Ok(((), meta)) => return Ok((removed, left, meta)),
+                Err(BankError::VersionConflict { .. }) if expected.is_none() && attempt < super::WRITE_ATTEMPTS => {
+                    tracing::debug!(bank, attempt, "the bank changed while compressing; selecting again");
                 }
-                // What is (or, in a dry run, would be) left.
-                let left = lib.len() - removed.len();
-                Ok((removed, left))
-            })
-            .await?;
-        Ok((removed, left, meta))
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// SemanticMemoryManager.merge_similar: each group of near-duplicates (connected by similarity ≥

@@ -421,5 +421,6 @@ async fn the_index_is_rebuilt_in_the_background_without_losing_writes() {
     assert!(overlap >= 9, "recall@10 {overlap}/10: {found:?} vs {exact:?}");
 }
 
+mod compress;
 mod hardening;
 mod saved_index;

@@ -161,5 +161,11 @@ fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
         .as_f64()
         .is_some_and(|s| s >= open["without_saved_index"]["seconds"].as_f64().unwrap()));
     assert!(open["saved_index"]["seconds"].as_f64().is_some_and(f64::is_finite));
-    assert_eq!(j["compress"].as_array().map(Vec::len), Some(4), "four strategies at one size");
+    let compress = j["compress"].as_array().expect("compress rows");
+    assert_eq!(compress.len(), 4, "four strategies at one size");
+    for row in compress {
+        // One caller's Retrieves ran on the bank while each selection did, and each was answered.
+        assert!(row["retrieve_calls_during"].as_u64().is_some_and(|n| n >= 1), "{row}");
+        assert!(row["retrieve_max_ms_during"].as_f64().is_some_and(|ms| ms > 0.0 && ms.is_finite()), "{row}");
+    }
 }

@@ -130,6 +130,10 @@ pub struct BankBenchArgs {
     /// Bank sizes for the compression measurement (each strategy as a dry run).
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     pub compress_sizes: Vec<usize>,
+    /// The compression strategies measured (diversity and hybrid grow faster than the bank: at 1,000,000
+    /// only importance and temporal finish in minutes).
+    #[arg(long, value_delimiter = ',', default_value = "diversity,importance,temporal,hybrid")]
+    pub compress_strategies: Vec<crate::banks::compress::Strategy>,
     /// Seconds per measurement.
     #[arg(long, default_value_t = 5.0)]
     pub secs: f64,

@@ -11,8 +11,9 @@
 //!   index the first server saved, then with that file removed (the rows read and the graph built).
 //! - **ApplyOperations** batches of 1, 10 and 100 adds, durable, one after another for `--secs`
 //!   seconds each: latency and operations/s, on SQLite and on PostgreSQL.
-//! - **Compression** at `--compress-sizes` (default 1,000 and 10,000 experiences), each strategy as a dry run
-//!   (the selection alone).
+//! - **Compression** at `--compress-sizes` (default 1,000 and 10,000 experiences), each of
+//!   `--compress-strategies` as a dry run (the selection alone), with one caller's Retrieves on the same bank
+//!   meanwhile (a selection must not stall them). A size that is also a Retrieve size reuses that bank.
 //!
 //! Texts are 12-word sentences from a seeded generator, so every run embeds the same library. Like a real
 //! library, which holds many experiences about each of its tasks, they are clustered: each sentence
@@ -33,7 +34,7 @@ use super::hist::Hist;
 use crate::api::pb;
 use crate::api::pb::banks_client::BanksClient;
 use crate::app::cli::BankBenchArgs;
-use crate::banks::compress::{Params, Strategy};
+use crate::banks::compress::Params;
 use crate::banks::store::postgres::PostgresStore;
 use crate::banks::store::sqlite::SqliteStore;
 use crate::banks::store::BankStore;
@@ -113,6 +114,41 @@ async fn retrieve_load(
     }
     let rate = all.len() as f64 / start.elapsed().as_secs_f64();
     Ok((all, rate, path))
+}
+
+/// Imports `data` as bank `name` over gRPC, or in process when it is over one gRPC message (32 MiB, about
+/// 300,000 of these experiences): the same import.
+async fn import(client: &mut BanksClient<Channel>, banks: &Banks, name: &str, data: String) -> anyhow::Result<()> {
+    if data.len() < crate::api::MAX_MESSAGE_BYTES - (1 << 20) {
+        let request =
+            pb::ImportBankRequest { bank: name.to_string(), format: pb::BankFormat::UpstreamJson as i32, data, ..Default::default() };
+        client.import_bank(request).await?;
+    } else {
+        println!("  (the {name} file is over one gRPC message: imported in process)");
+        banks.import(name, crate::banks::formats::Format::Upstream, &data, false, None).await?;
+    }
+    Ok(())
+}
+
+/// One caller's Retrieves, back to back until `stop` (at least one): how a bank answers while something
+/// else runs on it.
+async fn retrieve_until(
+    mut client: BanksClient<Channel>,
+    bank: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    words: Vec<String>,
+) -> anyhow::Result<Hist> {
+    let mut rng = ChaCha8Rng::seed_from_u64(77);
+    let mut hist = Hist::default();
+    loop {
+        let query = sentence(&mut rng, &words);
+        let t = Instant::now();
+        client.retrieve(pb::RetrieveRequest { bank: bank.clone(), query, top_k: 10, ..Default::default() }).await?;
+        hist.record(t.elapsed());
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(hist);
+        }
+    }
 }
 
 /// Recall@10 of the bank's search against an exact scan of its vectors.
@@ -329,20 +365,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         let name = format!("retrieve-{n}");
         let data = library(n, n as u64, &words);
         let t = Instant::now();
-        if data.len() < crate::api::MAX_MESSAGE_BYTES - (1 << 20) {
-            client
-                .import_bank(pb::ImportBankRequest {
-                    bank: name.clone(),
-                    format: pb::BankFormat::UpstreamJson as i32,
-                    data,
-                    ..Default::default()
-                })
-                .await?;
-        } else {
-            // Over one gRPC message (32 MiB, about 300,000 of these experiences): the same import, in process.
-            println!("  (the {n}-experience file is over one gRPC message: imported in process)");
-            banks.import(&name, crate::banks::formats::Format::Upstream, &data, false, None).await?;
-        }
+        import(&mut client, &banks, &name, data).await?;
         let load = t.elapsed();
         // A large import is acknowledged once durable; its index is rebuilt in the background. Measure
         // retrieval once that is done (the steady state), and report when it was.
@@ -399,27 +422,37 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         c.delete_bank(pb::DeleteBankRequest { name: bank, expected_version: None }).await?;
     }
 
-    println!("\nCompression (dry run: the selection alone)");
-    println!("{:>9} {:>10} {:>10} {:>10} {:>10}", "size", "diversity", "importance", "temporal", "hybrid");
+    println!("\nCompression (dry run: the selection alone), and Retrieve meanwhile (one caller: calls, p99 and slowest)");
+    println!("{:>9} {:>11} {:>10} {:>8} {:>9} {:>9}", "size", "strategy", "seconds", "calls", "p99 ms", "max ms");
     for &n in &a.compress_sizes {
-        let name = format!("compress-{n}");
-        client
-            .import_bank(pb::ImportBankRequest {
-                bank: name.clone(),
-                format: pb::BankFormat::UpstreamJson as i32,
-                data: library(n, 99, &words),
-                ..Default::default()
-            })
-            .await?;
-        let mut row = Vec::new();
-        for s in [Strategy::Diversity, Strategy::Importance, Strategy::Temporal, Strategy::Hybrid] {
+        // A bank of the Retrieve sizes is there already (compression is a dry run: it changes nothing).
+        let name = if a.sizes.contains(&n) {
+            format!("retrieve-{n}")
+        } else {
+            let name = format!("compress-{n}");
+            import(&mut client, &banks, &name, library(n, 99, &words)).await?;
+            name
+        };
+        for &s in &a.compress_strategies {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let prober = tokio::spawn(retrieve_until(client.clone(), name.clone(), Arc::clone(&stop), words.clone()));
             let t = Instant::now();
-            banks.compress(&name, Some((n / 10) as u32), s, Params::default(), true, None).await?;
+            let selected = banks.compress(&name, Some((n / 10) as u32), s, Params::default(), true, None).await;
             let secs = t.elapsed().as_secs_f64();
-            row.push(secs);
-            compress_rows.push(json!({"size": n, "strategy": s.as_str(), "keep": n / 10, "seconds": secs}));
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let during = prober.await??;
+            selected?;
+            println!(
+                "{n:>9} {:>11} {secs:>10.3} {:>8} {:>9.3} {:>9.3}",
+                s.as_str(),
+                during.len(),
+                during.pct_ms(99.0),
+                during.pct_ms(100.0)
+            );
+            compress_rows.push(json!({"size": n, "strategy": s.as_str(), "keep": n / 10, "seconds": secs,
+                                      "retrieve_calls_during": during.len(), "retrieve_p99_ms_during": during.pct_ms(99.0),
+                                      "retrieve_max_ms_during": during.pct_ms(100.0)}));
         }
-        println!("{n:>9} {:>9.3}s {:>9.3}s {:>9.3}s {:>9.3}s", row[0], row[1], row[2], row[3]);
     }
     if a.json {
         let out = json!({"embedder": env.embedder().identity().to_string(), "retrieve": retrieve_rows, "open": open_row, "replica_open": replica_row,

@@ -1,0 +1,48 @@
+//! Compression selects off the bank's lock: Retrieve answers while a large selection runs, and a write made
+//! meanwhile sends the selection round again, so what is applied is the selection of the bank it is applied to.
+
+use super::*;
+
+/// A bank of `n` experiences on distinct topics, written in batches.
+async fn bank_of(b: &Banks, name: &str, n: usize) {
+    b.create(name, Kind::Experience, Some(10), false).await.unwrap();
+    for from in (0..n).step_by(500) {
+        let ops: Vec<String> = (from..(from + 500).min(n))
+            .map(|i| format!(r#"{{"option":"add","experience":"experience {i} about topic {} and step {}"}}"#, i % 53, i % 11))
+            .collect();
+        b.apply_operations(name, &format!("[{}]", ops.join(",")), false, false, None).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieve_answers_while_a_compression_selects_and_a_write_meanwhile_is_seen() {
+    let (_dir, b) = fresh();
+    let b = Arc::new(b);
+    bank_of(&b, "lib", 2_000).await;
+    let before = b.read("lib", |l| l.meta().version).await.unwrap();
+    // Hybrid's selection looks at every pair: seconds here, so the calls below overlap it.
+    let task = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.compress("lib", None, Strategy::Hybrid, Params::default(), false, None).await })
+    };
+    let q = Query { text: "experience about topic 7 and step 3", top_k: 5, min_similarity: None, domain: None, count: false };
+    let mut answered_meanwhile = 0;
+    while !task.is_finished() {
+        let hits = b.retrieve("lib", q.clone()).await.unwrap().0;
+        assert_eq!(hits.len(), 5);
+        if !task.is_finished() {
+            answered_meanwhile += 1;
+        }
+        if answered_meanwhile == 3 {
+            // A write while the selection runs: the selection made before it is not applied.
+            b.add("lib", "a late experience on a topic of its own", NewFields::default(), None).await.unwrap();
+            answered_meanwhile += 1;
+        }
+    }
+    assert!(answered_meanwhile >= 3, "Retrieve answered {answered_meanwhile} times while the compression ran");
+    let (removed, left, meta) = task.await.unwrap().unwrap();
+    let len = b.read("lib", |l| l.len()).await.unwrap();
+    assert_eq!((left, len), (10, 10), "the bank compressed to its max_size, the late write counted");
+    assert_eq!(removed.len(), 2_001 - 10);
+    assert_eq!(meta.version, before + 2, "the late write, then the removals selected after it");
+}
