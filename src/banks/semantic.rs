@@ -240,6 +240,11 @@ impl Banks {
     /// concurrently, against the library as it was when the call began; a failed request or an unusable
     /// reply falls back to the offline text and says so in the group's note, and the merges are one
     /// write at the version the groups were read at.
+    ///
+    /// The groups are found as a compression selects (every pair compared: seconds on a large bank): on a
+    /// copy of the experiences at one version, on the blocking pool, off the bank's lock; the merges are
+    /// written at that version, and found again if another write landed in between (offline only: an LLM's
+    /// texts are not asked twice, so that conflict is `ABORTED`).
     pub async fn merge_similar(
         &self,
         bank: &str,
@@ -250,41 +255,66 @@ impl Banks {
     ) -> Result<(Vec<MergedGroup>, BankMeta), BankError> {
         check_similarity("threshold", Some(threshold))?;
         let max_chars = self.config().limits.max_text_chars;
-        if !use_llm {
-            return self
-                .write(bank, expected, |lib, draft| {
-                    let groups = groups_of(lib, threshold)?;
-                    let texts = groups.iter().map(|ids| (offline_text(lib, ids, max_chars), None)).collect();
-                    Ok(plan_merges(lib, draft, groups, texts, dry_run))
+        let llm = if use_llm { Some(self.require_llm("use_llm")?) } else { None };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (input, version) = self.read(bank, |lib| (owned_candidates(lib), lib.meta().version)).await?;
+            if let Some(e) = expected.filter(|e| *e != version) {
+                return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: version });
+            }
+            let groups = tokio::task::spawn_blocking(move || compress::similar_groups(&input, threshold))
+                .await
+                .map_err(|e| BankError::FailedPrecondition { message: format!("grouping bank {} failed: {e}", quoted(bank)) })?
+                .map_err(|e| BankError::invalid("threshold", e.to_string()))?;
+            let written = match &llm {
+                Some(llm) => {
+                    // The groups' texts at the version they were found at (else find them again).
+                    let (sources, now) = self
+                        .read(bank, |lib| {
+                            let sources: Vec<Vec<String>> = groups
+                                .iter()
+                                .map(|ids| ids.iter().filter_map(|id| lib.get(*id)).map(|e| e.text.clone()).collect())
+                                .collect();
+                            (sources, lib.meta().version)
+                        })
+                        .await?;
+                    if now != version {
+                        if expected.is_none() && attempt < super::WRITE_ATTEMPTS {
+                            continue;
+                        }
+                        return Err(BankError::VersionConflict { name: bank.to_string(), expected: version, current: now });
+                    }
+                    Some(llm_texts(llm, sources, max_chars).await?)
+                }
+                None => None,
+            };
+            let merged = self
+                .write(bank, Some(version), |lib, draft| {
+                    let texts = match &written {
+                        None => groups.iter().map(|ids| (offline_text(lib, ids, max_chars), None)).collect(),
+                        Some(written) => groups
+                            .iter()
+                            .zip(written.iter().cloned())
+                            .map(|(ids, r)| match r {
+                                Some(Ok(text)) => (text, None),
+                                Some(Err(reason)) => {
+                                    (offline_text(lib, ids, max_chars), Some(format!("{reason}; merged offline (summarize)")))
+                                }
+                                None => (offline_text(lib, ids, max_chars), Some("no LLM reply; merged offline (summarize)".to_string())),
+                            })
+                            .collect(),
+                    };
+                    Ok(plan_merges(lib, draft, groups.clone(), texts, dry_run))
                 })
                 .await;
+            match merged {
+                Err(BankError::VersionConflict { .. }) if expected.is_none() && llm.is_none() && attempt < super::WRITE_ATTEMPTS => {
+                    tracing::debug!(bank, attempt, "the bank changed while grouping; grouping again");
+                }
+                other => return other,
+            }
         }
-        let llm = self.require_llm("use_llm")?;
-        let (groups, sources, version) = self
-            .read(bank, |lib| -> Result<_, BankError> {
-                let groups = groups_of(lib, threshold)?;
-                let sources: Vec<Vec<String>> =
-                    groups.iter().map(|ids| ids.iter().filter_map(|id| lib.get(*id)).map(|e| e.text.clone()).collect()).collect();
-                Ok((groups, sources, lib.meta().version))
-            })
-            .await??;
-        if let Some(e) = expected.filter(|e| *e != version) {
-            return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: version });
-        }
-        let written = llm_texts(&llm, sources, max_chars).await?;
-        self.write(bank, Some(version), |lib, draft| {
-            let texts = groups
-                .iter()
-                .zip(written.iter().cloned())
-                .map(|(ids, r)| match r {
-                    Some(Ok(text)) => (text, None),
-                    Some(Err(reason)) => (offline_text(lib, ids, max_chars), Some(format!("{reason}; merged offline (summarize)"))),
-                    None => (offline_text(lib, ids, max_chars), Some("no LLM reply; merged offline (summarize)".to_string())),
-                })
-                .collect();
-            Ok(plan_merges(lib, draft, groups.clone(), texts, dry_run))
-        })
-        .await
     }
 }
 
@@ -317,10 +347,6 @@ async fn llm_texts(
         written[i] = Some(r);
     }
     Ok(written)
-}
-
-fn groups_of(lib: &Library, threshold: f32) -> Result<Vec<Vec<u64>>, BankError> {
-    compress::similar_groups(&candidates(lib), threshold).map_err(|e| BankError::invalid("threshold", e.to_string()))
 }
 
 /// merge_memory's offline `summarize` of a group's texts (their concatenation if it finds nothing),

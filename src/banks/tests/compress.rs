@@ -46,3 +46,26 @@ async fn retrieve_answers_while_a_compression_selects_and_a_write_meanwhile_is_s
     assert_eq!(removed.len(), 2_001 - 10);
     assert_eq!(meta.version, before + 2, "the late write, then the removals selected after it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieve_answers_while_merge_similar_groups() {
+    let (_dir, b) = fresh();
+    let b = Arc::new(b);
+    bank_of(&b, "lib", 2_000).await;
+    let before = b.read("lib", |l| l.meta().version).await.unwrap();
+    // Every pair is compared: seconds here, so the Retrieves below overlap it.
+    let task = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.merge_similar("lib", 0.99, false, true, None).await })
+    };
+    let q = Query { text: "experience about topic 7 and step 3", top_k: 5, min_similarity: None, domain: None, count: false };
+    let mut answered_meanwhile = 0;
+    while !task.is_finished() {
+        assert_eq!(b.retrieve("lib", q.clone()).await.unwrap().0.len(), 5);
+        answered_meanwhile += usize::from(!task.is_finished());
+    }
+    assert!(answered_meanwhile >= 3, "Retrieve answered {answered_meanwhile} times while the groups were found");
+    let (groups, meta) = task.await.unwrap().unwrap();
+    assert!(groups.iter().all(|g| g.sources.len() >= 2 && g.new_id.is_none()), "a dry run's groups, none written");
+    assert_eq!((meta.version, b.read("lib", |l| l.len()).await.unwrap()), (before, 2_000), "a dry run changes nothing");
+}
