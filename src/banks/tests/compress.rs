@@ -1,5 +1,6 @@
-//! Compression selects off the bank's lock: Retrieve answers while a large selection runs, and a write made
-//! meanwhile sends the selection round again, so what is applied is the selection of the bank it is applied to.
+//! Compression and MergeSimilar select off the bank's lock: Retrieve answers while a large selection runs,
+//! and a write made meanwhile sends the selection round again, so what is applied is the selection of the
+//! bank it is applied to.
 
 use super::*;
 
@@ -14,6 +15,23 @@ async fn bank_of(b: &Banks, name: &str, n: usize) {
     }
 }
 
+/// Retrieves on bank "lib" back to back until `task` ends: how many were answered while it still ran. After
+/// the third, `late` (if any) is added to the bank, once.
+async fn retrieves_while<T>(b: &Banks, task: &tokio::task::JoinHandle<T>, mut late: Option<&str>) -> usize {
+    let q = Query { text: "experience about topic 7 and step 3", top_k: 5, min_similarity: None, domain: None, count: false };
+    let mut answered_meanwhile = 0;
+    while !task.is_finished() {
+        assert_eq!(b.retrieve("lib", q.clone()).await.unwrap().0.len(), 5);
+        answered_meanwhile += usize::from(!task.is_finished());
+        if answered_meanwhile >= 3 {
+            if let Some(text) = late.take() {
+                b.add("lib", text, NewFields::default(), None).await.unwrap();
+            }
+        }
+    }
+    answered_meanwhile
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrieve_answers_while_a_compression_selects_and_a_write_meanwhile_is_seen() {
     let (_dir, b) = fresh();
@@ -25,20 +43,8 @@ async fn retrieve_answers_while_a_compression_selects_and_a_write_meanwhile_is_s
         let b = Arc::clone(&b);
         tokio::spawn(async move { b.compress("lib", None, Strategy::Hybrid, Params::default(), false, None).await })
     };
-    let q = Query { text: "experience about topic 7 and step 3", top_k: 5, min_similarity: None, domain: None, count: false };
-    let mut answered_meanwhile = 0;
-    while !task.is_finished() {
-        let hits = b.retrieve("lib", q.clone()).await.unwrap().0;
-        assert_eq!(hits.len(), 5);
-        if !task.is_finished() {
-            answered_meanwhile += 1;
-        }
-        if answered_meanwhile == 3 {
-            // A write while the selection runs: the selection made before it is not applied.
-            b.add("lib", "a late experience on a topic of its own", NewFields::default(), None).await.unwrap();
-            answered_meanwhile += 1;
-        }
-    }
+    // A write while the selection runs: the selection made before it is not applied.
+    let answered_meanwhile = retrieves_while(&b, &task, Some("a late experience on a topic of its own")).await;
     assert!(answered_meanwhile >= 3, "Retrieve answered {answered_meanwhile} times while the compression ran");
     let (removed, left, meta) = task.await.unwrap().unwrap();
     let len = b.read("lib", |l| l.len()).await.unwrap();
@@ -58,12 +64,7 @@ async fn retrieve_answers_while_merge_similar_groups() {
         let b = Arc::clone(&b);
         tokio::spawn(async move { b.merge_similar("lib", 0.99, false, true, None).await })
     };
-    let q = Query { text: "experience about topic 7 and step 3", top_k: 5, min_similarity: None, domain: None, count: false };
-    let mut answered_meanwhile = 0;
-    while !task.is_finished() {
-        assert_eq!(b.retrieve("lib", q.clone()).await.unwrap().0.len(), 5);
-        answered_meanwhile += usize::from(!task.is_finished());
-    }
+    let answered_meanwhile = retrieves_while(&b, &task, None).await;
     assert!(answered_meanwhile >= 3, "Retrieve answered {answered_meanwhile} times while the groups were found");
     let (groups, meta) = task.await.unwrap().unwrap();
     assert!(groups.iter().all(|g| g.sources.len() >= 2 && g.new_id.is_none()), "a dry run's groups, none written");
