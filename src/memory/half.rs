@@ -5,8 +5,9 @@
 //! every vector memory holds is *rounded to half precision*, M₀'s included ([`round`] runs when a
 //! [`super::BaseMemory`] is assembled). One rule for every vector means a record's score never depends on
 //! where it lives: a memory rewritten with its own text gets back exactly the vector it had, and a bank's
-//! experience scores the same in the overlay as after compaction moves it into the base. M₀ stays in
-//! `f32` (holding the rounded values) so the exact scan runs at full speed.
+//! experience scores the same in the overlay as after compaction moves it into the base. An episode's
+//! M₀ stays in `f32` (holding the rounded values) so its exact scan runs at full speed; a bank's M₀ keeps
+//! the `f16`s themselves ([`super::vectors`]).
 //!
 //! What rounding costs: a unit vector's components are far from `f16`'s limits (below 6·10⁻⁵ it keeps
 //! fewer bits, and such a component moves a cosine by less than that), and each keeps 11 significant bits,
