@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::memory::vectors::push_narrowed;
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType, SearchPath};
 
 use super::saved_index::{SavedIndex, Unusable};
@@ -168,16 +169,6 @@ const EMPTY_EXPERIENCE: Experience = Experience {
     usage_count: 0,
     last_used_epoch: None,
 };
-
-/// Appends `v` to the row-major `f16` buffer `out` (exactly: memory's vectors are at half precision), or
-/// `dim` zeros when `v` is not `dim` long (a node that has none).
-fn push_row(out: &mut Vec<half::f16>, v: &[f32], dim: usize) {
-    if v.len() == dim {
-        out.extend(v.iter().map(|x| half::f16::from_f32(*x)));
-    } else {
-        out.extend(std::iter::repeat_n(half::f16::ZERO, dim));
-    }
-}
 
 fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
     MemoryRecord {
@@ -602,7 +593,7 @@ impl Library {
         let mut vectors = Vec::with_capacity(self.slots.len() * dim);
         for (i, slot) in self.slots.values().enumerate() {
             records.push(record(MemoryId(i as u32), &slot.exp));
-            push_row(&mut vectors, vectors_of.get(&slot.mem).map_or(&[][..], |v| v), dim);
+            push_narrowed(&mut vectors, vectors_of.get(&slot.mem).map_or(&[][..], |v| v), dim);
         }
         let base = BaseMemory::build_half(format!("bank:{}", self.meta.name), records, vectors, dim, self.config.clone(), None);
         self.index = EpisodeMemory::new(Arc::new(base));

@@ -173,6 +173,28 @@ impl Banks {
         Ok(meta)
     }
 
+    /// `decide` of the bank's experiences at one version, and that version's counters: the experiences are
+    /// copied under the read lock (Retrieve goes on meanwhile) and `decide` runs on the blocking pool, off the
+    /// bank's lock and the async workers (compression and MergeSimilar compare every pair: seconds on a large
+    /// bank). A version other than `expected` is the caller's conflict.
+    async fn off_lock<T: Send + 'static>(
+        &self,
+        bank: &str,
+        expected: Option<u64>,
+        what: &str,
+        decide: impl FnOnce(Vec<Candidate<'static>>, &BankMeta) -> Result<T, BankError> + Send + 'static,
+    ) -> Result<(T, BankMeta), BankError> {
+        let (input, meta) = self.read(bank, |lib| (owned_candidates(lib), lib.meta().clone())).await?;
+        if let Some(e) = expected.filter(|e| *e != meta.version) {
+            return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: meta.version });
+        }
+        let m = meta.clone();
+        let decided = tokio::task::spawn_blocking(move || decide(input, &m))
+            .await
+            .map_err(|e| BankError::FailedPrecondition { message: format!("{what} bank {} failed: {e}", quoted(bank)) })??;
+        Ok((decided, meta))
+    }
+
     /// SemanticMemoryManager.compress_memory: the ids removed (or to be removed, in a dry run).
     ///
     /// The selection is seconds of CPU on a large bank (diversity and hybrid grow faster than the bank), so it
@@ -200,16 +222,13 @@ impl Banks {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (input, meta) = self.read(bank, |lib| (owned_candidates(lib), lib.meta().clone())).await?;
-            if let Some(e) = expected.filter(|e| *e != meta.version) {
-                return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: meta.version });
-            }
-            let keep = max_size.unwrap_or(meta.max_size) as usize;
-            let (epoch, size) = (meta.epoch, input.len());
-            let removed = tokio::task::spawn_blocking(move || compress::removals(&input, keep, strategy, epoch, &params))
-                .await
-                .map_err(|e| BankError::FailedPrecondition { message: format!("compressing bank {} failed: {e}", quoted(bank)) })?
-                .map_err(|e| BankError::invalid("compress", e.to_string()))?;
+            let ((removed, size), meta) = self
+                .off_lock(bank, expected, "compressing", move |input, meta| {
+                    let keep = max_size.unwrap_or(meta.max_size) as usize;
+                    let removed = compress::removals(&input, keep, strategy, meta.epoch, &params);
+                    removed.map(|r| (r, input.len())).map_err(|e| BankError::invalid("compress", e.to_string()))
+                })
+                .await?;
             // What is (or, in a dry run, would be) left.
             let left = size - removed.len();
             if dry_run || removed.is_empty() {
@@ -225,7 +244,7 @@ impl Banks {
                 .await;
             match written {
                 Ok(((), meta)) => return Ok((removed, left, meta)),
-                Err(BankError::VersionConflict { .. }) if expected.is_none() && attempt < super::WRITE_ATTEMPTS => {
+                Err(e) if again(&e, expected, attempt) => {
                     tracing::debug!(bank, attempt, "the bank changed while compressing; selecting again");
                 }
                 Err(e) => return Err(e),
@@ -259,14 +278,12 @@ impl Banks {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (input, version) = self.read(bank, |lib| (owned_candidates(lib), lib.meta().version)).await?;
-            if let Some(e) = expected.filter(|e| *e != version) {
-                return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: version });
-            }
-            let groups = tokio::task::spawn_blocking(move || compress::similar_groups(&input, threshold))
-                .await
-                .map_err(|e| BankError::FailedPrecondition { message: format!("grouping bank {} failed: {e}", quoted(bank)) })?
-                .map_err(|e| BankError::invalid("threshold", e.to_string()))?;
+            let (groups, meta) = self
+                .off_lock(bank, expected, "grouping", move |input, _| {
+                    compress::similar_groups(&input, threshold).map_err(|e| BankError::invalid("threshold", e.to_string()))
+                })
+                .await?;
+            let version = meta.version;
             let written = match &llm {
                 Some(llm) => {
                     // The groups' texts at the version they were found at (else find them again).
@@ -280,10 +297,11 @@ impl Banks {
                         })
                         .await?;
                     if now != version {
-                        if expected.is_none() && attempt < super::WRITE_ATTEMPTS {
+                        let conflict = BankError::VersionConflict { name: bank.to_string(), expected: version, current: now };
+                        if again(&conflict, expected, attempt) {
                             continue;
                         }
-                        return Err(BankError::VersionConflict { name: bank.to_string(), expected: version, current: now });
+                        return Err(conflict);
                     }
                     Some(llm_texts(llm, sources, max_chars).await?)
                 }
@@ -309,13 +327,19 @@ impl Banks {
                 })
                 .await;
             match merged {
-                Err(BankError::VersionConflict { .. }) if expected.is_none() && llm.is_none() && attempt < super::WRITE_ATTEMPTS => {
+                Err(e) if llm.is_none() && again(&e, expected, attempt) => {
                     tracing::debug!(bank, attempt, "the bank changed while grouping; grouping again");
                 }
                 other => return other,
             }
         }
     }
+}
+
+/// Whether a decision made off the lock is made again after `e`: another write landed since the version it
+/// was made at, the caller named no version, and attempts are left.
+fn again(e: &BankError, expected: Option<u64>, attempt: u32) -> bool {
+    matches!(e, BankError::VersionConflict { .. }) && expected.is_none() && attempt < super::WRITE_ATTEMPTS
 }
 
 /// The LLM's merged text of each group (`Err` with the reason it is unusable), asked concurrently.

@@ -249,10 +249,6 @@ impl BaseMemory {
     pub fn dot(&self, query: &[f32], i: usize) -> f32 {
         self.vectors.view().dot(query, i, self.dim)
     }
-    /// Bytes M₀'s vectors take.
-    pub fn vector_bytes(&self) -> usize {
-        self.vectors.bytes()
-    }
     /// Lexical terms of position `i` (hybrid mode only).
     pub fn terms(&self, i: usize) -> Option<&super::lexical::Terms> {
         self.terms.get(i)
@@ -316,10 +312,7 @@ impl BaseMemory {
 /// block at a time (it keeps its own copy of each row until the flat copy is taken), and the flat copy
 /// answers searches. `None` when there are no rows.
 fn build_graph(config: &IndexConfig, rows: VectorRows<'_>, dim: usize) -> Option<Graph> {
-    let n = match rows {
-        VectorRows::Full(v) => v.len(),
-        VectorRows::Half(v) => v.len(),
-    } / dim.max(1);
+    let n = rows.len() / dim.max(1);
     let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
     let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
     /// Rows widened per block of inserts.

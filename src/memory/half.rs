@@ -29,27 +29,6 @@ pub fn round(v: &mut [f32]) {
     }
 }
 
-/// Whether every component is at half precision already (what [`round`] leaves).
-pub fn is_rounded(v: &[f32]) -> bool {
-    v.iter().all(|x| f16::from_f32(*x).to_f32().to_bits() == x.to_bits())
-}
-
-/// Appends the little-endian `f16`s of `bytes` (an even number of bytes; a trailing odd byte is ignored) to
-/// `out` as `f32`s, through a stack buffer: no zeroed heap buffer and no intermediate vector, which at a
-/// million rows read is most of a bank's read time.
-pub fn extend_from_le_bytes(out: &mut Vec<f32>, bytes: &[u8]) {
-    let (mut h, mut f) = ([f16::ZERO; CHUNK], [0.0f32; CHUNK]);
-    out.reserve(bytes.len() / 2);
-    for part in bytes.chunks(2 * CHUNK) {
-        let n = part.len() / 2;
-        for (x, b) in h[..n].iter_mut().zip(part.chunks_exact(2)) {
-            *x = f16::from_le_bytes([b[0], b[1]]);
-        }
-        h[..n].convert_to_f32_slice(&mut f[..n]);
-        out.extend_from_slice(&f[..n]);
-    }
-}
-
 /// Rounds a large buffer on up to `threads` threads (a 1,000,000-row bank's vectors are 1.5 GB).
 pub fn round_parallel(v: &mut [f32], threads: usize) {
     const PER_THREAD_MIN: usize = 1 << 20;
@@ -129,12 +108,10 @@ mod tests {
             round(&mut again);
             prop_assert_eq!(&again, &rounded);
             prop_assert_eq!(HalfVec::from_f32(&rounded), h.clone());
-            prop_assert!(is_rounded(&rounded));
+            prop_assert!(rounded.iter().all(|x| f16::from_f32(*x).to_f32().to_bits() == x.to_bits()));
             let mut bytes = Vec::new();
             h.extend_le_bytes(&mut bytes);
-            let mut read = vec![7.0f32];
-            extend_from_le_bytes(&mut read, &bytes);
-            prop_assert_eq!(&read[1..], &rounded[..]);
+            prop_assert_eq!(HalfVec::from_le_bytes(&bytes).to_f32(), rounded.clone());
             let norm = crate::util::vector::dot(&v, &v);
             if norm > 0.5 {
                 prop_assert!((crate::util::vector::dot(&v, &rounded) - norm).abs() < 1e-3);

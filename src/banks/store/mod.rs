@@ -93,11 +93,7 @@ impl Rows {
     /// Appends an experience and its vector (rounded to half precision; zeros when `vector` is not `dim`
     /// long).
     pub fn push(&mut self, exp: Experience, vector: &[f32]) {
-        if vector.len() == self.dim {
-            self.vectors.extend(vector.iter().map(|x| f16::from_f32(*x)));
-        } else {
-            self.vectors.extend(std::iter::repeat_n(f16::ZERO, self.dim));
-        }
+        crate::memory::vectors::push_narrowed(&mut self.vectors, vector, self.dim);
         self.exps.push(exp);
     }
 

@@ -7,6 +7,7 @@
 //! dimensions.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::memory::half::HalfVec;
 
@@ -26,8 +27,8 @@ pub fn encode(v: &[f32]) -> Vec<u8> {
 /// are instead. What it returns is at half precision, so a bank opened on its rows is not rounded again.
 pub fn decode(bytes: &[u8]) -> Result<Vec<f32>, String> {
     let mut v = Vec::new();
-    decode_into(bytes, &mut v)?;
-    Ok(v)
+    decode_half_into(bytes, &mut v)?;
+    Ok(v.to_f32_vec())
 }
 
 /// [`decode`], appending the components to `out` as `f16`s (exactly: they are at half precision); returns
@@ -41,21 +42,6 @@ pub fn decode_half_into(bytes: &[u8], out: &mut Vec<f16>) -> Result<usize, Strin
         }
         Some(_) if bytes.len().is_multiple_of(4) => {
             out.extend(bytes.chunks_exact(4).map(|b| f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))));
-        }
-        Some(_) => return Err(format!("a vector of {} bytes", bytes.len())),
-    }
-    Ok(out.len() - start)
-}
-
-/// [`decode`], appending to `out`; returns how many components it appended (none on an error).
-pub fn decode_into(bytes: &[u8], out: &mut Vec<f32>) -> Result<usize, String> {
-    let start = out.len();
-    match bytes.split_first() {
-        None => {}
-        Some((&HALF, rest)) if rest.len().is_multiple_of(2) => crate::memory::half::extend_from_le_bytes(out, rest),
-        Some(_) if bytes.len().is_multiple_of(4) => {
-            out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-            crate::memory::half::round(&mut out[start..]);
         }
         Some(_) => return Err(format!("a vector of {} bytes", bytes.len())),
     }

@@ -4,15 +4,18 @@
 
 use super::*;
 
-/// A bank of `n` experiences on distinct topics, written in batches.
-async fn bank_of(b: &Banks, name: &str, n: usize) {
-    b.create(name, Kind::Experience, Some(10), false).await.unwrap();
-    for from in (0..n).step_by(500) {
-        let ops: Vec<String> = (from..(from + 500).min(n))
+/// Bank "lib" (`max_size` 10) of 2,000 experiences on distinct topics, written in batches, and its version.
+async fn bank_of_2000() -> (tempfile::TempDir, Arc<Banks>, u64) {
+    let (dir, b) = fresh();
+    b.create("lib", Kind::Experience, Some(10), false).await.unwrap();
+    for from in (0..2_000).step_by(500) {
+        let ops: Vec<String> = (from..from + 500)
             .map(|i| format!(r#"{{"option":"add","experience":"experience {i} about topic {} and step {}"}}"#, i % 53, i % 11))
             .collect();
-        b.apply_operations(name, &format!("[{}]", ops.join(",")), false, false, None).await.unwrap();
+        b.apply_operations("lib", &format!("[{}]", ops.join(",")), false, false, None).await.unwrap();
     }
+    let version = b.read("lib", |l| l.meta().version).await.unwrap();
+    (dir, Arc::new(b), version)
 }
 
 /// Retrieves on bank "lib" back to back until `task` ends: how many were answered while it still ran. After
@@ -34,10 +37,7 @@ async fn retrieves_while<T>(b: &Banks, task: &tokio::task::JoinHandle<T>, mut la
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrieve_answers_while_a_compression_selects_and_a_write_meanwhile_is_seen() {
-    let (_dir, b) = fresh();
-    let b = Arc::new(b);
-    bank_of(&b, "lib", 2_000).await;
-    let before = b.read("lib", |l| l.meta().version).await.unwrap();
+    let (_dir, b, before) = bank_of_2000().await;
     // Hybrid's selection looks at every pair: seconds here, so the calls below overlap it.
     let task = {
         let b = Arc::clone(&b);
@@ -55,10 +55,7 @@ async fn retrieve_answers_while_a_compression_selects_and_a_write_meanwhile_is_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrieve_answers_while_merge_similar_groups() {
-    let (_dir, b) = fresh();
-    let b = Arc::new(b);
-    bank_of(&b, "lib", 2_000).await;
-    let before = b.read("lib", |l| l.meta().version).await.unwrap();
+    let (_dir, b, before) = bank_of_2000().await;
     // Every pair is compared: seconds here, so the Retrieves below overlap it.
     let task = {
         let b = Arc::clone(&b);
