@@ -37,7 +37,11 @@ use std::collections::BinaryHeap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::memory::vectors::VectorRows;
+use crate::memory::Graph;
 use crate::util::vector::dot;
+
+mod scale;
 
 /// Temporal decay rate per epoch of age: the weight of an experience `age` epochs old is `exp(−DEFAULT_DECAY · age)`.
 pub const DEFAULT_DECAY: f64 = 0.1;
@@ -60,8 +64,34 @@ pub struct Candidate<'a> {
     /// Epoch the experience was last used in, if ever.
     pub last_used_epoch: Option<u64>,
     /// Unit-length embedding, or all zeros for an empty text.
-    pub vector: std::borrow::Cow<'a, [f32]>,
+    pub vector: Vector<'a>,
 }
+
+/// Where a candidate's embedding is.
+#[derive(Debug, Clone)]
+pub enum Vector<'a> {
+    /// Its own values.
+    Own(std::borrow::Cow<'a, [f32]>),
+    /// Row `r` of the [`Space`]'s rows (a bank's M₀, read where it is: a million rows are not copied).
+    Row(u32),
+}
+
+/// Rows several candidates' embeddings are in ([`Vector::Row`]), and the HNSW graph over them if one was
+/// built: a bank's M₀. Over [`EXACT_LIMIT`] experiences, diversity, hybrid and [`similar_groups`] take
+/// each experience's neighbours from the graph instead of comparing every pair ([`scale`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Space<'a> {
+    /// The rows, `dim` values each.
+    pub rows: VectorRows<'a>,
+    /// Values per row.
+    pub dim: usize,
+    /// The graph over the rows.
+    pub graph: Option<&'a Graph>,
+}
+
+/// Most experiences diversity, hybrid and [`similar_groups`] compare pair by pair (seconds: hybrid's
+/// pairs are `n²/2` dot products). Over it, with a [`Space`] graph, they read neighbours from the graph.
+pub const EXACT_LIMIT: usize = 10_000;
 
 /// The four strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -120,11 +150,14 @@ pub struct Params {
     pub seed: u64,
     /// Maximum Lloyd iterations of the diversity strategy; see [`DEFAULT_KMEANS_ITERATIONS`].
     pub kmeans_iterations: usize,
+    /// Over this many experiences, diversity and hybrid read neighbours from the [`Space`]'s graph; see
+    /// [`EXACT_LIMIT`].
+    pub exact_limit: usize,
 }
 
 impl Default for Params {
     fn default() -> Self {
-        Params { decay: DEFAULT_DECAY, seed: DEFAULT_SEED, kmeans_iterations: DEFAULT_KMEANS_ITERATIONS }
+        Params { decay: DEFAULT_DECAY, seed: DEFAULT_SEED, kmeans_iterations: DEFAULT_KMEANS_ITERATIONS, exact_limit: EXACT_LIMIT }
     }
 }
 
@@ -158,6 +191,24 @@ pub enum CompressError {
         /// The experience.
         id: u64,
     },
+    /// An experience's vector is a row that is not in the [`Space`] (or there is none).
+    #[error("vector of G{id} is not among the bank's rows")]
+    NoRow {
+        /// The experience.
+        id: u64,
+    },
+    /// Over the exact path's limit, the neighbours come from the [`Space`]'s graph, and there is none.
+    #[error(
+        "{what} over {n} experiences reads neighbours from the bank's HNSW index, which is not built yet (it is built in \
+         the background after an import or an open without a saved index, and never in exact index mode): retry once it \
+         is ready; importance and temporal need no index"
+    )]
+    NoGraph {
+        /// The selection ("hybrid compression", "MergeSimilar").
+        what: String,
+        /// How many experiences.
+        n: usize,
+    },
     /// Two experiences share an id.
     #[error("id G{0} appears more than once")]
     DuplicateId(u64),
@@ -168,10 +219,12 @@ pub enum CompressError {
 
 /// The ids to remove so that `keep` experiences remain, ascending. Empty when `candidates.len() <= keep`.
 ///
-/// `current_epoch` is the library's epoch. Validates first (decay finite and >= 0, confidences finite, vectors finite and all
-/// the same length, ids distinct); never panics on any input.
+/// `current_epoch` is the library's epoch; `space` holds the rows [`Vector::Row`]s point into. Validates first
+/// (decay finite and >= 0, confidences finite, vectors finite and all the same length, rows present, ids
+/// distinct); never panics on any input.
 pub fn removals(
     candidates: &[Candidate<'_>],
+    space: Option<Space<'_>>,
     keep: usize,
     strategy: Strategy,
     current_epoch: u64,
@@ -180,7 +233,7 @@ pub fn removals(
     if !(params.decay.is_finite() && params.decay >= 0.0) {
         return Err(CompressError::BadDecay(params.decay));
     }
-    let lib = Library::new(candidates)?;
+    let lib = Library::new(candidates, space, params.exact_limit)?;
     let n = lib.items.len();
     if n <= keep {
         return Ok(Vec::new());
@@ -195,8 +248,18 @@ pub fn removals(
                 let score: Vec<f64> = (0..n).map(|i| lib.items[i].confidence * w[i] + 0.0).collect();
                 lib.drop_tail(keep, |a, b| score[b].total_cmp(&score[a]).then_with(|| lib.importance_cmp(a, b)))
             }
-            Strategy::Diversity => lib.diversity(keep, params),
-            Strategy::Hybrid => lib.hybrid(keep, current_epoch, params.decay),
+            Strategy::Diversity => match lib.neighbours(|| format!("{strategy} compression"))? {
+                Some(near) => scale::diversity(&lib, &near, keep, params),
+                None => lib.diversity(keep, params),
+            },
+            Strategy::Hybrid => {
+                let w = lib.temporal_weights(current_epoch, params.decay);
+                let base: Vec<f64> = (0..n).map(|i| lib.items[i].confidence * w[i]).collect();
+                match lib.neighbours(|| format!("{strategy} compression"))? {
+                    Some(near) => scale::hybrid(&lib, &near, keep, &base),
+                    None => lib.hybrid(keep, &base),
+                }
+            }
         }
     };
     Ok(lib.items.iter().zip(&removed).filter(|(_, &r)| r).map(|(c, _)| c.id).collect())
@@ -204,28 +267,35 @@ pub fn removals(
 
 /// Groups of near-duplicates for `merge_similar`: connected components of the graph whose edges join two experiences with
 /// dot >= `threshold` (finite, in [-1, 1]). Only components of size >= 2 are returned; each group's ids ascending; groups
-/// ordered by their smallest id. Validates the candidates as [`removals`] does.
-pub fn similar_groups(candidates: &[Candidate<'_>], threshold: f32) -> Result<Vec<Vec<u64>>, CompressError> {
+/// ordered by their smallest id. Validates the candidates as [`removals`] does. Over [`EXACT_LIMIT`] experiences with
+/// a [`Space`] graph, only pairs of graph neighbours are compared ([`scale`]).
+pub fn similar_groups(candidates: &[Candidate<'_>], space: Option<Space<'_>>, threshold: f32) -> Result<Vec<Vec<u64>>, CompressError> {
+    similar_groups_over(candidates, space, threshold, EXACT_LIMIT)
+}
+
+/// [`similar_groups`], reading the graph over `limit` experiences.
+fn similar_groups_over(
+    candidates: &[Candidate<'_>],
+    space: Option<Space<'_>>,
+    threshold: f32,
+    limit: usize,
+) -> Result<Vec<Vec<u64>>, CompressError> {
     if !(threshold.is_finite() && (-1.0..=1.0).contains(&threshold)) {
         return Err(CompressError::BadThreshold(threshold));
     }
-    let lib = Library::new(candidates)?;
+    let lib = Library::new(candidates, space, limit)?;
     let n = lib.items.len();
-    // Union-find whose root is always the smallest index of its component.
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    for i in 0..n {
-        for j in i + 1..n {
-            if lib.dot(i, j) >= threshold {
-                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-                if a != b {
-                    parent[a.max(b)] = a.min(b);
+    let mut sets = Components::new(n);
+    match lib.neighbours(|| "MergeSimilar".to_string())? {
+        Some(near) => scale::join_similar(&lib, &near, threshold, &mut sets),
+        None => {
+            let mut row = vec![0.0; lib.dim];
+            for i in 0..n {
+                lib.load(i, &mut row);
+                for j in i + 1..n {
+                    if lib.dot_with(&row, j) >= threshold {
+                        sets.join(i, j);
+                    }
                 }
             }
         }
@@ -233,7 +303,7 @@ pub fn similar_groups(candidates: &[Candidate<'_>], threshold: f32) -> Result<Ve
     let mut groups: Vec<Vec<u64>> = Vec::new();
     let mut slot = vec![usize::MAX; n];
     for i in 0..n {
-        let r = root(&mut parent, i);
+        let r = sets.root(i);
         if slot[r] == usize::MAX {
             slot[r] = groups.len();
             groups.push(Vec::new());
@@ -244,43 +314,120 @@ pub fn similar_groups(candidates: &[Candidate<'_>], threshold: f32) -> Result<Ve
     Ok(groups)
 }
 
-/// The validated experiences in ascending id order, their vectors copied into one contiguous row-major buffer.
+/// Union-find whose root is always the smallest index of its component.
+struct Components {
+    parent: Vec<usize>,
+}
+
+impl Components {
+    fn new(n: usize) -> Self {
+        Components { parent: (0..n).collect() }
+    }
+
+    fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    fn join(&mut self, i: usize, j: usize) {
+        let (a, b) = (self.root(i), self.root(j));
+        if a != b {
+            self.parent[a.max(b)] = a.min(b);
+        }
+    }
+}
+
+/// Where an item's vector is: a row of the space, or at an offset of the library's own buffer.
+#[derive(Debug, Clone, Copy)]
+enum Src {
+    Row(u32),
+    Own(usize),
+}
+
+/// The validated experiences in ascending id order; their own vectors copied into one row-major buffer,
+/// the others read from the space's rows.
 struct Library<'a> {
     items: Vec<Candidate<'a>>,
-    rows: Vec<f32>,
+    src: Vec<Src>,
+    own: Vec<f32>,
+    space: Option<Space<'a>>,
     dim: usize,
+    /// Over this many experiences, neighbours come from the space's graph.
+    limit: usize,
 }
 
 impl<'a> Library<'a> {
-    fn new(candidates: &[Candidate<'a>]) -> Result<Self, CompressError> {
+    fn new(candidates: &[Candidate<'a>], space: Option<Space<'a>>, limit: usize) -> Result<Self, CompressError> {
         let mut items = candidates.to_vec();
         items.sort_by_key(|c| c.id);
         if let Some(w) = items.windows(2).find(|w| w[0].id == w[1].id) {
             return Err(CompressError::DuplicateId(w[0].id));
         }
-        let dim = items.first().map_or(0, |c| c.vector.len());
-        let mut rows = Vec::with_capacity(items.len() * dim);
+        let dim = match space {
+            Some(s) => s.dim,
+            None => items.iter().find_map(|c| if let Vector::Own(v) = &c.vector { Some(v.len()) } else { None }).unwrap_or(0),
+        };
+        let rows = space.map_or(0, |s| s.rows.len().checked_div(s.dim).unwrap_or(0));
+        let mut src = Vec::with_capacity(items.len());
+        let mut own = Vec::new();
         for c in &items {
             if !c.confidence.is_finite() {
                 return Err(CompressError::BadConfidence { id: c.id, value: c.confidence });
             }
-            if c.vector.len() != dim {
-                return Err(CompressError::DimensionMismatch { id: c.id, expected: dim, got: c.vector.len() });
+            match &c.vector {
+                Vector::Own(v) => {
+                    if v.len() != dim {
+                        return Err(CompressError::DimensionMismatch { id: c.id, expected: dim, got: v.len() });
+                    }
+                    if !v.iter().all(|x| x.is_finite()) {
+                        return Err(CompressError::NonFiniteVector { id: c.id });
+                    }
+                    src.push(Src::Own(own.len()));
+                    own.extend_from_slice(v);
+                }
+                // A bank's rows were checked finite when they were written.
+                Vector::Row(r) if (*r as usize) < rows => src.push(Src::Row(*r)),
+                Vector::Row(_) => return Err(CompressError::NoRow { id: c.id }),
             }
-            if !c.vector.iter().all(|x| x.is_finite()) {
-                return Err(CompressError::NonFiniteVector { id: c.id });
-            }
-            rows.extend_from_slice(&c.vector);
         }
-        Ok(Library { items, rows, dim })
+        Ok(Library { items, src, own, space, dim, limit })
     }
 
-    fn row(&self, i: usize) -> &[f32] {
-        &self.rows[i * self.dim..(i + 1) * self.dim]
+    /// Item `i`'s vector, into `out` (`dim` long).
+    fn load(&self, i: usize, out: &mut [f32]) {
+        match (self.src[i], self.space) {
+            (Src::Own(at), _) => out.copy_from_slice(&self.own[at..at + self.dim]),
+            (Src::Row(r), Some(s)) => s.rows.copy_row(r as usize, self.dim, out),
+            (Src::Row(_), None) => out.fill(0.0),
+        }
     }
 
-    fn dot(&self, i: usize, j: usize) -> f32 {
-        dot(self.row(i), self.row(j))
+    /// [`dot`] of `q` with item `j`'s vector (bit-equal however it is kept).
+    fn dot_with(&self, q: &[f32], j: usize) -> f32 {
+        match (self.src[j], self.space) {
+            (Src::Own(at), _) => dot(q, &self.own[at..at + self.dim]),
+            (Src::Row(r), Some(s)) => s.rows.dot(q, r as usize, self.dim),
+            (Src::Row(_), None) => 0.0,
+        }
+    }
+
+    /// Each item's graph neighbours when the library is over its limit ([`EXACT_LIMIT`]); `None` at or under
+    /// it (the exact path). Over it without a graph, [`CompressError::NoGraph`] naming `what` selects.
+    fn neighbours(&self, what: impl FnOnce() -> String) -> Result<Option<scale::Neighbours>, CompressError> {
+        let n = self.items.len();
+        if n <= self.limit {
+            return Ok(None);
+        }
+        let Some(graph) = self.space.and_then(|s| s.graph) else {
+            return Err(CompressError::NoGraph { what: what(), n });
+        };
+        let t = std::time::Instant::now();
+        let near = scale::Neighbours::build(self, graph);
+        tracing::debug!(secs = t.elapsed().as_secs_f64(), "neighbours read from the graph");
+        Ok(Some(near))
     }
 
     /// The importance order: `Less` when `a` is kept before `b` (higher confidence, newer, higher id).
@@ -306,102 +453,68 @@ impl<'a> Library<'a> {
         removed
     }
 
-    /// Spherical k-means with `k = keep` (1 <= keep < n), one representative per non-empty cluster, importance-order fill.
-    fn diversity(&self, keep: usize, params: &Params) -> Vec<bool> {
-        let (n, dim, k) = (self.items.len(), self.dim, keep);
-        let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
-        // k-means++, which also yields the first assignment: `best[i]` = max dot of i with the chosen centres (the first
-        // centre attaining it in `assign[i]`); a candidate's weight is `(1 − best)²`, clamped at 0.
-        let first = rng.random_range(0..n as u64) as usize;
-        let mut chosen = vec![false; n];
-        chosen[first] = true;
-        let mut centres = vec![first];
-        let mut best: Vec<f32> = (0..n).map(|i| self.dot(i, first)).collect();
-        let mut assign = vec![0usize; n];
-        while centres.len() < k {
-            let weight = |i: usize| if chosen[i] { 0.0 } else { (1.0 - f64::from(best[i])).max(0.0).powi(2) };
-            let total: f64 = (0..n).map(weight).sum();
-            let pick = if total > 0.0 && total.is_finite() {
-                let (r, mut acc) = (rng.random::<f64>() * total, 0.0);
-                let mut positive = (0..n).filter(|&i| weight(i) > 0.0);
-                positive
-                    .find(|&i| {
-                        acc += weight(i);
-                        acc > r
-                    })
-                    .or_else(|| (0..n).rev().find(|&i| weight(i) > 0.0))
-            } else {
-                let free = n - centres.len();
-                let nth = rng.random_range(0..free as u64) as usize;
-                (0..n).filter(|&i| !chosen[i]).nth(nth)
-            };
-            let Some(pick) = pick else { break };
-            chosen[pick] = true;
-            for i in 0..n {
-                let d = self.dot(i, pick);
-                if d > best[i] {
-                    (best[i], assign[i]) = (d, centres.len());
-                }
-            }
-            centres.push(pick);
-        }
-        let k = centres.len();
-        let mut cent: Vec<f32> = centres.iter().flat_map(|&c| self.row(c).iter().copied()).collect();
-        // The centroid among `among` with the highest dot to i, the lowest index on ties.
-        let nearest = |cent: &[f32], i: usize, among: &mut dyn Iterator<Item = usize>| -> usize {
-            let mut best = (usize::MAX, f32::NEG_INFINITY);
-            for c in among {
-                let d = dot(self.row(i), &cent[c * dim..(c + 1) * dim]);
-                if best.0 == usize::MAX || d > best.1 || (d == best.1 && c < best.0) {
-                    best = (c, d);
-                }
-            }
-            best.0
-        };
-        let update = |cent: &mut Vec<f32>, assign: &[usize]| {
-            let mut sum = vec![0.0f64; k * dim];
-            let mut count = vec![0usize; k];
-            for (i, &c) in assign.iter().enumerate() {
-                count[c] += 1;
-                for (s, &x) in sum[c * dim..(c + 1) * dim].iter_mut().zip(self.row(i)) {
-                    *s += f64::from(x);
-                }
-            }
-            for c in (0..k).filter(|&c| count[c] > 0) {
-                let s = &sum[c * dim..(c + 1) * dim];
-                let norm = s.iter().map(|x| x * x).sum::<f64>().sqrt();
-                let scale = if norm > 0.0 && norm.is_finite() { 1.0 / norm } else { 0.0 };
-                for (o, &x) in cent[c * dim..(c + 1) * dim].iter_mut().zip(s) {
-                    *o = (x * scale) as f32;
-                }
-            }
-        };
-        // Lloyd iterations. A point whose centroid did not move can only switch to a centroid that moved (the others'
-        // dots are unchanged and lost to its own before), so it is scored against those alone: same result as a full scan.
-        for _ in 0..params.kmeans_iterations {
-            let old = cent.clone();
-            update(&mut cent, &assign);
-            let moved: Vec<bool> = (0..k).map(|c| old[c * dim..(c + 1) * dim] != cent[c * dim..(c + 1) * dim]).collect();
-            let movers: Vec<usize> = (0..k).filter(|&c| moved[c]).collect();
-            let mut changed = false;
-            for (i, a) in assign.iter_mut().enumerate() {
-                let c = if moved[*a] {
-                    nearest(&cent, i, &mut (0..k))
-                } else {
-                    nearest(&cent, i, &mut std::iter::once(*a).chain(movers.iter().copied()))
-                };
-                changed |= c != *a;
-                *a = c;
-            }
-            if !changed {
-                break;
+    /// The centroid among `among` with the highest dot to `row`, the lowest index on ties.
+    fn nearest(&self, cent: &[f32], row: &[f32], among: impl Iterator<Item = usize>) -> usize {
+        let dim = self.dim;
+        let mut best = (usize::MAX, f32::NEG_INFINITY);
+        for c in among {
+            let d = dot(row, &cent[c * dim..(c + 1) * dim]);
+            if best.0 == usize::MAX || d > best.1 || (d == best.1 && c < best.0) {
+                best = (c, d);
             }
         }
-        update(&mut cent, &assign);
-        // Representatives: highest dot to the centroid, then higher confidence, then lower id.
+        best.0
+    }
+
+    /// Sets each non-empty cluster's centroid to the normalised mean of its members (`assign[i]` is i's cluster);
+    /// an emptied cluster keeps its centroid. Returns which centroids changed.
+    fn update_centroids(&self, cent: &mut [f32], assign: impl Fn(usize) -> usize, k: usize) -> Vec<bool> {
+        let dim = self.dim;
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
+        for i in 0..self.items.len() {
+            members[assign(i)].push(i as u32);
+        }
+        let mut moved = vec![false; k];
+        let mut scratch = Scratch::new(dim);
+        for (c, m) in members.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
+            let next = self.mean_direction(m, &mut scratch);
+            let at = &mut cent[c * dim..(c + 1) * dim];
+            if at != next {
+                at.copy_from_slice(next);
+                moved[c] = true;
+            }
+        }
+        moved
+    }
+
+    /// The normalised mean of the `members`' vectors (summed in `f64`, in the order given), in `scratch`.
+    fn mean_direction<'s>(&self, members: &[u32], scratch: &'s mut Scratch) -> &'s [f32] {
+        let Scratch { sum, row, next } = scratch;
+        sum.fill(0.0);
+        for &i in members {
+            self.load(i as usize, row);
+            for (s, &x) in sum.iter_mut().zip(row.iter()) {
+                *s += f64::from(x);
+            }
+        }
+        let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let scale = if norm > 0.0 && norm.is_finite() { 1.0 / norm } else { 0.0 };
+        for (o, &x) in next.iter_mut().zip(sum.iter()) {
+            *o = (x * scale) as f32;
+        }
+        next
+    }
+
+    /// One representative per non-empty cluster (highest dot to its centroid, then higher confidence, then lower id),
+    /// the slots of empty clusters filled in the importance order: the removal flags.
+    fn representatives(&self, cent: &[f32], assign: impl Fn(usize) -> usize, k: usize, keep: usize) -> Vec<bool> {
+        let (n, dim) = (self.items.len(), self.dim);
         let mut rep: Vec<Option<(usize, f32)>> = vec![None; k];
-        for (i, &c) in assign.iter().enumerate() {
-            let d = dot(self.row(i), &cent[c * dim..(c + 1) * dim]);
+        let mut row = vec![0.0; dim];
+        for i in 0..n {
+            let c = assign(i);
+            self.load(i, &mut row);
+            let d = dot(&row, &cent[c * dim..(c + 1) * dim]);
             let better = match rep[c] {
                 None => true,
                 Some((j, e)) => d > e || (d == e && self.items[i].confidence > self.items[j].confidence),
@@ -422,17 +535,85 @@ impl<'a> Library<'a> {
         }
         kept.into_iter().map(|k| !k).collect()
     }
+    /// Spherical k-means with `k = keep` (1 <= keep < n), one representative per non-empty cluster, importance-order fill.
+    fn diversity(&self, keep: usize, params: &Params) -> Vec<bool> {
+        let (n, dim, k) = (self.items.len(), self.dim, keep);
+        let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
+        let mut row = vec![0.0f32; dim];
+        // k-means++, which also yields the first assignment: `best[i]` = max dot of i with the chosen centres (the first
+        // centre attaining it in `assign[i]`); a candidate's weight is `(1 − best)²`, clamped at 0.
+        let first = rng.random_range(0..n as u64) as usize;
+        let mut chosen = vec![false; n];
+        chosen[first] = true;
+        let mut centres = vec![first];
+        self.load(first, &mut row);
+        let mut best: Vec<f32> = (0..n).map(|i| self.dot_with(&row, i)).collect();
+        let mut assign = vec![0usize; n];
+        while centres.len() < k {
+            let weight = |i: usize| if chosen[i] { 0.0 } else { (1.0 - f64::from(best[i])).max(0.0).powi(2) };
+            let total: f64 = (0..n).map(weight).sum();
+            let pick = if total > 0.0 && total.is_finite() {
+                let (r, mut acc) = (rng.random::<f64>() * total, 0.0);
+                let mut positive = (0..n).filter(|&i| weight(i) > 0.0);
+                positive
+                    .find(|&i| {
+                        acc += weight(i);
+                        acc > r
+                    })
+                    .or_else(|| (0..n).rev().find(|&i| weight(i) > 0.0))
+            } else {
+                let free = n - centres.len();
+                let nth = rng.random_range(0..free as u64) as usize;
+                (0..n).filter(|&i| !chosen[i]).nth(nth)
+            };
+            let Some(pick) = pick else { break };
+            chosen[pick] = true;
+            self.load(pick, &mut row);
+            for i in 0..n {
+                let d = self.dot_with(&row, i);
+                if d > best[i] {
+                    (best[i], assign[i]) = (d, centres.len());
+                }
+            }
+            centres.push(pick);
+        }
+        let k = centres.len();
+        let mut cent = vec![0.0f32; k * dim];
+        for (c, &i) in centres.iter().enumerate() {
+            self.load(i, &mut cent[c * dim..(c + 1) * dim]);
+        }
+        // Lloyd iterations. A point whose centroid did not move can only switch to a centroid that moved (the others'
+        // dots are unchanged and lost to its own before), so it is scored against those alone: same result as a full scan.
+        for _ in 0..params.kmeans_iterations {
+            let moved = self.update_centroids(&mut cent, |i| assign[i], k);
+            let movers: Vec<usize> = (0..k).filter(|&c| moved[c]).collect();
+            let mut changed = false;
+            for (i, a) in assign.iter_mut().enumerate() {
+                self.load(i, &mut row);
+                let c = if moved[*a] {
+                    self.nearest(&cent, &row, 0..k)
+                } else {
+                    self.nearest(&cent, &row, std::iter::once(*a).chain(movers.iter().copied()))
+                };
+                changed |= c != *a;
+                *a = c;
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.update_centroids(&mut cent, |i| assign[i], k);
+        self.representatives(&cent, |i| assign[i], k, keep)
+    }
 
-    /// Greedy removal by `confidence · temporal weight · diversity`.
+    /// Greedy removal by `base · diversity` (`base` = confidence × temporal weight per experience).
     ///
     /// `near[i]` holds up to [`NEIGHBOURS`] of i's nearest others (dot descending) as of its last scan; every other
     /// experience not listed has a dot no higher than the listed ones, so the first listed one still remaining is i's
     /// nearest remaining neighbour. Removed entries are dropped from the front lazily; a row is rescanned only when its list
     /// runs out.
-    fn hybrid(&self, keep: usize, current_epoch: u64, decay: f64) -> Vec<bool> {
+    fn hybrid(&self, keep: usize, base: &[f64]) -> Vec<bool> {
         let n = self.items.len();
-        let w = self.temporal_weights(current_epoch, decay);
-        let base: Vec<f64> = (0..n).map(|i| self.items[i].confidence * w[i]).collect();
         // `floor[i]` is the last dot of a full `near[i]` (NaN while it is not full, so that no offer is refused), kept in
         // its own dense array so that the scan refuses most offers without touching the lists.
         fn offer(list: &mut Vec<(usize, f32)>, floor: &mut f32, j: usize, d: f32) {
@@ -448,29 +629,20 @@ impl<'a> Library<'a> {
         }
         let mut near: Vec<Vec<(usize, f32)>> = vec![Vec::with_capacity(NEIGHBOURS + 1); n];
         let mut floor = vec![f32::NAN; n];
+        let mut row = vec![0.0f32; self.dim];
         for i in 0..n {
+            self.load(i, &mut row);
             for j in i + 1..n {
-                let d = self.dot(i, j);
+                let d = self.dot_with(&row, j);
                 offer(&mut near[i], &mut floor[i], j, d);
                 offer(&mut near[j], &mut floor[j], i, d);
             }
         }
-        let score_of =
-            |i: usize, list: &[(usize, f32)]| base[i] * (1.0 - list.first().map_or(0.0, |&(_, d)| f64::from(d).clamp(0.0, 1.0))) + 0.0;
-        let mut score: Vec<f64> = (0..n).map(|i| score_of(i, &near[i])).collect();
+        let mut score: Vec<f64> = (0..n).map(|i| hybrid_score(base[i], near[i].first().map(|p| p.1))).collect();
         let mut removed = vec![false; n];
-        // Min-heap of (score, confidence, created, index); an entry is stale once its index is removed or rescored.
-        let entry = |i: usize, score: f64| Reverse((total_key(score), total_key(self.items[i].confidence), self.items[i].created_epoch, i));
-        let mut heap: BinaryHeap<_> = (0..n).map(|i| entry(i, score[i])).collect();
+        let mut heap = RemovalOrder::new(self, &score);
         for _ in keep..n {
-            let mut victim = None;
-            while let Some(Reverse((s, _, _, i))) = heap.pop() {
-                if !removed[i] && s == total_key(score[i]) {
-                    victim = Some(i);
-                    break;
-                }
-            }
-            let Some(v) = victim else { break };
+            let Some(v) = heap.pop(&removed, &score) else { break };
             removed[v] = true;
             for i in 0..n {
                 if removed[i] || near[i].first().is_none_or(|&(j, _)| j != v) {
@@ -480,16 +652,65 @@ impl<'a> Library<'a> {
                 near[i].drain(..gone);
                 if near[i].is_empty() {
                     floor[i] = f32::NAN;
+                    self.load(i, &mut row);
                     for j in (0..n).filter(|&j| j != i && !removed[j]) {
-                        let d = self.dot(i, j);
+                        let d = self.dot_with(&row, j);
                         offer(&mut near[i], &mut floor[i], j, d);
                     }
                 }
-                score[i] = score_of(i, &near[i]);
-                heap.push(entry(i, score[i]));
+                score[i] = hybrid_score(base[i], near[i].first().map(|p| p.1));
+                heap.push(self, i, score[i]);
             }
         }
         removed
+    }
+}
+
+/// The buffers of [`Library::mean_direction`].
+struct Scratch {
+    sum: Vec<f64>,
+    row: Vec<f32>,
+    next: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(dim: usize) -> Self {
+        Scratch { sum: vec![0.0; dim], row: vec![0.0; dim], next: vec![0.0; dim] }
+    }
+}
+
+/// Hybrid's score of an experience: `base · (1 − clamp(dot to its nearest remaining other, 0, 1))` (a lone one: `base`).
+fn hybrid_score(base: f64, nearest: Option<f32>) -> f64 {
+    base * (1.0 - nearest.map_or(0.0, |d| f64::from(d).clamp(0.0, 1.0))) + 0.0
+}
+
+/// Hybrid's removal order: a min-heap of (score, confidence, created, index); an entry is stale once its index is removed
+/// or rescored.
+struct RemovalOrder {
+    heap: BinaryHeap<Reverse<(i64, i64, u64, usize)>>,
+}
+
+impl RemovalOrder {
+    fn new(lib: &Library<'_>, score: &[f64]) -> Self {
+        RemovalOrder { heap: (0..score.len()).map(|i| Self::entry(lib, i, score[i])).collect() }
+    }
+
+    fn entry(lib: &Library<'_>, i: usize, score: f64) -> Reverse<(i64, i64, u64, usize)> {
+        Reverse((total_key(score), total_key(lib.items[i].confidence), lib.items[i].created_epoch, i))
+    }
+
+    fn push(&mut self, lib: &Library<'_>, i: usize, score: f64) {
+        self.heap.push(Self::entry(lib, i, score));
+    }
+
+    /// The next experience to remove: the lowest current score among those not removed.
+    fn pop(&mut self, removed: &[bool], score: &[f64]) -> Option<usize> {
+        while let Some(Reverse((s, _, _, i))) = self.heap.pop() {
+            if !removed[i] && s == total_key(score[i]) {
+                return Some(i);
+            }
+        }
+        None
     }
 }
 
@@ -503,275 +724,4 @@ fn total_key(x: f64) -> i64 {
 const NEIGHBOURS: usize = 8;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, proptest, ProptestConfig};
-    use rand::seq::SliceRandom;
-    use rand::Rng;
-
-    /// (id, confidence, created, last used, vector).
-    type Spec = (u64, f64, u64, Option<u64>, Vec<f32>);
-
-    fn unit(v: &[f32]) -> Vec<f32> {
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter().map(|x| if n > 0.0 { x / n } else { 0.0 }).collect()
-    }
-
-    fn cands(spec: &[Spec]) -> Vec<Candidate<'_>> {
-        spec.iter()
-            .map(|(id, c, e, u, v)| Candidate {
-                id: *id,
-                confidence: *c,
-                created_epoch: *e,
-                last_used_epoch: *u,
-                vector: std::borrow::Cow::Borrowed(v),
-            })
-            .collect()
-    }
-
-    fn run(spec: &[Spec], keep: usize, s: Strategy, epoch: u64) -> Vec<u64> {
-        removals(&cands(spec), keep, s, epoch, &Params::default()).expect("valid input")
-    }
-
-    #[test]
-    fn importance_and_temporal() {
-        let v = vec![1.0, 0.0];
-        let spec: Vec<_> = [(1, 0.9, 1), (2, 0.5, 3), (3, 0.5, 5), (4, 0.5, 5), (5, 0.2, 9)]
-            .into_iter()
-            .map(|(id, c, e)| (id, c, e, None, v.clone()))
-            .collect();
-        assert_eq!(run(&spec, 3, Strategy::Importance, 9), vec![2, 5]);
-        assert_eq!(run(&spec, 2, Strategy::Importance, 9), vec![2, 3, 5]);
-        // Temporal: an old confident experience loses to recent ones.
-        // At epoch 10: G1 0.9·e^-1 = 0.331, G2 0.6·e^-0.1 = 0.543, G3 (use before creation counts from creation) 0.5·e^-0.2
-        // = 0.409, G4 0.3.
-        let spec =
-            vec![(1, 0.9, 0, None, v.clone()), (2, 0.6, 0, Some(9), v.clone()), (3, 0.5, 8, Some(2), v.clone()), (4, 0.3, 10, None, v)];
-        assert_eq!(run(&spec, 2, Strategy::Temporal, 10), vec![1, 4]);
-        assert_eq!(run(&spec, 2, Strategy::Importance, 10), vec![3, 4]);
-        let flat = removals(&cands(&spec), 2, Strategy::Temporal, 10, &Params { decay: 0.0, ..Params::default() });
-        assert_eq!(flat, Ok(vec![3, 4]));
-    }
-
-    #[test]
-    fn diversity_one_per_cluster_then_importance_fill() {
-        // Three symmetric clusters around the axes: each centroid is its axis, so the on-axis member is the representative.
-        let mut spec = Vec::new();
-        for (axis, ids) in [[1, 2, 3], [4, 5, 6], [7, 8, 9]].into_iter().enumerate() {
-            let (p, q) = (axis, (axis + 1) % 3);
-            for (id, off) in ids.into_iter().zip([0.0, 0.1, -0.1]) {
-                let mut v = vec![0.0; 3];
-                v[p] = 1.0;
-                v[q] = off;
-                spec.push((id, 0.1 * id as f64 % 0.7, id, None, unit(&v)));
-            }
-        }
-        for seed in 0..20 {
-            let r = removals(&cands(&spec), 3, Strategy::Diversity, 9, &Params { seed, ..Params::default() });
-            assert_eq!(r, Ok(vec![2, 3, 5, 6, 8, 9]), "seed {seed}");
-        }
-        // Identical vectors form a single cluster; its representative and the fill follow confidence.
-        let v = unit(&[1.0, 2.0]);
-        let spec: Vec<_> = [(1, 0.3), (2, 0.9), (3, 0.1), (4, 0.6)].into_iter().map(|(id, c)| (id, c, 0, None, v.clone())).collect();
-        assert_eq!(run(&spec, 2, Strategy::Diversity, 0), vec![1, 3]);
-    }
-
-    #[test]
-    fn hybrid_removes_one_of_a_duplicate_pair() {
-        let spec = vec![
-            (1, 0.9, 0, None, vec![1.0, 0.0, 0.0]),
-            (2, 0.8, 0, None, vec![1.0, 0.0, 0.0]),
-            (3, 0.5, 0, None, vec![0.0, 1.0, 0.0]),
-            (4, 0.4, 0, None, vec![0.0, 0.0, 1.0]),
-        ];
-        assert_eq!(run(&spec, 3, Strategy::Hybrid, 0), vec![2]);
-        // Once G2 is gone G1 is unique again (score 0.9), so G4 (0.4) goes next.
-        assert_eq!(run(&spec, 2, Strategy::Hybrid, 0), vec![2, 4]);
-        // Age matters: G3 unused for 20 epochs scores 0.5·e^-2 = 0.068 < G4's 0.4.
-        let mut aged = spec.clone();
-        aged[3].2 = 20;
-        assert_eq!(run(&aged, 2, Strategy::Hybrid, 20), vec![2, 3]);
-    }
-
-    #[test]
-    fn trivial_sizes() {
-        let spec: Vec<_> = (1..=4).map(|id| (id, 0.5, 0, None, unit(&[id as f32, 1.0]))).collect();
-        for s in Strategy::ALL {
-            assert_eq!(run(&spec, 4, s, 0), Vec::<u64>::new());
-            assert_eq!(run(&spec, 9, s, 0), Vec::<u64>::new());
-            assert_eq!(run(&spec, 0, s, 0), vec![1, 2, 3, 4]);
-            assert_eq!(run(&[], 0, s, 0), Vec::<u64>::new());
-            assert_eq!(run(&[], 3, s, 0), Vec::<u64>::new());
-        }
-    }
-
-    #[test]
-    fn zero_vectors_are_harmless() {
-        let mut spec: Vec<_> = (1..=6).map(|id| (id, 0.1 * id as f64, id, None, vec![0.0; 4])).collect();
-        spec.push((7, 0.5, 0, None, unit(&[1.0, 1.0, 0.0, 0.0])));
-        for s in Strategy::ALL {
-            for keep in 0..=7 {
-                assert_eq!(run(&spec, keep, s, 10).len(), 7 - keep, "{s} keep {keep}");
-            }
-        }
-        assert_eq!(similar_groups(&cands(&spec), 0.5), Ok(vec![]));
-        assert_eq!(similar_groups(&cands(&spec[..2]), 0.0), Ok(vec![vec![1, 2]]));
-        let zero: Vec<_> = (1..=3).map(|id| (id, 0.5, 0, None, Vec::new())).collect();
-        assert_eq!(run(&zero, 1, Strategy::Hybrid, 0), vec![1, 2]);
-    }
-
-    #[test]
-    fn refusals_and_names() {
-        let ok = vec![(1, 0.5, 0, None, vec![1.0, 0.0]), (2, 0.5, 0, None, vec![0.0, 1.0])];
-        let p = |decay| Params { decay, ..Params::default() };
-        for d in [-0.1, f64::NAN, f64::INFINITY] {
-            assert!(matches!(removals(&cands(&ok), 1, Strategy::Temporal, 0, &p(d)), Err(CompressError::BadDecay(_))));
-        }
-        let mut bad = ok.clone();
-        bad[1].1 = f64::NAN;
-        assert!(matches!(removals(&cands(&bad), 1, Strategy::Hybrid, 0, &p(0.1)), Err(CompressError::BadConfidence { id: 2, .. })));
-        let mut bad = ok.clone();
-        bad[1].4 = vec![1.0];
-        let e = removals(&cands(&bad), 1, Strategy::Importance, 0, &p(0.1));
-        assert_eq!(e, Err(CompressError::DimensionMismatch { id: 2, expected: 2, got: 1 }));
-        let mut bad = ok.clone();
-        bad[0].4 = vec![f32::NAN, 0.0];
-        assert_eq!(similar_groups(&cands(&bad), 0.9), Err(CompressError::NonFiniteVector { id: 1 }));
-        let mut bad = ok.clone();
-        bad[1].0 = 1;
-        assert_eq!(similar_groups(&cands(&bad), 0.9), Err(CompressError::DuplicateId(1)));
-        assert!(similar_groups(&cands(&ok), 1.5).unwrap_err().to_string().contains("threshold"));
-        assert!(similar_groups(&cands(&ok), f32::NAN).is_err());
-        for s in Strategy::ALL {
-            assert_eq!(format!("  {} ", s.as_str().to_uppercase()).parse::<Strategy>(), Ok(s));
-        }
-        let e = "x".repeat(100).parse::<Strategy>().unwrap_err();
-        assert!(
-            e.contains(&"x".repeat(40)) && !e.contains(&"x".repeat(41)) && e.contains("diversity, importance, temporal, hybrid"),
-            "{e}"
-        );
-    }
-
-    /// (confidence, created, last used, raw vector, kind: 0 zero, 1 copy of the previous, else normalised raw).
-    type Raw = (f64, u64, Option<u64>, Vec<f32>, u8);
-
-    fn build(raw: &[Raw], dim: usize) -> Vec<Spec> {
-        let mut out: Vec<Spec> = Vec::new();
-        for (i, (c, e, u, v, kind)) in raw.iter().enumerate() {
-            let v = match (kind, out.last()) {
-                (0, _) => vec![0.0; dim],
-                (1, Some(prev)) => prev.4.clone(),
-                _ => unit(&v[..dim]),
-            };
-            out.push((i as u64 * 3 + 1, *c, *e, *u, v));
-        }
-        out
-    }
-
-    fn raws(max: usize) -> impl proptest::strategy::Strategy<Value = Vec<Raw>> {
-        let raw = (0.0f64..=1.0, 0u64..20, prop::option::of(0u64..30), prop::collection::vec(-1.0f32..1.0, 8), 0u8..5);
-        prop::collection::vec(raw, 0..=max)
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
-
-        #[test]
-        fn removals_are_well_formed_and_order_independent(
-            raw in raws(60), dim in 1usize..=8, keep_frac in 0.0f64..=1.0, s in 0usize..4, seed in any::<u64>(),
-            epoch in 0u64..40, decay in 0.0f64..1.0, shuffle in any::<u64>(),
-        ) {
-            let spec = build(&raw, dim);
-            let keep = ((spec.len() + 2) as f64 * keep_frac) as usize;
-            let params = Params { decay, seed, kmeans_iterations: DEFAULT_KMEANS_ITERATIONS };
-            let c = cands(&spec);
-            let r = removals(&c, keep, Strategy::ALL[s], epoch, &params).expect("valid input");
-            prop_assert_eq!(r.len(), spec.len().saturating_sub(keep));
-            prop_assert!(r.windows(2).all(|w| w[0] < w[1]));
-            prop_assert!(r.iter().all(|id| spec.iter().any(|x| x.0 == *id)));
-            let mut shuffled = c.clone();
-            shuffled.shuffle(&mut ChaCha8Rng::seed_from_u64(shuffle));
-            prop_assert_eq!(&removals(&shuffled, keep, Strategy::ALL[s], epoch, &params).expect("valid"), &r);
-            prop_assert_eq!(&removals(&c, keep, Strategy::ALL[s], epoch, &params).expect("valid"), &r);
-        }
-
-        #[test]
-        fn hybrid_matches_naive_recomputation(raw in raws(30), dim in 1usize..=3, keep in 0usize..30, epoch in 0u64..40) {
-            let spec = build(&raw, dim);
-            let r = removals(&cands(&spec), keep, Strategy::Hybrid, epoch, &Params::default()).expect("valid input");
-            // Reference: recompute every remaining experience's score from scratch before each removal.
-            let n = spec.len();
-            let age = |x: &Spec| epoch.saturating_sub(x.3.unwrap_or(x.2).max(x.2)) as f64;
-            let mut alive: Vec<usize> = (0..n).collect();
-            let mut gone = Vec::new();
-            while alive.len() > keep {
-                let score = |i: usize| {
-                    let dots = alive.iter().filter(|&&j| j != i).map(|&j| dot(&spec[i].4, &spec[j].4));
-                    let near = dots.fold(None, |m: Option<f32>, d| Some(m.map_or(d, |m| m.max(d))));
-                    let diversity = 1.0 - near.map_or(0.0, |d| f64::from(d).clamp(0.0, 1.0));
-                    spec[i].1 * (-DEFAULT_DECAY * age(&spec[i])).exp() * diversity + 0.0
-                };
-                let key = |i: usize| (score(i), spec[i].1, spec[i].2, spec[i].0);
-                let v = alive.iter().copied().min_by(|&a, &b| {
-                    let (x, y) = (key(a), key(b));
-                    x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)).then(x.3.cmp(&y.3))
-                });
-                let Some(v) = v else { break };
-                alive.retain(|&i| i != v);
-                gone.push(spec[v].0);
-            }
-            gone.sort_unstable();
-            prop_assert_eq!(r, gone);
-        }
-
-        #[test]
-        fn similar_groups_are_the_components(raw in raws(40), dim in 1usize..=8, threshold in -1.0f32..=1.0) {
-            let spec = build(&raw, dim);
-            let groups = similar_groups(&cands(&spec), threshold).expect("valid input");
-            let group_of = |i: usize| groups.iter().position(|g| g.contains(&spec[i].0));
-            let edge = |i: usize, j: usize| dot(&spec[i].4, &spec[j].4) >= threshold;
-            let mut seen = std::collections::HashSet::new();
-            for g in &groups {
-                prop_assert!(g.len() >= 2 && g.windows(2).all(|w| w[0] < w[1]));
-                prop_assert!(g.iter().all(|id| seen.insert(*id)), "groups overlap");
-                // Connected: a search from the first member over edges inside the group reaches every member.
-                let idx: Vec<usize> = g.iter().filter_map(|id| spec.iter().position(|x| x.0 == *id)).collect();
-                let mut reached = vec![idx[0]];
-                while let Some(b) = idx.iter().copied().find(|&b| !reached.contains(&b) && reached.iter().any(|&a| edge(a, b))) {
-                    reached.push(b);
-                }
-                prop_assert_eq!(reached.len(), idx.len());
-            }
-            prop_assert!(groups.windows(2).all(|w| w[0][0] < w[1][0]));
-            for i in 0..spec.len() {
-                for j in i + 1..spec.len() {
-                    if edge(i, j) {
-                        prop_assert!(group_of(i).is_some() && group_of(i) == group_of(j), "edge {} {} split", i, j);
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    #[ignore = "timing; run with --release --ignored --nocapture"]
-    fn timing() {
-        let mut rng = ChaCha8Rng::seed_from_u64(7);
-        for n in [1_000usize, 10_000] {
-            let dim = 256;
-            let vecs: Vec<Vec<f32>> = (0..n).map(|_| unit(&(0..dim).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<_>>())).collect();
-            let spec: Vec<_> = vecs.into_iter().enumerate().map(|(i, v)| (i as u64, rng.random::<f64>(), i as u64 % 50, None, v)).collect();
-            let c = cands(&spec);
-            for keep in [n / 10, n / 2] {
-                for s in Strategy::ALL {
-                    let t = std::time::Instant::now();
-                    let r = removals(&c, keep, s, 60, &Params::default()).expect("valid");
-                    println!("n={n} keep={keep} {s}: {:.3}s ({} removed)", t.elapsed().as_secs_f64(), r.len());
-                }
-            }
-            let t = std::time::Instant::now();
-            let g = similar_groups(&c, 0.9).expect("valid");
-            println!("n={n} similar_groups: {:.3}s ({} groups)", t.elapsed().as_secs_f64(), g.len());
-        }
-    }
-}
+mod tests;

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use crate::memory::vectors::push_narrowed;
 use crate::memory::{BaseMemory, EpisodeMemory, Filter, IndexConfig, MemoryId, MemoryRecord, MemoryType, SearchPath};
 
+use super::compress::{Candidate, Vector};
 use super::saved_index::{SavedIndex, Unusable};
 pub use super::store::Experience;
 use super::store::{BankMeta, RowChange, Rows, StoredExperience, UsageDelta};
@@ -386,6 +387,32 @@ impl Library {
     /// The stored vector of `id`.
     pub fn vector(&self, id: u64) -> Option<std::borrow::Cow<'_, [f32]>> {
         self.slots.get(&id).and_then(|s| self.index.vector(s.mem))
+    }
+
+    /// The experiences as compression reads them ([`Candidate`]), and the M₀ their rows are in: an
+    /// experience still as M₀ holds it points at its row (a million vectors are not copied), one written
+    /// since the index was built carries its own vector.
+    pub fn selection(&self) -> (Vec<Candidate<'static>>, Arc<BaseMemory>) {
+        let mut written: HashMap<MemoryId, Vec<f32>> = self.index.additions().map(|(r, v)| (r.id, v)).collect();
+        let candidates = self
+            .slots
+            .values()
+            .filter_map(|s| {
+                let vector = if self.index.is_original(s.mem) {
+                    Vector::Row(s.mem.0)
+                } else {
+                    Vector::Own(std::borrow::Cow::Owned(written.remove(&s.mem)?))
+                };
+                Some(Candidate {
+                    id: s.exp.id,
+                    confidence: s.exp.confidence,
+                    created_epoch: s.exp.created_epoch,
+                    last_used_epoch: self.usage(&s.exp).1,
+                    vector,
+                })
+            })
+            .collect();
+        (candidates, self.index.base().clone())
     }
 
     /// Top-`k` experiences by cosine similarity to `query` (a unit vector), at or above `min`, in

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::compress::{self, Candidate, Params, Strategy};
+use super::compress::{self, Candidate, Params, Space, Strategy};
 use super::experience::render;
 use super::library::{Draft, Experience, Hit, Library};
 use super::store::BankMeta;
@@ -91,24 +91,19 @@ fn check_similarity(field: &str, v: Option<f32>) -> Result<(), BankError> {
     }
 }
 
-/// [`candidates`] owning their vectors, to select from off the bank's lock (a bank's vectors are `f16`,
-/// widened as they are read: owned already).
-fn owned_candidates(lib: &Library) -> Vec<Candidate<'static>> {
-    candidates(lib).into_iter().map(|c| Candidate { vector: std::borrow::Cow::Owned(c.vector.into_owned()), ..c }).collect()
-}
-
-fn candidates(lib: &Library) -> Vec<Candidate<'_>> {
-    lib.iter()
-        .filter_map(|e| {
-            Some(Candidate {
-                id: e.id,
-                confidence: e.confidence,
-                created_epoch: e.created_epoch,
-                last_used_epoch: lib.usage(e).1,
-                vector: lib.vector(e.id)?,
-            })
-        })
-        .collect()
+/// A refused selection: the bank's state when its graph is missing, else the named field's value.
+fn refused(field: &str, e: compress::CompressError) -> BankError {
+    use compress::CompressError as E;
+    match e {
+        E::NoGraph { .. } => BankError::FailedPrecondition { message: e.to_string() },
+        E::BadDecay(_)
+        | E::BadConfidence { .. }
+        | E::DimensionMismatch { .. }
+        | E::NonFiniteVector { .. }
+        | E::NoRow { .. }
+        | E::DuplicateId(_)
+        | E::BadThreshold(_) => BankError::invalid(field, e.to_string()),
+    }
 }
 
 impl Banks {
@@ -182,16 +177,19 @@ impl Banks {
         bank: &str,
         expected: Option<u64>,
         what: &str,
-        decide: impl FnOnce(Vec<Candidate<'static>>, &BankMeta) -> Result<T, BankError> + Send + 'static,
+        decide: impl FnOnce(Vec<Candidate<'static>>, Space<'_>, &BankMeta) -> Result<T, BankError> + Send + 'static,
     ) -> Result<(T, BankMeta), BankError> {
-        let (input, meta) = self.read(bank, |lib| (owned_candidates(lib), lib.meta().clone())).await?;
+        let ((input, base), meta) = self.read(bank, |lib| (lib.selection(), lib.meta().clone())).await?;
         if let Some(e) = expected.filter(|e| *e != meta.version) {
             return Err(BankError::VersionConflict { name: bank.to_string(), expected: e, current: meta.version });
         }
         let m = meta.clone();
-        let decided = tokio::task::spawn_blocking(move || decide(input, &m))
-            .await
-            .map_err(|e| BankError::FailedPrecondition { message: format!("{what} bank {} failed: {e}", quoted(bank)) })??;
+        let decided = tokio::task::spawn_blocking(move || {
+            let space = Space { rows: base.rows(), dim: base.dim(), graph: base.graph() };
+            decide(input, space, &m)
+        })
+        .await
+        .map_err(|e| BankError::FailedPrecondition { message: format!("{what} bank {} failed: {e}", quoted(bank)) })??;
         Ok((decided, meta))
     }
 
@@ -223,10 +221,10 @@ impl Banks {
         loop {
             attempt += 1;
             let ((removed, size), meta) = self
-                .off_lock(bank, expected, "compressing", move |input, meta| {
+                .off_lock(bank, expected, "compressing", move |input, space, meta| {
                     let keep = max_size.unwrap_or(meta.max_size) as usize;
-                    let removed = compress::removals(&input, keep, strategy, meta.epoch, &params);
-                    removed.map(|r| (r, input.len())).map_err(|e| BankError::invalid("compress", e.to_string()))
+                    let removed = compress::removals(&input, Some(space), keep, strategy, meta.epoch, &params);
+                    removed.map(|r| (r, input.len())).map_err(|e| refused("compress", e))
                 })
                 .await?;
             // What is (or, in a dry run, would be) left.
@@ -279,8 +277,8 @@ impl Banks {
         loop {
             attempt += 1;
             let (groups, meta) = self
-                .off_lock(bank, expected, "grouping", move |input, _| {
-                    compress::similar_groups(&input, threshold).map_err(|e| BankError::invalid("threshold", e.to_string()))
+                .off_lock(bank, expected, "grouping", move |input, space, _| {
+                    compress::similar_groups(&input, Some(space), threshold).map_err(|e| refused("threshold", e))
                 })
                 .await?;
             let version = meta.version;

@@ -245,6 +245,10 @@ impl BaseMemory {
     pub fn vector(&self, i: usize) -> std::borrow::Cow<'_, [f32]> {
         self.vectors.view().row(i, self.dim)
     }
+    /// Every position's vector: the row-major buffer, `f32` or `f16`.
+    pub fn rows(&self) -> VectorRows<'_> {
+        self.vectors.view()
+    }
     /// [`dot`] of `query` with position `i`'s vector (bit-equal however M₀ keeps it).
     pub fn dot(&self, query: &[f32], i: usize) -> f32 {
         self.vectors.view().dot(query, i, self.dim)

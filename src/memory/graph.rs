@@ -136,6 +136,27 @@ impl Graph {
         Some(Graph { width, layer0, upper, entry, top })
     }
 
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.upper.len()
+    }
+
+    /// True when the graph has no node.
+    pub fn is_empty(&self) -> bool {
+        self.upper.is_empty()
+    }
+
+    /// Slots per node on layer 0: the most neighbours a node has there.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Node `i`'s neighbours on layer 0 (its approximate nearest, as HNSW's heuristic chose them): what
+    /// a bank's large-scale compression reads instead of comparing every pair.
+    pub fn layer0(&self, i: usize) -> &[u32] {
+        self.neighbours(i as u32, 0)
+    }
+
     /// Neighbours of `i` on `layer`.
     fn neighbours(&self, i: u32, layer: usize) -> &[u32] {
         if layer == 0 {

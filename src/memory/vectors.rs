@@ -90,6 +90,15 @@ impl<'a> VectorRows<'a> {
         }
     }
 
+    /// Writes row `i` into `out` (`dim` values) as `f32`: the values [`VectorRows::row`] gives, without
+    /// an allocation.
+    pub fn copy_row(self, i: usize, dim: usize, out: &mut [f32]) {
+        match self {
+            VectorRows::Full(v) => out.copy_from_slice(&v[i * dim..][..dim]),
+            VectorRows::Half(v) => v[i * dim..][..dim].convert_to_f32_slice(out),
+        }
+    }
+
     /// [`dot`] of `query` with row `i`: bit-equal for an `f32` and an `f16` buffer holding the same rows.
     #[inline]
     pub fn dot(self, query: &[f32], i: usize, dim: usize) -> f32 {
@@ -206,6 +215,9 @@ mod tests {
                 prop_assert_eq!(f.view().dot(&query, i, dim).to_bits(), bits);
                 prop_assert_eq!(h.view().dot(&query, i, dim).to_bits(), bits);
                 prop_assert_eq!(h.view().row(i, dim), f.view().row(i, dim));
+                let mut copied = vec![f32::NAN; dim];
+                h.view().copy_row(i, dim, &mut copied);
+                prop_assert_eq!(&copied[..], &f.view().row(i, dim)[..]);
             }
             let all: Vec<u32> = (0..n as u32).collect();
             h.view().touch(&all, dim);

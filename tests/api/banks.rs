@@ -319,3 +319,54 @@ async fn refused_imports_and_writes_leave_no_trace() {
     let bank = b.get_bank(pb::GetBankRequest { name: "agent".into() }).await.unwrap().into_inner();
     assert_eq!(bank.version, 0, "nothing recorded");
 }
+
+/// A library over one gRPC message (32 MiB) arrives by ImportBankStream in 4 MiB chunks and is the same
+/// one write as ImportBank; a stream that breaks its rules writes nothing.
+#[tokio::test]
+async fn a_library_over_one_message_is_imported_by_stream() {
+    let mut app = spawn_banks(&[]).await;
+    let b = &mut app.banks;
+    // 10,000 experiences of 3,500 characters: about 35 MB of JSON.
+    let lib: serde_json::Map<String, serde_json::Value> =
+        (0..10_000).map(|i| (format!("G{i}"), format!("Expérience {i}: {}", ["vérifier"; 388].join(" ")).into())).collect();
+    let data = serde_json::to_vec(&lib).unwrap();
+    assert!(data.len() > memgym::api::MAX_MESSAGE_BYTES, "{} bytes", data.len());
+    let whole = pb::ImportBankRequest {
+        bank: "big".into(),
+        format: pb::BankFormat::UpstreamJson as i32,
+        data: String::from_utf8(data.clone()).unwrap(),
+        ..Default::default()
+    };
+    let over = b.import_bank(whole).await.unwrap_err();
+    assert_eq!(over.code(), Code::OutOfRange, "one message is capped: {over:?}");
+
+    let chunks = memgym::api::grpc::import_chunks("big", pb::BankFormat::UpstreamJson, &data, 4 << 20);
+    assert!(chunks.len() >= 9);
+    let r = b.import_bank_stream(futures_util::stream::iter(chunks)).await.unwrap().into_inner();
+    assert_eq!((r.imported, r.version, r.next_id), (10_000, 1, 10_000));
+    let e = b.get_experience(pb::GetExperienceRequest { bank: "big".into(), id: "G9999".into() }).await.unwrap().into_inner();
+    assert_eq!(e.text, lib["G9999"].as_str().unwrap());
+
+    // A later message naming another bank, or a different option, is refused and nothing is written.
+    let head = |bank: &str| pb::ImportBankChunk {
+        bank: bank.into(),
+        format: pb::BankFormat::UpstreamJson as i32,
+        data: b"{".to_vec(),
+        ..Default::default()
+    };
+    let tail = pb::ImportBankChunk { bank: "other".into(), data: br#""G0": "x"}"#.to_vec(), ..Default::default() };
+    let e = b.import_bank_stream(futures_util::stream::iter(vec![head("small"), tail])).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("bank"), "{e:?}");
+    let replace = pb::ImportBankChunk { replace: true, data: br#""G0": "x"}"#.to_vec(), ..Default::default() };
+    let e = b.import_bank_stream(futures_util::stream::iter(vec![head("small"), replace])).await.unwrap_err();
+    assert!(e.code() == Code::InvalidArgument && e.message().contains("replace"), "{e:?}");
+    let e = b.import_bank_stream(futures_util::stream::iter(Vec::<pb::ImportBankChunk>::new())).await.unwrap_err();
+    assert!(e.code() == Code::InvalidArgument && e.message().contains("bank"), "{e:?}");
+    let missing = b.get_bank(pb::GetBankRequest { name: "small".into() }).await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    // And a valid small stream imports.
+    let tail = pb::ImportBankChunk { data: br#""G0": "x"}"#.to_vec(), ..Default::default() };
+    let r = b.import_bank_stream(futures_util::stream::iter(vec![head("small"), tail])).await.unwrap().into_inner();
+    assert_eq!(r.imported, 1);
+}

@@ -312,6 +312,47 @@ def test_import_and_export_in_three_formats(bc):
         bc.export_bank("copy", "yaml")
 
 
+def test_a_large_library_is_streamed(bc, address, monkeypatch):
+    # Over STREAM_IMPORT_OVER bytes, import_bank sends ImportBankStream chunks; made small here, with chunks that
+    # end inside characters, the server must put the same file back together.
+    from memgym import _banks_client
+
+    monkeypatch.setattr(_banks_client, "STREAM_IMPORT_OVER", 64)
+    monkeypatch.setattr(_banks_client, "IMPORT_CHUNK_BYTES", 7)
+    lib = {f"G{i}": f"Expérience numéro {i} — vérifier la solution ✓" for i in range(40)}
+    plan = _banks_client._import("streamed", "upstream", lib, False, None)
+    assert plan.rpc == "ImportBankStream" and len(plan.request) > 100
+    assert plan.request[0].bank == "streamed" and all(not c.bank for c in plan.request[1:])
+    assert bc.import_bank("streamed", "upstream", lib).imported == 40
+    assert json.loads(bc.export_bank("streamed", "upstream").data) == lib
+    # The same one write as ImportBank: a second import without replace is refused, with replace it lands.
+    raises_code(grpc.StatusCode.FAILED_PRECONDITION, bc.import_bank, "streamed", "upstream", lib)
+    assert bc.import_bank("streamed", "upstream", lib, replace=True, expected_version=bc.get_bank("streamed").version).imported == 40
+
+    async def run():
+        async with AsyncMemgymClient(address, timeout=30.0) as c:
+            assert (await c.import_bank("streamed-async", "upstream", lib)).imported == 40
+
+    asyncio.run(run())
+    assert ids_and_texts(bc, "streamed-async") == lib
+
+    # Only the first message names the bank; a stream with no message, or bytes that are not UTF-8, is refused.
+    def stream(*chunks):
+        return bc.banks.ImportBankStream(iter(chunks), timeout=10)
+
+    upstream = banks_pb.BANK_FORMAT_UPSTREAM_JSON
+    cases = [
+        ([banks_pb.ImportBankChunk(bank="one", format=upstream, data=b"{"), banks_pb.ImportBankChunk(bank="two", data=b"}")], "bank"),
+        ([banks_pb.ImportBankChunk(bank="one", format=upstream, data=b'{"G0": "\xe2\x82"}')], "data"),
+        ([], "bank"),
+    ]
+    for chunks, field in cases:
+        with pytest.raises(grpc.RpcError) as err:
+            stream(*chunks)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details(), err.value
+    raises_code(grpc.StatusCode.NOT_FOUND, bc.get_bank, "one")  # nothing was written
+
+
 def test_bank_reads_are_retried_and_writes_are_not():
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     with MemgymClient(address, timeout=2.0, retries=1, backoff=0.5) as down:

@@ -424,6 +424,33 @@ impl BanksRpc for BanksService {
         )
     }
 
+    async fn import_bank_stream(
+        &self,
+        request: Request<tonic::Streaming<pb::ImportBankChunk>>,
+    ) -> Result<Response<pb::ImportBankResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut assembly = super::import_stream::Assembly::default();
+        let mut received = 0usize;
+        let (request, chunks) = loop {
+            match stream.message().await {
+                Ok(Some(chunk)) => {
+                    received += 1;
+                    if let Err(e) = assembly.push(chunk) {
+                        return respond(Err(e));
+                    }
+                }
+                Ok(None) => match assembly.finish() {
+                    Ok(r) => break (r, received),
+                    Err(e) => return respond(Err(e)),
+                },
+                // The client's stream broke (or sent a message over the cap): nothing was written.
+                Err(status) => return crate::api::status::logged(Err(status)),
+            }
+        };
+        tracing::debug!(chunks, bytes = request.data.len(), "import stream assembled");
+        self.import_bank(Request::new(request)).await
+    }
+
     async fn export_bank(&self, request: Request<pb::ExportBankRequest>) -> Result<Response<pb::ExportBankResponse>, Status> {
         let pb::ExportBankRequest { bank, format } = request.into_inner();
         respond(

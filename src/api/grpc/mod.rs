@@ -7,6 +7,7 @@ mod banks_service;
 pub mod convert;
 mod dataset_service;
 mod env_service;
+mod import_stream;
 mod learn_service;
 pub mod page;
 
@@ -14,4 +15,5 @@ pub use agent_service::AgentService;
 pub use banks_service::BanksService;
 pub use dataset_service::DatasetService;
 pub use env_service::MemoryEnvService;
+pub use import_stream::import_chunks;
 pub use learn_service::LearnService;

@@ -130,8 +130,8 @@ pub struct BankBenchArgs {
     /// Bank sizes for the compression measurement (each strategy as a dry run).
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     pub compress_sizes: Vec<usize>,
-    /// The compression strategies measured (diversity and hybrid grow faster than the bank: at 1,000,000
-    /// only importance and temporal finish in minutes).
+    /// The compression strategies measured (over 10,000 experiences, diversity and hybrid read the bank's
+    /// graph: the bench waits for it after an import).
     #[arg(long, value_delimiter = ',', default_value = "diversity,importance,temporal,hybrid")]
     pub compress_strategies: Vec<crate::banks::compress::Strategy>,
     /// Seconds per measurement.

@@ -116,16 +116,26 @@ async fn retrieve_load(
     Ok((all, rate, path))
 }
 
-/// Imports `data` as bank `name` over gRPC, or in process when it is over one gRPC message (32 MiB, about
-/// 300,000 of these experiences): the same import.
-async fn import(client: &mut BanksClient<Channel>, banks: &Banks, name: &str, data: String) -> anyhow::Result<()> {
+/// Waits until the index of a bank imported at `since` is rebuilt in the background (its overlay folded in).
+async fn settle(banks: &Banks, name: &str, since: Instant) -> anyhow::Result<()> {
+    while banks.read(name, |lib| lib.overlay()).await? > 1_024 {
+        anyhow::ensure!(since.elapsed() < Duration::from_secs(1_800), "the index of {name} was not rebuilt within 30 minutes");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Imports `data` as bank `name` over gRPC: one ImportBank message, or ImportBankStream in 4 MiB chunks when
+/// it is over one message (32 MiB, about 300,000 of these experiences).
+async fn import(client: &mut BanksClient<Channel>, name: &str, data: String) -> anyhow::Result<()> {
     if data.len() < crate::api::MAX_MESSAGE_BYTES - (1 << 20) {
-        let request =
-            pb::ImportBankRequest { bank: name.to_string(), format: pb::BankFormat::UpstreamJson as i32, data, ..Default::default() };
-        client.import_bank(request).await?;
+        let format = pb::BankFormat::UpstreamJson as i32;
+        client.import_bank(pb::ImportBankRequest { bank: name.to_string(), format, data, ..Default::default() }).await?;
     } else {
-        println!("  (the {name} file is over one gRPC message: imported in process)");
-        banks.import(name, crate::banks::formats::Format::Upstream, &data, false, None).await?;
+        println!("  (the {name} file is over one gRPC message: streamed)");
+        let chunks = crate::api::grpc::import_chunks(name, pb::BankFormat::UpstreamJson, data.as_bytes(), 4 << 20);
+        drop(data);
+        client.import_bank_stream(futures_util::stream::iter(chunks)).await?;
     }
     Ok(())
 }
@@ -365,14 +375,11 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         let name = format!("retrieve-{n}");
         let data = library(n, n as u64, &words);
         let t = Instant::now();
-        import(&mut client, &banks, &name, data).await?;
+        import(&mut client, &name, data).await?;
         let load = t.elapsed();
         // A large import is acknowledged once durable; its index is rebuilt in the background. Measure
         // retrieval once that is done (the steady state), and report when it was.
-        while banks.read(&name, |lib| lib.overlay()).await? > 1_024 {
-            anyhow::ensure!(t.elapsed() < Duration::from_secs(1_800), "the index of {name} was not rebuilt within 30 minutes");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        settle(&banks, &name, t).await?;
         let ready = t.elapsed();
         let (hist, _, path) = retrieve_load(&client, &name, 1, a.secs, &words).await?;
         let (loaded, rate, _) = retrieve_load(&client, &name, a.clients, a.secs, &words).await?;
@@ -430,7 +437,10 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
             format!("retrieve-{n}")
         } else {
             let name = format!("compress-{n}");
-            import(&mut client, &banks, &name, library(n, 99, &words)).await?;
+            let t = Instant::now();
+            import(&mut client, &name, library(n, 99, &words)).await?;
+            // Diversity, hybrid and MergeSimilar over a large bank read its graph: wait for it.
+            settle(&banks, &name, t).await?;
             name
         };
         for &s in &a.compress_strategies {

@@ -215,6 +215,14 @@ def _merge_similar(
     return _Plan("MergeSimilar", req, False)
 
 
+#: Over this many bytes of library, ``import_bank`` streams it (``ImportBankStream``): one gRPC message is capped
+#: at 32 MiB, and a streamed import at 1 GiB.
+STREAM_IMPORT_OVER = 16 * 1024 * 1024
+
+#: Bytes per ``ImportBankStream`` message.
+IMPORT_CHUNK_BYTES = 4 * 1024 * 1024
+
+
 def _import(
     bank: str,
     format: Union[int, str],
@@ -223,15 +231,26 @@ def _import(
     expected_version: Optional[int],
 ) -> _Plan:
     text = data if isinstance(data, str) else json.dumps(dict(data), ensure_ascii=False)
-    req = msg(
-        bpb.ImportBankRequest,
-        bank=bank,
-        format=pick(format, BANK_FORMATS, ("bank-format-", "bank-kind-"), "bank format"),
-        data=text,
-        replace=bool(replace),
-        expected_version=expected_version,
-    )
-    return _Plan("ImportBank", req, False)
+    fmt = pick(format, BANK_FORMATS, ("bank-format-", "bank-kind-"), "bank format")
+    # Built first: it refuses a text with a lone surrogate (which has no UTF-8 bytes), naming the field.
+    req = msg(bpb.ImportBankRequest, bank=bank, format=fmt, data=text, replace=bool(replace), expected_version=expected_version)
+    if len(text) <= STREAM_IMPORT_OVER // 4 or req.ByteSize() <= STREAM_IMPORT_OVER:
+        return _Plan("ImportBank", req, False)
+    raw = req.data.encode("utf-8")
+    # The options in the first message, the bytes in chunks (a chunk may end inside a character).
+    step = max(1, IMPORT_CHUNK_BYTES)
+    head = msg(bpb.ImportBankChunk, bank=bank, format=fmt, data=raw[:step], replace=bool(replace), expected_version=expected_version)
+    chunks = [head] + [bpb.ImportBankChunk(data=raw[i : i + step]) for i in range(step, len(raw), step)]
+    return _Plan("ImportBankStream", chunks, False)
+
+
+def _stub(banks: Any, plan: _Plan) -> Any:
+    """The stub method for ``plan``. A streamed plan's request is the list of its messages, handed over as a fresh
+    iterator on every attempt (gRPC reads the messages with ``next``)."""
+    rpc = getattr(banks, plan.rpc)
+    if isinstance(plan.request, list):
+        return lambda messages, **kwargs: rpc(iter(messages), **kwargs)
+    return rpc
 
 
 def _export(bank: str, format: Union[int, str]) -> _Plan:
@@ -246,7 +265,7 @@ class BanksMixin:
     _call: Any
 
     def _banks(self, plan: _Plan) -> Any:
-        return self._call(f"Banks/{plan.rpc}", getattr(self.banks, plan.rpc), plan.request, idempotent=plan.idempotent)
+        return self._call(f"Banks/{plan.rpc}", _stub(self.banks, plan), plan.request, idempotent=plan.idempotent)
 
     # -- banks --------------------------------------------------------------------------------
     def create_bank(
@@ -437,7 +456,10 @@ class BanksMixin:
         replace: bool = False,
         expected_version: Optional[int] = None,
     ) -> bpb.ImportBankResponse:
-        """Loads a library file (``format``: "seed", "upstream", "memgym" or the enum) into ``bank``, creating it."""
+        """Loads a library file (``format``: "seed", "upstream", "memgym" or the enum) into ``bank``, creating it.
+
+        A file over ``STREAM_IMPORT_OVER`` bytes (16 MiB) is sent in ``ImportBankStream`` chunks: the same one write.
+        """
         return self._banks(_import(bank, format, data, replace, expected_version))
 
     def export_bank(self, bank: str, format: Union[int, str]) -> bpb.ExportBankResponse:
@@ -452,9 +474,7 @@ class AsyncBanksMixin:
     _call: Any
 
     async def _banks(self, plan: _Plan) -> Any:
-        return await self._call(
-            f"Banks/{plan.rpc}", getattr(self.banks, plan.rpc), plan.request, idempotent=plan.idempotent
-        )
+        return await self._call(f"Banks/{plan.rpc}", _stub(self.banks, plan), plan.request, idempotent=plan.idempotent)
 
     async def create_bank(
         self,

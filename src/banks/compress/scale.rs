@@ -1,0 +1,402 @@
+//! Diversity, hybrid and MergeSimilar's grouping over more than [`EXACT_LIMIT`] experiences, with neighbours
+//! read from the bank's HNSW graph instead of every pair compared.
+//!
+//! Exactly, hybrid compares `n²/2` pairs and diversity runs k-means with `k = max_size` (`n · k` dot products
+//! per pass): hours on a million experiences. Both only need each experience's *near* others, and a bank
+//! already holds a graph that links every experience to its approximate nearest (layer 0 of its HNSW index).
+//! So over [`EXACT_LIMIT`] experiences:
+//!
+//! - **neighbours** of an experience are its layer-0 graph neighbours that are still in the bank, and, through
+//!   a neighbour that was deleted, that neighbour's own. An experience written since the graph was built (not
+//!   in it) is searched for in the graph, and is added to the lists of what it found;
+//! - **hybrid** is the same greedy removal, its nearest-neighbour lists taken from those neighbours (the
+//!   [`LIST`] nearest); a list that runs out is refilled from the neighbours of its neighbours, and an
+//!   experience none of whose neighbours or their neighbours remain counts as lone (diversity 1);
+//! - **diversity** is the same spherical k-means with `k = max_size`, except that (a) the first centres are
+//!   drawn in a seeded random order, each skipped while a graph neighbour is already a centre (spread out,
+//!   as k-means++ makes them, without its `n · k` pass), the order then filling what is left, (b) an
+//!   experience is only compared with its own centroid and its neighbours' (the clusters it can move to),
+//!   and (c) the iterations stop once at most [`SETTLED`] of the assignments change in one;
+//! - **MergeSimilar's groups** join two experiences whose dot reaches the threshold only when one is a
+//!   neighbour of the other: near-duplicates are graph neighbours.
+//!
+//! Results are deterministic for a given graph, and the graph is the bank's saved index. What the
+//! approximation costs against the exact definitions is measured in the Banks chapter.
+
+use std::collections::HashMap;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::{hybrid_score, Components, Library, Params, RemovalOrder, Scratch, Src, EXACT_LIMIT};
+use crate::memory::Graph;
+use crate::memory::Tombstones;
+
+/// An empty slot.
+const NONE: u32 = u32::MAX;
+
+/// Nearest neighbours hybrid remembers per experience.
+const LIST: usize = 16;
+
+/// Diversity's iterations stop once at most `n / SETTLED` assignments change in one.
+const SETTLED: usize = 1_000;
+
+/// Every item's neighbours (item indices), as one table.
+pub(super) struct Neighbours {
+    start: Vec<usize>,
+    items: Vec<u32>,
+}
+
+/// Graph rows no item is on, as the graph search's tombstones.
+struct Absent<'a> {
+    item_of: &'a [u32],
+    count: usize,
+}
+
+impl Tombstones for Absent<'_> {
+    fn is_dead(&self, i: usize) -> bool {
+        self.item_of.get(i).is_none_or(|&x| x == NONE)
+    }
+    fn dead_count(&self) -> usize {
+        self.count
+    }
+}
+
+impl Neighbours {
+    /// The neighbours of every item of `lib` in `graph` (see the module doc).
+    pub(super) fn build(lib: &Library<'_>, graph: &Graph) -> Neighbours {
+        let n = lib.items.len();
+        let mut item_of = vec![NONE; graph.len()];
+        for (i, s) in lib.src.iter().enumerate() {
+            if let Src::Row(r) = *s {
+                if let Some(x) = item_of.get_mut(r as usize) {
+                    *x = i as u32;
+                }
+            }
+        }
+        // Items off the graph find their neighbours by a search, and are added to the lists of what they found.
+        let mut extra: HashMap<u32, Vec<u32>> = HashMap::new();
+        let off: Vec<usize> = (0..n).filter(|&i| !matches!(lib.src[i], Src::Row(r) if (r as usize) < graph.len())).collect();
+        if let Some(space) = lib.space {
+            let absent = Absent { item_of: &item_of, count: item_of.iter().filter(|&&x| x == NONE).count() };
+            let ef = graph.width().max(16);
+            let mut row = vec![0.0f32; lib.dim];
+            for &i in &off {
+                lib.load(i, &mut row);
+                let mut found: Vec<u32> =
+                    graph.search(&row, space.rows, lib.dim, ef, &absent).iter().map(|h| item_of[h.key as usize]).collect();
+                // Among themselves, the items off the graph are compared pair by pair while they are few.
+                if off.len() <= EXACT_LIMIT {
+                    let mut own: Vec<(f32, u32)> = off.iter().filter(|&&j| j != i).map(|&j| (lib.dot_with(&row, j), j as u32)).collect();
+                    let nearer = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+                    // The `width` nearest, without sorting the rest.
+                    if own.len() > graph.width() {
+                        own.select_nth_unstable_by(graph.width(), nearer);
+                        own.truncate(graph.width());
+                    }
+                    found.extend(own.into_iter().map(|p| p.1));
+                }
+                for &j in &found {
+                    extra.entry(j).or_default().push(i as u32);
+                }
+                extra.entry(i as u32).or_default().extend(found);
+            }
+        }
+        let mut start = Vec::with_capacity(n + 1);
+        let mut items = Vec::with_capacity(n * graph.width());
+        let mut list: Vec<u32> = Vec::new();
+        for i in 0..n {
+            start.push(items.len());
+            list.clear();
+            if let Src::Row(r) = lib.src[i] {
+                if (r as usize) < graph.len() {
+                    for &nb in graph.layer0(r as usize) {
+                        match item_of[nb as usize] {
+                            NONE => list.extend(graph.layer0(nb as usize).iter().map(|&x| item_of[x as usize]).filter(|&x| x != NONE)),
+                            x => list.push(x),
+                        }
+                    }
+                }
+            }
+            if let Some(e) = extra.get(&(i as u32)) {
+                list.extend_from_slice(e);
+            }
+            list.sort_unstable();
+            list.dedup();
+            items.extend(list.iter().copied().filter(|&x| x as usize != i));
+        }
+        start.push(items.len());
+        Neighbours { start, items }
+    }
+
+    /// Item `i`'s neighbours.
+    fn of(&self, i: usize) -> &[u32] {
+        &self.items[self.start[i]..self.start[i + 1]]
+    }
+}
+
+/// Runs `f` over `0..n` split into one contiguous range per core, and returns the parts in order.
+fn in_parallel<T: Send>(n: usize, f: impl Fn(std::ops::Range<usize>) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 16);
+    let chunk = n.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let f = &f;
+        let parts: Vec<_> = (0..n).step_by(chunk).map(|a| s.spawn(move || f(a..(a + chunk).min(n)))).collect();
+        parts.into_iter().map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
+}
+
+/// MergeSimilar's edges: every pair of neighbours whose dot reaches `threshold`.
+pub(super) fn join_similar(lib: &Library<'_>, near: &Neighbours, threshold: f32, sets: &mut Components) {
+    let n = lib.items.len();
+    let edges: Vec<Vec<(u32, u32)>> = in_parallel(n, |range| {
+        let mut row = vec![0.0f32; lib.dim];
+        let mut out = Vec::new();
+        for i in range {
+            lib.load(i, &mut row);
+            for &j in near.of(i).iter().filter(|&&j| j as usize > i) {
+                if lib.dot_with(&row, j as usize) >= threshold {
+                    out.push((i as u32, j));
+                }
+            }
+        }
+        out
+    });
+    for (i, j) in edges.into_iter().flatten() {
+        sets.join(i as usize, j as usize);
+    }
+}
+
+/// Hybrid over the graph's neighbours (see the module doc): the removal flags.
+pub(super) fn hybrid(lib: &Library<'_>, near: &Neighbours, keep: usize, base: &[f64]) -> Vec<bool> {
+    let n = lib.items.len();
+    // `list[i]`: i's nearest (dot descending, then lower index), removed ones dropped from the front lazily.
+    let mut list: Vec<Vec<(u32, f32)>> = in_parallel(n, |range| {
+        let mut row = vec![0.0f32; lib.dim];
+        range
+            .map(|i| {
+                lib.load(i, &mut row);
+                let mut l: Vec<(u32, f32)> = near.of(i).iter().map(|&j| (j, lib.dot_with(&row, j as usize))).collect();
+                nearest_first(&mut l);
+                l.shrink_to_fit();
+                l
+            })
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    // `holders[j]`: the experiences whose list holds j (maybe no longer: checked when used).
+    let mut holders: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, l) in list.iter().enumerate() {
+        for &(j, _) in l {
+            holders[j as usize].push(i as u32);
+        }
+    }
+    let mut score: Vec<f64> = (0..n).map(|i| hybrid_score(base[i], list[i].first().map(|p| p.1))).collect();
+    let mut removed = vec![false; n];
+    let mut order = RemovalOrder::new(lib, &score);
+    let (mut seen, mut stamp) = (vec![0u32; n], 0u32);
+    let mut row = vec![0.0f32; lib.dim];
+    for _ in keep..n {
+        let Some(v) = order.pop(&removed, &score) else { break };
+        removed[v] = true;
+        for i in std::mem::take(&mut holders[v]) {
+            let i = i as usize;
+            if removed[i] || list[i].first().is_none_or(|&(j, _)| j as usize != v) {
+                continue;
+            }
+            let gone = list[i].iter().take_while(|&&(j, _)| removed[j as usize]).count();
+            list[i].drain(..gone);
+            if list[i].is_empty() {
+                // Refilled from the neighbours of its neighbours that remain.
+                stamp += 1;
+                seen[i] = stamp;
+                lib.load(i, &mut row);
+                let mut l = Vec::new();
+                for &a in near.of(i) {
+                    for &b in std::iter::once(&a).chain(near.of(a as usize)) {
+                        let b = b as usize;
+                        if seen[b] != stamp && !removed[b] {
+                            seen[b] = stamp;
+                            l.push((b as u32, lib.dot_with(&row, b)));
+                        }
+                    }
+                }
+                nearest_first(&mut l);
+                for &(j, _) in &l {
+                    holders[j as usize].push(i as u32);
+                }
+                list[i] = l;
+            }
+            score[i] = hybrid_score(base[i], list[i].first().map(|p| p.1));
+            order.push(lib, i, score[i]);
+        }
+    }
+    removed
+}
+
+/// Sets the centroid of every `dirty` cluster with members to their normalised mean, on every core (as
+/// [`Library::update_centroids`] does for all). Returns which centroids changed.
+fn update_dirty(lib: &Library<'_>, cent: &mut [f32], assign: &[u32], dirty: &[bool]) -> Vec<bool> {
+    let (k, dim) = (dirty.len(), lib.dim);
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
+    for (i, &c) in assign.iter().enumerate() {
+        if dirty[c as usize] {
+            members[c as usize].push(i as u32);
+        }
+    }
+    let todo: Vec<usize> = (0..k).filter(|&c| !members[c].is_empty()).collect();
+    let fresh: Vec<Vec<f32>> = in_parallel(todo.len(), |range| {
+        let mut scratch = Scratch::new(dim);
+        range.map(|x| lib.mean_direction(&members[todo[x]], &mut scratch).to_vec()).collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut moved = vec![false; k];
+    for (&c, v) in todo.iter().zip(&fresh) {
+        let at = &mut cent[c * dim..(c + 1) * dim];
+        if at != &v[..] {
+            at.copy_from_slice(v);
+            moved[c] = true;
+        }
+    }
+    moved
+}
+
+/// Sorts a neighbour list nearest first (ties: lower index) and keeps its [`LIST`] first.
+fn nearest_first(l: &mut Vec<(u32, f32)>) {
+    l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    l.truncate(LIST);
+}
+
+/// Diversity over the graph's neighbours (see the module doc): the removal flags.
+pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, params: &Params) -> Vec<bool> {
+    let (n, dim) = (lib.items.len(), lib.dim);
+    // The centres: a seeded order, skipping an experience while one of its neighbours is a centre, then filling.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(params.seed));
+    let mut centre = vec![false; n];
+    let mut centres: Vec<usize> = Vec::with_capacity(keep);
+    for &i in &order {
+        if centres.len() == keep {
+            break;
+        }
+        if !near.of(i).iter().any(|&j| centre[j as usize]) {
+            centre[i] = true;
+            centres.push(i);
+        }
+    }
+    for &i in &order {
+        if centres.len() == keep {
+            break;
+        }
+        if !centre[i] {
+            centre[i] = true;
+            centres.push(i);
+        }
+    }
+    let k = centres.len();
+    let mut cent = vec![0.0f32; k * dim];
+    let mut assign = vec![NONE; n];
+    for (c, &i) in centres.iter().enumerate() {
+        lib.load(i, &mut cent[c * dim..(c + 1) * dim]);
+        assign[i] = c as u32;
+    }
+    tracing::debug!(n, k, "diversity over the graph: centres drawn");
+    // First assignment: spread from the centres along the graph, each experience to the best centroid among its
+    // assigned neighbours'; one cut off from every centre is compared with all of them.
+    let mut row = vec![0.0f32; dim];
+    loop {
+        let mut spread = false;
+        for i in 0..n {
+            if assign[i] != NONE {
+                continue;
+            }
+            let mut among: Vec<usize> = near.of(i).iter().map(|&j| assign[j as usize]).filter(|&c| c != NONE).map(|c| c as usize).collect();
+            if among.is_empty() {
+                continue;
+            }
+            among.sort_unstable();
+            among.dedup();
+            lib.load(i, &mut row);
+            assign[i] = lib.nearest(&cent, &row, among.into_iter()) as u32;
+            spread = true;
+        }
+        if !spread {
+            break;
+        }
+    }
+    for (i, a) in assign.iter_mut().enumerate() {
+        if *a == NONE {
+            lib.load(i, &mut row);
+            *a = lib.nearest(&cent, &row, 0..k) as u32;
+        }
+    }
+    // Lloyd iterations, each experience against its own centroid and its neighbours' (all from the last pass).
+    // Only a cluster whose members changed gets a new centroid (the others' sums are the same sums).
+    let mut dirty = vec![true; k];
+    // `flipped[i]`: i changed cluster in the last pass (every experience counts as changed before the first).
+    let mut flipped = vec![true; n];
+    let started = std::time::Instant::now();
+    for iteration in 0..params.kmeans_iterations {
+        let moved = update_dirty(lib, &mut cent, &assign, &dirty);
+        let updated = started.elapsed().as_secs_f64();
+        let movers = moved.iter().filter(|&&m| m).count();
+        let (cent_now, assign_now, flipped_now) = (&cent, &assign, &flipped);
+        let next: Vec<u32> = in_parallel(n, |range| {
+            let mut row = vec![0.0f32; dim];
+            let mut among: Vec<usize> = Vec::new();
+            range
+                .map(|i| {
+                    let own = assign_now[i] as usize;
+                    among.clear();
+                    among.push(own);
+                    let clusters = near.of(i).iter().map(|&j| assign_now[j as usize] as usize);
+                    // Unless its centroid moved or a neighbour changed cluster (a cluster it was not compared
+                    // with), it lost to every other candidate before and can only switch to one that moved.
+                    if moved[own] || flipped_now[i] || near.of(i).iter().any(|&j| flipped_now[j as usize]) {
+                        among.extend(clusters);
+                    } else {
+                        among.extend(clusters.filter(|&c| moved[c]));
+                    }
+                    if among.len() == 1 {
+                        return assign_now[i];
+                    }
+                    among.sort_unstable();
+                    among.dedup();
+                    lib.load(i, &mut row);
+                    lib.nearest(cent_now, &row, among.iter().copied()) as u32
+                })
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        dirty.fill(false);
+        let mut changed = 0;
+        for (i, (a, b)) in next.iter().zip(&assign).enumerate() {
+            flipped[i] = a != b;
+            if a != b {
+                (dirty[*a as usize], dirty[*b as usize]) = (true, true);
+                changed += 1;
+            }
+        }
+        assign = next;
+        tracing::debug!(
+            iteration,
+            changed,
+            movers,
+            updated,
+            secs = started.elapsed().as_secs_f64(),
+            "diversity over the graph: an iteration"
+        );
+        if changed <= n / SETTLED {
+            break;
+        }
+    }
+    update_dirty(lib, &mut cent, &assign, &dirty);
+    lib.representatives(&cent, |i| assign[i] as usize, k, keep)
+}
