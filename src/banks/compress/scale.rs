@@ -14,9 +14,11 @@
 //!   experience none of whose neighbours or their neighbours remain counts as lone (diversity 1);
 //! - **diversity** is the same spherical k-means with `k = max_size`, except that (a) the first centres are
 //!   drawn in a seeded random order, each skipped while a graph neighbour is already a centre (spread out,
-//!   as k-means++ makes them, without its `n · k` pass), the order then filling what is left, (b) an
-//!   experience is only compared with its own centroid and its neighbours' (the clusters it can move to),
-//!   and (c) the iterations stop once at most [`SETTLED`] of the assignments change in one;
+//!   as k-means++ makes them, without its `n · k` pass), the order then filling what is left, (b) the first
+//!   assignment spreads from the centres along the graph in rounds ([`spread`]), (c) an experience is only
+//!   compared with its own centroid and its neighbours' (the clusters it can move to), and (d) the iterations
+//!   stop once at most [`SETTLED`] of the assignments change in one. The passes run on every core, visiting
+//!   experiences cluster by cluster so that the centroids they read stay in cache;
 //! - **MergeSimilar's groups** join two experiences whose dot reaches the threshold only when one is a
 //!   neighbour of the other: near-duplicates are graph neighbours.
 //!
@@ -306,29 +308,8 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
         assign[i] = c as u32;
     }
     tracing::debug!(n, k, "diversity over the graph: centres drawn");
-    // First assignment: spread from the centres along the graph, each experience to the best centroid among its
-    // assigned neighbours'; one cut off from every centre is compared with all of them.
+    spread(lib, near, &cent, &mut assign);
     let mut row = vec![0.0f32; dim];
-    loop {
-        let mut spread = false;
-        for i in 0..n {
-            if assign[i] != NONE {
-                continue;
-            }
-            let mut among: Vec<usize> = near.of(i).iter().map(|&j| assign[j as usize]).filter(|&c| c != NONE).map(|c| c as usize).collect();
-            if among.is_empty() {
-                continue;
-            }
-            among.sort_unstable();
-            among.dedup();
-            lib.load(i, &mut row);
-            assign[i] = lib.nearest(&cent, &row, among.into_iter()) as u32;
-            spread = true;
-        }
-        if !spread {
-            break;
-        }
-    }
     for (i, a) in assign.iter_mut().enumerate() {
         if *a == NONE {
             lib.load(i, &mut row);
@@ -346,11 +327,16 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
         let updated = started.elapsed().as_secs_f64();
         let movers = moved.iter().filter(|&&m| m).count();
         let (cent_now, assign_now, flipped_now) = (&cent, &assign, &flipped);
-        let next: Vec<u32> = in_parallel(n, |range| {
+        // Visited cluster by cluster, so the few centroids that neighbouring experiences compare with stay in
+        // cache (each experience's result is from the last pass alone: the order changes no result).
+        let visit = by_cluster(&assign, k);
+        let found: Vec<u32> = in_parallel(n, |range| {
             let mut row = vec![0.0f32; dim];
             let mut among: Vec<usize> = Vec::new();
-            range
-                .map(|i| {
+            visit[range]
+                .iter()
+                .map(|&i| {
+                    let i = i as usize;
                     let own = assign_now[i] as usize;
                     among.clear();
                     among.push(own);
@@ -375,6 +361,10 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
         .into_iter()
         .flatten()
         .collect();
+        let mut next = vec![NONE; n];
+        for (&i, &c) in visit.iter().zip(&found) {
+            next[i as usize] = c;
+        }
         dirty.fill(false);
         let mut changed = 0;
         for (i, (a, b)) in next.iter().zip(&assign).enumerate() {
@@ -399,4 +389,71 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
     }
     update_dirty(lib, &mut cent, &assign, &dirty);
     lib.representatives(&cent, |i| assign[i] as usize, k, keep)
+}
+
+/// Item indices grouped by `assign` (cluster 0's first), ascending within a cluster.
+pub(super) fn by_cluster(assign: &[u32], k: usize) -> Vec<u32> {
+    let mut start = vec![0usize; k + 1];
+    for &c in assign {
+        start[c as usize + 1] += 1;
+    }
+    for c in 0..k {
+        start[c + 1] += start[c];
+    }
+    let mut out = vec![0u32; assign.len()];
+    for (i, &c) in assign.iter().enumerate() {
+        out[start[c as usize]] = i as u32;
+        start[c as usize] += 1;
+    }
+    out
+}
+
+/// Diversity's first assignment: spreads from the centres along the graph, in rounds. In each round every
+/// unassigned experience with an assigned neighbour joins the best centroid among its assigned neighbours'
+/// clusters (as assigned at the round's start, so a round's results do not depend on the order it runs in).
+/// A round runs on every core, its experiences ordered by their first candidate cluster so that neighbouring
+/// ones read the same centroids. Experiences cut off from every centre stay [`NONE`].
+fn spread(lib: &Library<'_>, near: &Neighbours, cent: &[f32], assign: &mut [u32]) {
+    let n = assign.len();
+    let mut round = 0;
+    loop {
+        let now: &[u32] = assign;
+        // (first candidate cluster, experience) for every experience this round assigns.
+        let mut todo: Vec<(u32, u32)> = in_parallel(n, |range| {
+            range
+                .filter(|&i| now[i] == NONE)
+                .filter_map(|i| near.of(i).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE).min().map(|c| (c, i as u32)))
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        if todo.is_empty() {
+            break;
+        }
+        todo.sort_unstable();
+        let chosen: Vec<u32> = in_parallel(todo.len(), |range| {
+            let mut row = vec![0.0f32; lib.dim];
+            let mut among: Vec<usize> = Vec::new();
+            todo[range]
+                .iter()
+                .map(|&(_, i)| {
+                    among.clear();
+                    among.extend(near.of(i as usize).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE).map(|c| c as usize));
+                    among.sort_unstable();
+                    among.dedup();
+                    lib.load(i as usize, &mut row);
+                    lib.nearest(cent, &row, among.iter().copied()) as u32
+                })
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        for (&(_, i), &c) in todo.iter().zip(&chosen) {
+            assign[i as usize] = c;
+        }
+        tracing::debug!(round, assigned = todo.len(), "diversity over the graph: a spreading round");
+        round += 1;
+    }
 }

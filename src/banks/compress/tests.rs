@@ -170,6 +170,20 @@ fn raws(max: usize) -> impl proptest::strategy::Strategy<Value = Vec<Raw>> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
+    /// Diversity's passes visit experiences in this order: every experience once, grouped by cluster in
+    /// ascending cluster order, ascending within a cluster (so a pass's result cannot depend on it).
+    #[test]
+    fn by_cluster_groups_every_experience_once(assign in prop::collection::vec(0u32..12, 0..200)) {
+        let order = scale::by_cluster(&assign, 12);
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..assign.len() as u32).collect::<Vec<_>>());
+        for w in order.windows(2) {
+            let (a, b) = (assign[w[0] as usize], assign[w[1] as usize]);
+            prop_assert!(a < b || (a == b && w[0] < w[1]));
+        }
+    }
+
     #[test]
     fn removals_are_well_formed_and_order_independent(
         raw in raws(60), dim in 1usize..=8, keep_frac in 0.0f64..=1.0, s in 0usize..4, seed in any::<u64>(),
