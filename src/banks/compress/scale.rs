@@ -351,10 +351,7 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
                     if among.len() == 1 {
                         return assign_now[i];
                     }
-                    among.sort_unstable();
-                    among.dedup();
-                    lib.load(i, &mut row);
-                    lib.nearest(cent_now, &row, among.iter().copied()) as u32
+                    best_of(lib, cent_now, i, &mut among, &mut row)
                 })
                 .collect::<Vec<_>>()
         })
@@ -389,6 +386,14 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
     }
     update_dirty(lib, &mut cent, &assign, &dirty);
     lib.representatives(&cent, |i| assign[i] as usize, k, keep)
+}
+
+/// The cluster among `among` (maybe repeated) whose centroid is nearest item `i`; `row` is scratch.
+fn best_of(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<usize>, row: &mut [f32]) -> u32 {
+    among.sort_unstable();
+    among.dedup();
+    lib.load(i, row);
+    lib.nearest(cent, row, among.iter().copied()) as u32
 }
 
 /// Item indices grouped by `assign` (cluster 0's first), ascending within a cluster.
@@ -440,10 +445,7 @@ fn spread(lib: &Library<'_>, near: &Neighbours, cent: &[f32], assign: &mut [u32]
                 .map(|&(_, i)| {
                     among.clear();
                     among.extend(near.of(i as usize).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE).map(|c| c as usize));
-                    among.sort_unstable();
-                    among.dedup();
-                    lib.load(i as usize, &mut row);
-                    lib.nearest(cent, &row, among.iter().copied()) as u32
+                    best_of(lib, cent, i as usize, &mut among, &mut row)
                 })
                 .collect::<Vec<_>>()
         })
