@@ -405,6 +405,19 @@ impl<'a> Library<'a> {
         }
     }
 
+    /// Reads ahead the bank rows of items `js` ([`VectorRows::touch`]), so that the cache misses of the dot
+    /// products that follow overlap; `rows` is scratch.
+    fn touch(&self, js: &[u32], rows: &mut Vec<u32>) {
+        if let Some(s) = self.space {
+            rows.clear();
+            rows.extend(js.iter().filter_map(|&j| match self.src[j as usize] {
+                Src::Row(r) => Some(r),
+                Src::Own(_) => None,
+            }));
+            s.rows.touch(rows, self.dim);
+        }
+    }
+
     /// [`dot`] of `q` with item `j`'s vector (bit-equal however it is kept).
     fn dot_with(&self, q: &[f32], j: usize) -> f32 {
         match (self.src[j], self.space) {

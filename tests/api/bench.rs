@@ -167,5 +167,7 @@ fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
         // One caller's Retrieves ran on the bank while each selection did, and each was answered.
         assert!(row["retrieve_calls_during"].as_u64().is_some_and(|n| n >= 1), "{row}");
         assert!(row["retrieve_max_ms_during"].as_f64().is_some_and(|ms| ms > 0.0 && ms.is_finite()), "{row}");
+        // Each selection was also timed alone, before.
+        assert!(["seconds", "seconds_alone"].iter().all(|k| row[k].as_f64().is_some_and(|s| s > 0.0 && s.is_finite())), "{row}");
     }
 }

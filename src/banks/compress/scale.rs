@@ -18,7 +18,11 @@
 //!   assignment spreads from the centres along the graph in rounds ([`spread`]), (c) an experience is only
 //!   compared with its own centroid and its neighbours' (the clusters it can move to), and (d) the iterations
 //!   stop once at most [`SETTLED`] of the assignments change in one. The passes run on every core, visiting
-//!   experiences cluster by cluster so that the centroids they read stay in cache;
+//!   experiences cluster by cluster so that the centroids they read stay in cache. A pass skips an
+//!   experience whose [`Bounds`] prove its cluster still wins (Hamerly's bounds, on dots: the dot with its
+//!   own centroid, and the best with any other, from when it was last compared, each moved by how far the
+//!   centroids moved since; a cluster a neighbour has just moved into is compared exactly); skipping
+//!   changes no result, only the work;
 //! - **MergeSimilar's groups** join two experiences whose dot reaches the threshold only when one is a
 //!   neighbour of the other: near-duplicates are graph neighbours.
 //!
@@ -32,8 +36,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::{hybrid_score, Components, Library, Params, RemovalOrder, Scratch, Src, EXACT_LIMIT};
+use crate::memory::vectors::VectorRows;
 use crate::memory::Graph;
 use crate::memory::Tombstones;
+use crate::util::vector::dot;
 
 /// An empty slot.
 const NONE: u32 = u32::MAX;
@@ -138,21 +144,21 @@ impl Neighbours {
     }
 }
 
-/// Runs `f` over `0..n` split into one contiguous range per core, and returns the parts in order.
-fn in_parallel<T: Send>(n: usize, f: impl Fn(std::ops::Range<usize>) -> T + Sync) -> Vec<T> {
+/// Runs `f` over `0..n` split into one contiguous range per core, and joins the parts' results in order.
+fn par_map<T: Send>(n: usize, f: impl Fn(std::ops::Range<usize>) -> Vec<T> + Sync) -> Vec<T> {
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 16);
     let chunk = n.div_ceil(threads).max(1);
     std::thread::scope(|s| {
         let f = &f;
         let parts: Vec<_> = (0..n).step_by(chunk).map(|a| s.spawn(move || f(a..(a + chunk).min(n)))).collect();
-        parts.into_iter().map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        parts.into_iter().flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
     })
 }
 
 /// MergeSimilar's edges: every pair of neighbours whose dot reaches `threshold`.
 pub(super) fn join_similar(lib: &Library<'_>, near: &Neighbours, threshold: f32, sets: &mut Components) {
     let n = lib.items.len();
-    let edges: Vec<Vec<(u32, u32)>> = in_parallel(n, |range| {
+    let edges: Vec<(u32, u32)> = par_map(n, |range| {
         let mut row = vec![0.0f32; lib.dim];
         let mut out = Vec::new();
         for i in range {
@@ -165,30 +171,28 @@ pub(super) fn join_similar(lib: &Library<'_>, near: &Neighbours, threshold: f32,
         }
         out
     });
-    for (i, j) in edges.into_iter().flatten() {
+    for (i, j) in edges {
         sets.join(i as usize, j as usize);
     }
 }
 
 /// Hybrid over the graph's neighbours (see the module doc): the removal flags.
 pub(super) fn hybrid(lib: &Library<'_>, near: &Neighbours, keep: usize, base: &[f64]) -> Vec<bool> {
-    let n = lib.items.len();
+    let (n, started) = (lib.items.len(), std::time::Instant::now());
     // `list[i]`: i's nearest (dot descending, then lower index), removed ones dropped from the front lazily.
-    let mut list: Vec<Vec<(u32, f32)>> = in_parallel(n, |range| {
-        let mut row = vec![0.0f32; lib.dim];
+    let mut list: Vec<Vec<(u32, f32)>> = par_map(n, |range| {
+        let (mut row, mut rows) = (vec![0.0f32; lib.dim], Vec::new());
         range
             .map(|i| {
+                lib.touch(near.of(i), &mut rows);
                 lib.load(i, &mut row);
                 let mut l: Vec<(u32, f32)> = near.of(i).iter().map(|&j| (j, lib.dot_with(&row, j as usize))).collect();
                 nearest_first(&mut l);
                 l.shrink_to_fit();
                 l
             })
-            .collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect();
+            .collect()
+    });
     // `holders[j]`: the experiences whose list holds j (maybe no longer: checked when used).
     let mut holders: Vec<Vec<u32>> = vec![Vec::new(); n];
     for (i, l) in list.iter().enumerate() {
@@ -196,11 +200,12 @@ pub(super) fn hybrid(lib: &Library<'_>, near: &Neighbours, keep: usize, base: &[
             holders[j as usize].push(i as u32);
         }
     }
+    tracing::debug!(n, secs = started.elapsed().as_secs_f64(), "hybrid over the graph: nearest lists");
     let mut score: Vec<f64> = (0..n).map(|i| hybrid_score(base[i], list[i].first().map(|p| p.1))).collect();
     let mut removed = vec![false; n];
     let mut order = RemovalOrder::new(lib, &score);
     let (mut seen, mut stamp) = (vec![0u32; n], 0u32);
-    let mut row = vec![0.0f32; lib.dim];
+    let (mut row, mut among, mut rows) = (vec![0.0f32; lib.dim], Vec::new(), Vec::new());
     for _ in keep..n {
         let Some(v) = order.pop(&removed, &score) else { break };
         removed[v] = true;
@@ -215,17 +220,18 @@ pub(super) fn hybrid(lib: &Library<'_>, near: &Neighbours, keep: usize, base: &[
                 // Refilled from the neighbours of its neighbours that remain.
                 stamp += 1;
                 seen[i] = stamp;
-                lib.load(i, &mut row);
-                let mut l = Vec::new();
+                among.clear();
                 for &a in near.of(i) {
                     for &b in std::iter::once(&a).chain(near.of(a as usize)) {
-                        let b = b as usize;
-                        if seen[b] != stamp && !removed[b] {
-                            seen[b] = stamp;
-                            l.push((b as u32, lib.dot_with(&row, b)));
+                        if seen[b as usize] != stamp && !removed[b as usize] {
+                            seen[b as usize] = stamp;
+                            among.push(b);
                         }
                     }
                 }
+                lib.touch(&among, &mut rows);
+                lib.load(i, &mut row);
+                let mut l: Vec<(u32, f32)> = among.iter().map(|&b| (b, lib.dot_with(&row, b as usize))).collect();
                 nearest_first(&mut l);
                 for &(j, _) in &l {
                     holders[j as usize].push(i as u32);
@@ -236,12 +242,14 @@ pub(super) fn hybrid(lib: &Library<'_>, near: &Neighbours, keep: usize, base: &[
             order.push(lib, i, score[i]);
         }
     }
+    tracing::debug!(n, secs = started.elapsed().as_secs_f64(), "hybrid over the graph: removals chosen");
     removed
 }
 
 /// Sets the centroid of every `dirty` cluster with members to their normalised mean, on every core (as
-/// [`Library::update_centroids`] does for all). Returns which centroids changed.
-fn update_dirty(lib: &Library<'_>, cent: &mut [f32], assign: &[u32], dirty: &[bool]) -> Vec<bool> {
+/// [`Library::update_centroids`] does for all). Returns how far each centroid moved (`‖new − old‖`, rounded
+/// up; 0 for one that did not change).
+fn update_dirty(lib: &Library<'_>, cent: &mut [f32], assign: &[u32], dirty: &[bool]) -> Vec<f32> {
     let (k, dim) = (dirty.len(), lib.dim);
     let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
     for (i, &c) in assign.iter().enumerate() {
@@ -250,22 +258,20 @@ fn update_dirty(lib: &Library<'_>, cent: &mut [f32], assign: &[u32], dirty: &[bo
         }
     }
     let todo: Vec<usize> = (0..k).filter(|&c| !members[c].is_empty()).collect();
-    let fresh: Vec<Vec<f32>> = in_parallel(todo.len(), |range| {
+    let fresh: Vec<Vec<f32>> = par_map(todo.len(), |range| {
         let mut scratch = Scratch::new(dim);
-        range.map(|x| lib.mean_direction(&members[todo[x]], &mut scratch).to_vec()).collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    let mut moved = vec![false; k];
+        range.map(|x| lib.mean_direction(&members[todo[x]], &mut scratch).to_vec()).collect()
+    });
+    let mut drift = vec![0.0f32; k];
     for (&c, v) in todo.iter().zip(&fresh) {
         let at = &mut cent[c * dim..(c + 1) * dim];
         if at != &v[..] {
+            let d = at.iter().zip(v).map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2)).sum::<f64>().sqrt();
+            drift[c] = (d * (1.0 + 1e-6)) as f32;
             at.copy_from_slice(v);
-            moved[c] = true;
         }
     }
-    moved
+    drift
 }
 
 /// Sorts a neighbour list nearest first (ties: lower index) and keeps its [`LIST`] first.
@@ -274,8 +280,28 @@ fn nearest_first(l: &mut Vec<(u32, f32)>) {
     l.truncate(LIST);
 }
 
+/// What a Lloyd pass knows of an experience's dots with the centroids of its candidate clusters: at least
+/// `lo` with its own cluster's, at most `hi` with any other's. Exact (but for [`ROUNDING`]) when it was
+/// compared, loosened by how far the centroids moved in each pass since. While `lo > hi` its own cluster
+/// still wins, and the pass skips its dot products.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    lo: f32,
+    hi: f32,
+}
+
+/// Widens a computed dot into a bound: covers the rounding of the dot stored and of the one a later pass
+/// would compute (a dot of two 384-value unit vectors in `f32` errs by less than 3·10⁻⁵).
+const ROUNDING: f32 = 1e-4;
+
 /// Diversity over the graph's neighbours (see the module doc): the removal flags.
 pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, params: &Params) -> Vec<bool> {
+    diversity_with(lib, near, keep, params, true)
+}
+
+/// [`diversity`], its Lloyd passes skipping an experience whose [`Bounds`] show its cluster still wins
+/// (`bounded`), or comparing every experience with every candidate in every pass: the same result.
+pub(super) fn diversity_with(lib: &Library<'_>, near: &Neighbours, keep: usize, params: &Params, bounded: bool) -> Vec<bool> {
     let (n, dim) = (lib.items.len(), lib.dim);
     // The centres: a seeded order, skipping an experience while one of its neighbours is a centre, then filling.
     let mut order: Vec<usize> = (0..n).collect();
@@ -316,51 +342,73 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
             *a = lib.nearest(&cent, &row, 0..k) as u32;
         }
     }
+    // A centroid that moved by `d` changes an experience's dot with it by at most `d · reach`.
+    let longest = par_map(n, |range| {
+        let mut row = vec![0.0f32; dim];
+        let most = range.map(|i| {
+            lib.load(i, &mut row);
+            dot(&row, &row)
+        });
+        vec![most.fold(0.0f32, f32::max)]
+    });
+    let reach = longest.into_iter().fold(0.0f32, f32::max).sqrt() * (1.0 + 1e-6);
     // Lloyd iterations, each experience against its own centroid and its neighbours' (all from the last pass).
     // Only a cluster whose members changed gets a new centroid (the others' sums are the same sums).
     let mut dirty = vec![true; k];
     // `flipped[i]`: i changed cluster in the last pass (every experience counts as changed before the first).
     let mut flipped = vec![true; n];
+    let mut bounds = vec![Bounds { lo: f32::NEG_INFINITY, hi: f32::INFINITY }; n];
     let started = std::time::Instant::now();
     for iteration in 0..params.kmeans_iterations {
-        let moved = update_dirty(lib, &mut cent, &assign, &dirty);
+        let drift = update_dirty(lib, &mut cent, &assign, &dirty);
         let updated = started.elapsed().as_secs_f64();
-        let movers = moved.iter().filter(|&&m| m).count();
-        let (cent_now, assign_now, flipped_now) = (&cent, &assign, &flipped);
+        let movers = drift.iter().filter(|&&d| d > 0.0).count();
+        let (cent_now, assign_now, flipped_now, bounds_now) = (&cent, &assign, &flipped, &bounds);
         // Visited cluster by cluster, so the few centroids that neighbouring experiences compare with stay in
         // cache (each experience's result is from the last pass alone: the order changes no result).
         let visit = by_cluster(&assign, k);
-        let found: Vec<u32> = in_parallel(n, |range| {
-            let mut row = vec![0.0f32; dim];
-            let mut among: Vec<usize> = Vec::new();
-            visit[range]
+        let compared = std::sync::atomic::AtomicUsize::new(0);
+        let found: Vec<(u32, Bounds)> = par_map(n, |range| {
+            let (mut row, mut among, mut count) = (vec![0.0f32; dim], Vec::new(), 0);
+            let out = visit[range]
                 .iter()
                 .map(|&i| {
                     let i = i as usize;
-                    let own = assign_now[i] as usize;
+                    let own = assign_now[i];
+                    let nb = near.of(i);
+                    if bounded {
+                        // Its bounds hold for the candidates of its last pass; a cluster a neighbour moved into
+                        // in that pass may be new, and is compared exactly.
+                        let others =
+                            nb.iter().map(|&j| assign_now[j as usize]).filter(|&c| c != own).fold(0.0f32, |m, c| m.max(drift[c as usize]));
+                        let b = bounds_now[i];
+                        let mut b = Bounds { lo: b.lo - drift[own as usize] * reach, hi: b.hi + others * reach };
+                        if b.lo > b.hi {
+                            among.clear();
+                            among.extend(nb.iter().filter(|&&j| flipped_now[j as usize]).map(|&j| assign_now[j as usize]));
+                            among.retain(|&c| c != own);
+                            if !among.is_empty() {
+                                b.hi = b.hi.max(best(lib, cent_now, i, &mut among, &mut row).1 + ROUNDING);
+                            }
+                            if b.lo > b.hi {
+                                return (own, b);
+                            }
+                        }
+                    }
                     among.clear();
                     among.push(own);
-                    let clusters = near.of(i).iter().map(|&j| assign_now[j as usize] as usize);
-                    // Unless its centroid moved or a neighbour changed cluster (a cluster it was not compared
-                    // with), it lost to every other candidate before and can only switch to one that moved.
-                    if moved[own] || flipped_now[i] || near.of(i).iter().any(|&j| flipped_now[j as usize]) {
-                        among.extend(clusters);
-                    } else {
-                        among.extend(clusters.filter(|&c| moved[c]));
-                    }
-                    if among.len() == 1 {
-                        return assign_now[i];
-                    }
-                    best_of(lib, cent_now, i, &mut among, &mut row)
+                    among.extend(nb.iter().map(|&j| assign_now[j as usize]));
+                    count += 1;
+                    compare(lib, cent_now, i, &mut among, &mut row)
                 })
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+                .collect();
+            compared.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+            out
+        });
         let mut next = vec![NONE; n];
-        for (&i, &c) in visit.iter().zip(&found) {
+        for (&i, &(c, b)) in visit.iter().zip(&found) {
             next[i as usize] = c;
+            bounds[i as usize] = b;
         }
         dirty.fill(false);
         let mut changed = 0;
@@ -376,6 +424,7 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
             iteration,
             changed,
             movers,
+            compared = compared.into_inner(),
             updated,
             secs = started.elapsed().as_secs_f64(),
             "diversity over the graph: an iteration"
@@ -388,12 +437,32 @@ pub(super) fn diversity(lib: &Library<'_>, near: &Neighbours, keep: usize, param
     lib.representatives(&cent, |i| assign[i] as usize, k, keep)
 }
 
-/// The cluster among `among` (maybe repeated) whose centroid is nearest item `i`; `row` is scratch.
-fn best_of(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<usize>, row: &mut [f32]) -> u32 {
+/// Item `i` against the centroids of the clusters `among` (maybe repeated; `row` is scratch): the nearest
+/// (highest dot, the lowest index on ties) and its [`Bounds`].
+fn compare(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row: &mut [f32]) -> (u32, Bounds) {
+    let (c, top, second) = best(lib, cent, i, among, row);
+    (c, Bounds { lo: top - ROUNDING, hi: second + ROUNDING })
+}
+
+/// The nearest of the clusters `among` (not empty) to item `i`, with its dot and the next highest dot
+/// (−∞ with one cluster). The centroids are read ahead ([`VectorRows::touch`]), so their cache misses overlap.
+fn best(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row: &mut [f32]) -> (u32, f32, f32) {
+    let dim = lib.dim;
     among.sort_unstable();
     among.dedup();
+    VectorRows::Full(cent).touch(among, dim);
     lib.load(i, row);
-    lib.nearest(cent, row, among.iter().copied()) as u32
+    let (mut best, mut top, mut second) = (NONE, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &c in among.iter() {
+        let d = dot(row, &cent[c as usize * dim..][..dim]);
+        if best == NONE || d > top {
+            second = second.max(top);
+            (best, top) = (c, d);
+        } else {
+            second = second.max(d);
+        }
+    }
+    (best, top, second)
 }
 
 /// Item indices grouped by `assign` (cluster 0's first), ascending within a cluster.
@@ -424,34 +493,28 @@ fn spread(lib: &Library<'_>, near: &Neighbours, cent: &[f32], assign: &mut [u32]
     loop {
         let now: &[u32] = assign;
         // (first candidate cluster, experience) for every experience this round assigns.
-        let mut todo: Vec<(u32, u32)> = in_parallel(n, |range| {
+        let mut todo: Vec<(u32, u32)> = par_map(n, |range| {
             range
                 .filter(|&i| now[i] == NONE)
                 .filter_map(|i| near.of(i).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE).min().map(|c| (c, i as u32)))
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+                .collect()
+        });
         if todo.is_empty() {
             break;
         }
         todo.sort_unstable();
-        let chosen: Vec<u32> = in_parallel(todo.len(), |range| {
+        let chosen: Vec<u32> = par_map(todo.len(), |range| {
             let mut row = vec![0.0f32; lib.dim];
-            let mut among: Vec<usize> = Vec::new();
+            let mut among: Vec<u32> = Vec::new();
             todo[range]
                 .iter()
                 .map(|&(_, i)| {
                     among.clear();
-                    among.extend(near.of(i as usize).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE).map(|c| c as usize));
-                    best_of(lib, cent, i as usize, &mut among, &mut row)
+                    among.extend(near.of(i as usize).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE));
+                    compare(lib, cent, i as usize, &mut among, &mut row).0
                 })
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+                .collect()
+        });
         for (&(_, i), &c) in todo.iter().zip(&chosen) {
             assign[i as usize] = c;
         }

@@ -381,6 +381,35 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Diversity's Lloyd passes skip an experience only while its bounds prove its cluster still wins: the
+    /// same removals as comparing every experience with every candidate in every pass, with vectors kept
+    /// in the bank's rows (half precision) and the library's own, of any length.
+    #[test]
+    fn diversitys_bounds_skip_only_what_a_full_pass_would_keep(
+        n in 40usize..260, clusters in 1usize..16, spread in prop::sample::select(vec![0.03f32, 0.05, 0.1, 0.2, 0.4]), keep_frac in 0.02f64..0.5, seed in any::<u64>(),
+        own in prop::sample::select(vec![0usize, 4, 30]), deleted in prop::sample::select(vec![0usize, 5]),
+        scale in prop::sample::select(vec![1.0f32, 0.5, 1.7]),
+    ) {
+        let dim = 12;
+        let mut rows = clustered(n, dim, clusters, spread, seed);
+        let base = base_over(&rows, dim);
+        // The library's own vectors may be longer or shorter than the bank's unit rows.
+        rows.iter_mut().for_each(|x| *x *= scale);
+        let c = bank_candidates(&rows, dim, deleted, own, seed);
+        let lib = Library::new(&c, Some(space_of(&base)), 0).expect("valid");
+        let near = lib.neighbours(String::new).expect("a graph").expect("over the limit");
+        let keep = ((c.len() as f64 * keep_frac) as usize).max(1);
+        let params = Params { seed, kmeans_iterations: 30, ..Params::default() };
+        prop_assert_eq!(
+            scale::diversity_with(&lib, &near, keep, &params, true),
+            scale::diversity_with(&lib, &near, keep, &params, false)
+        );
+    }
+}
+
 #[test]
 fn the_graph_path_removes_one_of_each_duplicate_like_the_exact_path() {
     // 300 distinct experiences, then a copy of every tenth: hybrid's first 30 removals are one of each pair
