@@ -468,24 +468,15 @@ impl<'a> Library<'a> {
 
     /// The centroid among `among` with the highest dot to `row`, the lowest index on ties.
     fn nearest(&self, cent: &[f32], row: &[f32], among: impl Iterator<Item = usize>) -> usize {
-        self.nearest_two(cent, row, among).0
-    }
-
-    /// [`Library::nearest`], with its dot and the highest dot of the other centroids among `among` (−∞ when
-    /// there is none).
-    fn nearest_two(&self, cent: &[f32], row: &[f32], among: impl Iterator<Item = usize>) -> (usize, f32, f32) {
         let dim = self.dim;
-        let (mut best, mut top, mut second) = (usize::MAX, f32::NEG_INFINITY, f32::NEG_INFINITY);
+        let mut best = (usize::MAX, f32::NEG_INFINITY);
         for c in among {
             let d = dot(row, &cent[c * dim..(c + 1) * dim]);
-            if best == usize::MAX || d > top || (d == top && c < best) {
-                second = second.max(top);
-                (best, top) = (c, d);
-            } else {
-                second = second.max(d);
+            if best.0 == usize::MAX || d > best.1 || (d == best.1 && c < best.0) {
+                best = (c, d);
             }
         }
-        (best, top, second)
+        best.0
     }
 
     /// Sets each non-empty cluster's centroid to the normalised mean of its members (`assign[i]` is i's cluster);

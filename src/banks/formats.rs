@@ -207,7 +207,9 @@ impl Banks {
         expected: Option<u64>,
     ) -> Result<(usize, BankMeta), BankError> {
         super::check_name("bank", bank)?;
+        let started = std::time::Instant::now();
         let file = admit(format, data, &self.config().limits)?;
+        tracing::debug!(bank, experiences = file.experiences.len(), secs = started.elapsed().as_secs_f64(), "import file read and checked");
         let created = match self.store_meta(bank).await? {
             Some(_) => false,
             None => {

@@ -466,7 +466,7 @@ impl Library {
     /// The stored rows of a draft's puts with their vectors (one per put, in [`Draft::puts`] order).
     /// An experience that keeps its id keeps its usage; the usage it carries excludes the increments not
     /// yet flushed, which the flusher adds.
-    pub fn stored(&self, draft: &Draft, vectors: &[Vec<f32>]) -> Vec<StoredExperience> {
+    pub fn stored(&self, draft: &Draft, vectors: Vec<Vec<f32>>) -> Vec<StoredExperience> {
         let book = self.usage.lock();
         draft
             .puts()
@@ -479,7 +479,7 @@ impl Library {
                     exp.last_used_epoch = *last;
                 }
                 // As a store gives it back: at half precision ([`crate::memory::half`]).
-                let mut vector = v.clone();
+                let mut vector = v;
                 crate::memory::half::round(&mut vector);
                 StoredExperience { exp, vector }
             })

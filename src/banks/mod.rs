@@ -379,14 +379,14 @@ impl Banks {
                 meta.embedder_fingerprint = id.fingerprint.clone();
                 // The library's index has the old dimension: rebuild it from the committed rows.
                 let vectors = self.vectors(&draft).await?;
-                let commit = Commit {
-                    put: lib.stored(&draft, &vectors),
+                let commit = Arc::new(Commit {
+                    put: lib.stored(&draft, vectors),
                     delete: Vec::new(),
                     clear: false,
                     meta: Self::next_meta(&meta, &draft),
                     document: None,
-                };
-                self.commit_or_conflict(name, version, &commit).await?;
+                });
+                let commit = self.commit_or_conflict(name, version, commit).await?;
                 let rows = store::Rows::from_stored(commit.meta.embedder_dim as usize, commit.put);
                 let config = self.config.index.clone();
                 let meta = commit.meta;
@@ -464,18 +464,31 @@ impl Banks {
                 });
             }
             // Nothing has changed yet: if this await is abandoned, the bank is as it was.
+            let started = std::time::Instant::now();
             let vectors = self.vectors(&draft).await?;
-            let commit = Commit {
-                put: lib.stored(&draft, &vectors),
+            let embedded = started.elapsed().as_secs_f64();
+            let commit = Arc::new(Commit {
+                put: lib.stored(&draft, vectors),
                 delete: draft.deletes().collect(),
                 clear: draft.clear,
                 meta: Self::next_meta(lib.meta(), &draft),
                 document: None,
-            };
-            match self.commit_or_conflict(name, version, &commit).await {
-                Ok(()) => {
-                    let meta = commit.meta;
+            });
+            let before_commit = started.elapsed().as_secs_f64();
+            match self.commit_or_conflict(name, version, commit).await {
+                Ok(Commit { put, meta, .. }) => {
+                    let committed = started.elapsed().as_secs_f64();
+                    let vectors: Vec<Vec<f32>> = put.into_iter().map(|s| s.vector).collect();
                     lib.apply(draft, &vectors, meta.clone());
+                    tracing::debug!(
+                        bank = name,
+                        puts = vectors.len(),
+                        embedded,
+                        before_commit,
+                        committed,
+                        applied = started.elapsed().as_secs_f64(),
+                        "a write's phases (seconds since it was planned)"
+                    );
                     if lib.claim_compaction() {
                         self.spawn_compaction(name, Arc::clone(&handle));
                     }
@@ -560,17 +573,13 @@ impl Banks {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut out = Vec::with_capacity(texts.len());
-        // Large imports in pieces, so one request does not hold the embedder for long.
-        for chunk in texts.chunks(1_024) {
-            out.extend(self.embed.embed(chunk.to_vec()).await?);
-        }
-        Ok(out)
+        Ok(self.embed.embed_bulk(texts).await?)
     }
 
-    async fn commit_or_conflict(&self, name: &str, version: u64, commit: &Commit) -> Result<(), BankError> {
-        match self.store.commit(version, commit).await? {
-            Committed::Done => Ok(()),
+    /// Commits `commit` at `version`, and gives it back (without a copy once the store has let go of it).
+    async fn commit_or_conflict(&self, name: &str, version: u64, commit: Arc<Commit>) -> Result<Commit, BankError> {
+        match self.store.commit(version, Arc::clone(&commit)).await? {
+            Committed::Done => Ok(Arc::try_unwrap(commit).unwrap_or_else(|shared| (*shared).clone())),
             Committed::Conflict { current: None } => Err(BankError::BankNotFound { name: name.to_string() }),
             Committed::Conflict { current: Some(current) } => {
                 Err(BankError::VersionConflict { name: name.to_string(), expected: version, current })

@@ -42,8 +42,7 @@ impl HashEmbedder {
         let mut v = vec![0.0f32; dim];
         let words: Vec<String> =
             text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| stem(&w.to_lowercase())).collect();
-        let mut add = |key: &[u8], salt: u8, w: f32| {
-            let mut h = salted_hash(salt, key);
+        let mut add = |mut h: u64, w: f32| {
             let idx = (h % dim as u64) as usize;
             h >>= 63;
             v[idx] += if h == 1 { -w } else { w };
@@ -51,10 +50,9 @@ impl HashEmbedder {
         for (i, w) in words.iter().enumerate() {
             let stop = STOPWORDS.contains(&w.as_str());
             let weight = if stop { 0.1 } else { 1.0 };
-            add(w.as_bytes(), 1, weight);
+            add(salted_hash(1, w.as_bytes()), weight);
             if let Some(next) = words.get(i + 1) {
-                let bi = format!("{w} {next}");
-                add(bi.as_bytes(), 2, if stop { 0.05 } else { 0.5 });
+                add(bigram_hash(w, next), if stop { 0.05 } else { 0.5 });
             }
             if !stop {
                 let padded: Vec<char> = std::iter::once('#').chain(w.chars()).chain(std::iter::once('#')).collect();
@@ -62,7 +60,7 @@ impl HashEmbedder {
                 for tri in padded.windows(3) {
                     buf.clear();
                     buf.extend(tri);
-                    add(buf.as_bytes(), 3, 0.25);
+                    add(salted_hash(3, buf.as_bytes()), 0.25);
                 }
             }
         }
@@ -97,8 +95,21 @@ fn stem(w: &str) -> String {
 
 /// FNV-1a of the salt byte then `bytes`, finished with an avalanche (a different hash per feature kind).
 fn salted_hash(salt: u8, bytes: &[u8]) -> u64 {
-    let mut h = fnv1a_extend(fnv1a(&[salt]), bytes);
-    // Final avalanche so low bits (the bucket) depend on every byte.
+    avalanche(fnv1a_extend(salted(salt), bytes))
+}
+
+/// [`salted_hash`] of the bigram `"{w} {next}"`, hashed in three steps rather than formatted first.
+fn bigram_hash(w: &str, next: &str) -> u64 {
+    avalanche([w.as_bytes(), b" ", next.as_bytes()].iter().fold(salted(2), |h, part| fnv1a_extend(h, part)))
+}
+
+/// FNV-1a's state after the salt byte.
+fn salted(salt: u8) -> u64 {
+    fnv1a(&[salt])
+}
+
+/// The final avalanche, so that the low bits (the bucket) depend on every byte.
+fn avalanche(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
@@ -132,5 +143,13 @@ mod tests {
         assert_eq!(HashEmbedder::default().identity().name, "hash-ngram-v1");
         assert_eq!(HashEmbedder::default().identity(), HashEmbedder::new(384).identity());
         assert_ne!(HashEmbedder::new(64).identity().fingerprint, HashEmbedder::new(384).identity().fingerprint);
+    }
+
+    proptest::proptest! {
+        /// A bigram hashed in parts is the hash of the formatted bigram, so no stored vector changes.
+        #[test]
+        fn a_bigram_hashed_in_parts_is_the_formatted_ones(w in "\\PC{0,12}", next in "\\PC{0,12}") {
+            proptest::prop_assert_eq!(bigram_hash(&w, &next), salted_hash(2, format!("{w} {next}").as_bytes()));
+        }
     }
 }

@@ -218,6 +218,39 @@ impl EmbedService {
         r
     }
 
+    /// Embeds a bank write's texts (an import can hold a million): in batches, `permits` at a time on the
+    /// blocking pool, so that every core embeds, and in order. Not through the cache: a written text is
+    /// seldom asked for again, and a million of them would evict the queries that are. A cheap embedder
+    /// takes [`BULK_CHEAP_BATCH`] texts a batch, a model `max_batch`.
+    pub async fn embed_bulk(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        use futures_util::{StreamExt, TryStreamExt};
+        let (n, started) = (texts.len(), std::time::Instant::now());
+        let size = if self.inner.embedder.is_cheap() { BULK_CHEAP_BATCH } else { self.inner.config.max_batch.max(1) };
+        let texts = Arc::new(texts);
+        let batches = n.div_ceil(size);
+        let one = |b: usize| {
+            let (texts, embedder, permits) = (Arc::clone(&texts), Arc::clone(&self.inner.embedder), Arc::clone(&self.inner.permits));
+            async move {
+                let permit = permits.acquire_owned().await.map_err(|_| EmbedError::Join("the embedding permits were closed".into()))?;
+                tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    let refs: Vec<&str> = texts[b * size..n.min((b + 1) * size)].iter().map(String::as_str).collect();
+                    run_batch(embedder.as_ref(), &refs)
+                })
+                .await
+                .map_err(|e| {
+                    EmbedError::Join(e.try_into_panic().map_or("the embedding task was cancelled".into(), |p| panic_message(&*p)))
+                })?
+            }
+        };
+        let parts: Result<Vec<Vec<Vec<f32>>>, EmbedError> =
+            futures_util::stream::iter(0..batches).map(one).buffered(self.inner.config.permits.max(1)).try_collect().await;
+        self.inner.embedded.fetch_add(n as u64, Ordering::Relaxed);
+        self.inner.batches.fetch_add(batches as u64, Ordering::Relaxed);
+        crate::util::prometheus::embed_call(n, parts.is_ok(), started.elapsed().as_secs_f64());
+        Ok(parts?.into_iter().flatten().collect())
+    }
+
     async fn embed_unobserved(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -369,6 +402,10 @@ fn check_and_normalize(id: &EmbedderIdentity, n: usize, mut vs: Vec<Vec<f32>>) -
     Ok(vs)
 }
 
+/// Texts per batch of [`EmbedService::embed_bulk`] with a cheap embedder: big enough that a batch's
+/// hand-off costs nothing beside it, small enough that the cores share the work evenly.
+const BULK_CHEAP_BATCH: usize = 4_096;
+
 /// The message of a panic caught from an embedding backend (a `&str` or `String` payload).
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
@@ -489,5 +526,60 @@ mod tests {
         let n0: f32 = v[0].iter().map(|x| x * x).sum();
         assert!((n0 - 1.0).abs() < 1e-5);
         assert!(v[1].iter().all(|x| *x == 0.0), "empty text embeds to the zero vector");
+    }
+
+    /// Panics on the text "boom".
+    struct Panicking(HashEmbedder);
+    impl Embedder for Panicking {
+        fn identity(&self) -> &EmbedderIdentity {
+            self.0.identity()
+        }
+        fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            assert!(!texts.contains(&"boom"), "the backend fell over");
+            self.0.embed_batch(texts)
+        }
+    }
+
+    /// A bank write's texts: many batches on both permits, every vector in its text's place, checked and
+    /// normalised as any other, and none of them cached.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bulk_write_embeds_in_order_on_every_permit_without_the_cache() {
+        let rec = Arc::new(Recording(HashEmbedder::default(), parking_lot::Mutex::new(Vec::new())));
+        let cfg = BatchConfig { max_batch: 32, max_wait: std::time::Duration::ZERO, permits: 2, cache_entries: 64 };
+        let s = EmbedService::with_config(rec.clone(), cfg);
+        let texts: Vec<String> = (0..200).map(|i| format!("experience number {i} about topic {}", i % 7)).collect();
+        let bulk = s.embed_bulk(texts.clone()).await.unwrap();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        assert_eq!(bulk, s.embed_blocking(&refs).unwrap(), "a vector out of its text's place");
+        // A model embedder (not cheap): batches of `max_batch`, 200 = 6 × 32 + 8.
+        let mut sizes = rec.1.lock().clone();
+        sizes.truncate(7);
+        assert_eq!(sizes.iter().sum::<usize>(), 200);
+        assert!(sizes.iter().all(|&n| n <= 32), "{sizes:?}");
+        // Nothing was cached: the same text through `embed` is embedded again.
+        rec.1.lock().clear();
+        s.embed(vec![texts[0].clone()]).await.unwrap();
+        assert_eq!((rec.1.lock().clone(), s.stats().cache_hits), (vec![1], 0));
+        // The hash embedder (cheap) takes bigger batches, with the same vectors as one call.
+        let cheap = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
+        let many: Vec<String> = (0..BULK_CHEAP_BATCH * 2 + 5).map(|i| format!("text {i}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(cheap.embed_bulk(many.clone()).await.unwrap(), cheap.embed_blocking(&refs).unwrap());
+        assert!(cheap.embed_bulk(Vec::new()).await.unwrap().is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bulk_write_fails_whole_on_a_bad_vector_or_a_panic() {
+        let id = EmbedderIdentity { name: "broken".into(), dim: 4, fingerprint: "0".into() };
+        let nan = EmbedService::new(Arc::new(Broken(id, 4)), 2);
+        let texts: Vec<String> = (0..100).map(|i| format!("t{i}")).collect();
+        assert!(matches!(nan.embed_bulk(texts.clone()).await, Err(EmbedError::NonFinite { .. })));
+        let panics = EmbedService::new(Arc::new(Panicking(HashEmbedder::default())), 2);
+        let mut texts = texts;
+        texts[70] = "boom".into();
+        match panics.embed_bulk(texts).await {
+            Err(EmbedError::Join(m)) => assert!(m.contains("the backend fell over"), "{m}"),
+            other => panic!("expected the panic as an error, got {other:?}"),
+        }
     }
 }

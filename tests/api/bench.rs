@@ -145,6 +145,16 @@ fn rollout_harness_plays_every_rollout_against_the_instant_endpoint() {
 /// chapter): every table is there, and the open of the largest bank by a fresh server went through the
 /// saved index the first server wrote, then, with it removed, through the exact scan while the graph
 /// builds.
+/// A largest bank under the full-scan threshold has no graph and saves no index: the bench says so instead of
+/// waiting an hour for one.
+#[test]
+fn banks_bench_without_a_graph_skips_the_opens() {
+    let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "300", "--banks-full-scan-threshold", "100000"]].concat());
+    assert_eq!(j["retrieve"][0]["path"], "exact", "{table}");
+    assert!(j["retrieve"][0]["recall_at_10"].is_null(), "{table}");
+    assert!(table.contains("opens not measured") && j["open"].is_null(), "{table}");
+}
+
 #[test]
 fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
     let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "100,3000"]].concat());
@@ -153,6 +163,9 @@ fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
     assert_eq!(rows.iter().map(|r| r["size"].as_u64()).collect::<Vec<_>>(), vec![Some(100), Some(3000)]);
     assert_eq!(rows[1]["path"], "hnsw", "3,000 experiences are above the banks' threshold");
     assert!(rows[1]["recall_at_10"].as_f64().is_some_and(|r| r > 0.0 && r <= 1.0));
+    // By score (ann-benchmarks' count) a hit is any experience scoring at least the exact 10th: every id hit is one.
+    let by_id = rows[1]["recall_at_10_by_id"].as_f64().expect("recall by id");
+    assert!(by_id > 0.0 && by_id <= rows[1]["recall_at_10"].as_f64().unwrap() + 1e-9, "{}", rows[1]);
     let open = &j["open"];
     assert_eq!(open["size"], 3000);
     assert!(open["saved_index"]["origin"].as_str().is_some_and(|o| o.starts_with("Saved")), "{open}");

@@ -12,6 +12,8 @@
 //! (rules only add to `global_rules`, so an episode recorded meanwhile is kept). A reply that gives no
 //! rules changes nothing and is reported; the counter does not move.
 
+use std::sync::Arc;
+
 use super::consolidate::{apply_rules, due, heuristic, llm_prompt, mark_consolidated, parse_llm_rules};
 use super::{build_memory_context, record_episode, summary, AgentMemory, Episode, RecordOutcome, Summary};
 use crate::banks::store::{BankMeta, Commit, Committed, StoreError};
@@ -97,7 +99,7 @@ impl Banks {
             let next = BankMeta { version: meta.version + 1, ..meta.clone() };
             let document = off_workers(name, "writing", move || mem.export()).await?;
             let commit = Commit { put: Vec::new(), delete: Vec::new(), clear: false, meta: next.clone(), document: Some(document) };
-            match self.store.commit(meta.version, &commit).await? {
+            match self.store.commit(meta.version, Arc::new(commit)).await? {
                 Committed::Done => return Ok((out, next)),
                 Committed::Conflict { current: None } => return Err(BankError::BankNotFound { name: name.to_string() }),
                 Committed::Conflict { current: Some(current) } => {

@@ -445,15 +445,28 @@ fn compare(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row:
 }
 
 /// The nearest of the clusters `among` (not empty) to item `i`, with its dot and the next highest dot
-/// ([`Library::nearest_two`]). The centroids are read ahead ([`VectorRows::touch`]), so their cache misses
-/// overlap.
+/// (−∞ with one cluster). The centroids are read ahead ([`VectorRows::touch`]), so their cache misses overlap.
+///
+/// The rule is [`Library::nearest`]'s (highest dot, the lower index on ties: `among` is sorted), in a loop of
+/// its own: the two sharing one `nearest_two` (commit e3c9df9) doubled diversity's time on 200,000
+/// experiences (10.0 s against 4.7 s alone, `bench banks`, 2026-11-29), so that was undone.
 fn best(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row: &mut [f32]) -> (u32, f32, f32) {
+    let dim = lib.dim;
     among.sort_unstable();
     among.dedup();
-    VectorRows::Full(cent).touch(among, lib.dim);
+    VectorRows::Full(cent).touch(among, dim);
     lib.load(i, row);
-    let (c, top, second) = lib.nearest_two(cent, row, among.iter().map(|&c| c as usize));
-    (c as u32, top, second)
+    let (mut best, mut top, mut second) = (NONE, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &c in among.iter() {
+        let d = dot(row, &cent[c as usize * dim..][..dim]);
+        if best == NONE || d > top {
+            second = second.max(top);
+            (best, top) = (c, d);
+        } else {
+            second = second.max(d);
+        }
+    }
+    (best, top, second)
 }
 
 /// Item indices grouped by `assign` (cluster 0's first), ascending within a cluster.

@@ -12,6 +12,8 @@ pub mod postgres;
 pub mod sqlite;
 pub mod vector_bytes;
 
+use std::sync::Arc;
+
 use half::f16;
 
 use crate::util::excerpt::quoted;
@@ -294,8 +296,9 @@ pub trait BankStore: Send + Sync + std::fmt::Debug {
     async fn changes(&self, name: &str, since: u64) -> Result<Option<(BankMeta, Vec<RowChange>)>, StoreError>;
 
     /// Writes `commit` if the bank is at `expected` (its version before the write), in one durable
-    /// transaction.
-    async fn commit(&self, expected: u64, commit: &Commit) -> Result<Committed, StoreError>;
+    /// transaction. Shared, not borrowed: a store that writes on another thread keeps it without a copy (a
+    /// 1,000,000-experience import is a gigabyte), and the caller gets it back once the call returns.
+    async fn commit(&self, expected: u64, commit: Arc<Commit>) -> Result<Committed, StoreError>;
 
     /// Adds usage increments (not a version change).
     async fn add_usage(&self, name: &str, deltas: &[UsageDelta]) -> Result<(), StoreError>;

@@ -71,7 +71,7 @@ impl BankStore for Observed {
         self.timed("changes", self.inner.changes(name, since)).await
     }
 
-    async fn commit(&self, expected: u64, commit: &Commit) -> Result<Committed, StoreError> {
+    async fn commit(&self, expected: u64, commit: Arc<Commit>) -> Result<Committed, StoreError> {
         self.timed("commit", self.inner.commit(expected, commit)).await
     }
 

@@ -10,6 +10,8 @@
 //!
 //! The schema is created at connect under an advisory lock, so replicas starting together do not race.
 
+use std::sync::Arc;
+
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
@@ -342,7 +344,8 @@ impl BankStore for PostgresStore {
         self.read(name, since).await
     }
 
-    async fn commit(&self, expected: u64, c: &Commit) -> Result<Committed, StoreError> {
+    async fn commit(&self, expected: u64, c: Arc<Commit>) -> Result<Committed, StoreError> {
+        let c = c.as_ref();
         let loc = self.location.as_str();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.err(e))?;

@@ -503,8 +503,7 @@ impl BankStore for SqliteStore {
         .await
     }
 
-    async fn commit(&self, expected: u64, commit: &Commit) -> Result<Committed, StoreError> {
-        let c = commit.clone();
+    async fn commit(&self, expected: u64, c: Arc<Commit>) -> Result<Committed, StoreError> {
         let crash = self.crash_after_rows;
         self.with(move |conn, path| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;

@@ -106,7 +106,7 @@ async fn kinds_are_kept_apart_and_a_corrupt_document_is_never_reset() {
         meta: crate::banks::store::BankMeta { version: meta.version + 1, ..meta.clone() },
         document: Some("{\"episode_log\": 7}".into()),
     };
-    store.commit(meta.version, &garbage).await.unwrap();
+    store.commit(meta.version, std::sync::Arc::new(garbage)).await.unwrap();
     drop(store);
     let b = banks(dir.path(), None);
     let e = b.record_episode("agent", &Episode::default(), None).await.unwrap_err();
