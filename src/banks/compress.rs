@@ -359,6 +359,13 @@ struct Library<'a> {
     limit: usize,
 }
 
+/// The nearest-centroid rule, written once: a dot `d` at cluster `c` beats the best so far (`top` at cluster
+/// `best`, `usize::MAX` before any) when it is higher, or equal at a lower index.
+#[inline(always)]
+pub(super) fn beats(d: f32, c: usize, best: usize, top: f32) -> bool {
+    best == usize::MAX || d > top || (d == top && c < best)
+}
+
 impl<'a> Library<'a> {
     fn new(candidates: &[Candidate<'a>], space: Option<Space<'a>>, limit: usize) -> Result<Self, CompressError> {
         let mut items = candidates.to_vec();
@@ -472,7 +479,7 @@ impl<'a> Library<'a> {
         let mut best = (usize::MAX, f32::NEG_INFINITY);
         for c in among {
             let d = dot(row, &cent[c * dim..(c + 1) * dim]);
-            if best.0 == usize::MAX || d > best.1 || (d == best.1 && c < best.0) {
+            if beats(d, c, best.0, best.1) {
                 best = (c, d);
             }
         }

@@ -35,7 +35,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{hybrid_score, Components, Library, Params, RemovalOrder, Scratch, Src, EXACT_LIMIT};
+use super::{beats, hybrid_score, Components, Library, Params, RemovalOrder, Scratch, Src, EXACT_LIMIT};
 use crate::memory::vectors::VectorRows;
 use crate::memory::Graph;
 use crate::memory::Tombstones;
@@ -447,26 +447,27 @@ fn compare(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row:
 /// The nearest of the clusters `among` (not empty) to item `i`, with its dot and the next highest dot
 /// (−∞ with one cluster). The centroids are read ahead ([`VectorRows::touch`]), so their cache misses overlap.
 ///
-/// The rule is [`Library::nearest`]'s (highest dot, the lower index on ties: `among` is sorted), in a loop of
-/// its own: the two sharing one `nearest_two` (commit e3c9df9) doubled diversity's time on 200,000
-/// experiences (10.0 s against 4.7 s alone, `bench banks`, 2026-11-29), so that was undone.
+/// The rule is [`beats`], as [`Library::nearest`]'s, in a loop of its own: the two sharing one `nearest_two`
+/// (commit e3c9df9) doubled diversity's time on 200,000 experiences (10.3–10.9 s against 4.6–5.7 s alone,
+/// `bench banks`, 2026-11-29); sharing only the rule did not (4.55 s).
 fn best(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row: &mut [f32]) -> (u32, f32, f32) {
     let dim = lib.dim;
     among.sort_unstable();
     among.dedup();
     VectorRows::Full(cent).touch(among, dim);
     lib.load(i, row);
-    let (mut best, mut top, mut second) = (NONE, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    let (mut best, mut top, mut second) = (usize::MAX, f32::NEG_INFINITY, f32::NEG_INFINITY);
     for &c in among.iter() {
-        let d = dot(row, &cent[c as usize * dim..][..dim]);
-        if best == NONE || d > top {
+        let c = c as usize;
+        let d = dot(row, &cent[c * dim..][..dim]);
+        if beats(d, c, best, top) {
             second = second.max(top);
             (best, top) = (c, d);
         } else {
             second = second.max(d);
         }
     }
-    (best, top, second)
+    (best as u32, top, second)
 }
 
 /// Item indices grouped by `assign` (cluster 0's first), ascending within a cluster.
