@@ -30,8 +30,7 @@ It prints one line to stdout when it listens, then serves until killed:
   incremental, so nothing arrives earlier). The reply carries `choices[0].message.content`, `finish_reason` (`stop`, `length` or `tool_calls`) and `usage`
   (with `prompt_tokens_details.cached_tokens`, the prompt tokens reused from the KV cache).
 - Tools (OpenAI function calling, as llama.cpp's server and vLLM's `hermes` parser serve them): `tools` (a list
-  of `{"type": "function", "function": {"name", "description", "parameters"}}`), `tool_choice` (`"auto"`, the
-  default, or `"none"`, which renders no tools; nothing else), `parallel_tool_calls` (accepted, ignored).
+  of `{"type": "function", "function": {"name", "description", "parameters", "strict"}}`, names distinct).
   Assistant messages may carry `tool_calls` (their `arguments` a JSON string, as OpenAI sends them; the
   template gets the parsed object) with `content` null or empty, and `tool` messages answer them (`content`,
   `tool_call_id`, optional `name`). The tools are rendered by the model's own chat template. When tools were
@@ -42,6 +41,24 @@ It prints one line to stdout when it listens, then serves until killed:
   field, or is left unclosed (a reply cut by `max_tokens`), there are no `tool_calls` and `content` is the
   reply verbatim, as vLLM's hermes parser does when it fails: the server reports what the model wrote and does
   no lenient reading of its own (see `split_tool_calls`).
+- Decoding controls (OpenAI's, as vLLM and SGLang honour them), by a llama.cpp grammar built from the request
+  (scripts/llm_grammar.py says which JSON Schema it reads; grammars are cached by a hash of what they are built
+  from):
+  - `tool_choice`: `"required"` forces one or more `<tool_call>` blocks of the listed tools, their arguments
+    valid against each tool's schema (objects closed unless the schema opens them; a `strict` function's
+    schema may not open them; integers and numbers within their bounds; enums; array sizes); a named function
+    (`{"type": "function", "function": {"name": ...}}`) forces calls of that one; `"auto"` (the default) leaves
+    the reply free, as vLLM and SGLang do, or with `--auto-tool-grammar lazy` constrains the rest of a call
+    once the model has written `<tool_call>` (llama.cpp's lazy grammar); `"none"` renders no tools.
+  - `parallel_tool_calls` (default true): false allows exactly one call under `required` or a named function.
+  - `response_format`: `{"type": "json_object"}` (any JSON object) or `{"type": "json_schema", "json_schema":
+    {"name", "schema", "strict"}}` (a document valid against the schema); `text` is the default. Under
+    `required` or a named function the reply is calls, so the format is not applied; under `auto` with tools
+    the reply is either the document or calls.
+  - A schema no grammar is built for (`pattern`, `format`, `$ref`, a fractional number bound, ...) is HTTP 400
+    with code `unsupported_schema` and `param` naming the keyword (`tools[0].function.parameters.properties.
+    when.format`). A grammar costs sampling time: every token is checked against it over the whole vocabulary
+    (scripts/llm-constraint-cost.py measures it).
 - GET /v1/models, GET /health, and GET /stats: completions `active` (received, not yet answered) and served
   (`requests`, tokens, `cached_tokens` reused, seconds generating), for tests and measurements.
 - Bad requests get HTTP 400 with an OpenAI-style `{"error": {"message", "type", "param", "code"}}`, `param`
@@ -50,8 +67,9 @@ It prints one line to stdout when it listens, then serves until killed:
 One request generates at a time (llama.cpp contexts are not thread-safe); others wait their turn.
 `--exit-with-stdin` exits when stdin closes, so a test harness that dies never leaves the server behind.
 `--log-requests FILE` appends one JSON line per completion (messages, number of tools, reply, parsed tool
-calls, finish reason, tokens, cached tokens, seconds): what a measurement needs to see the model's real
-replies. It holds memory contents; keep it private.
+calls, finish reason, tokens, cached tokens, seconds, and `constraint`: the tool choice, `parallel_tool_calls`,
+the response format, whether the grammar was lazy and whether it started, and the grammar's hash): what a
+measurement needs to see the model's real replies. It holds memory contents; keep it private.
 """
 
 from __future__ import annotations
@@ -65,6 +83,10 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.dont_write_bytecode = True  # no __pycache__ in scripts/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llm_grammar  # noqa: E402  (the grammar builder, beside this file)
 
 MAX_STOP = 4
 MAX_BODY = 8 << 20
@@ -149,8 +171,10 @@ class Model:
             eos_token=self.piece(eos, True) if eos >= 0 else "",
         )
 
-    def complete(self, prompt: str, max_tokens: int | None, temperature: float, top_p: float, seed: int | None, stop: list[str]):
-        """(text, finish_reason, prompt_tokens, cached prompt tokens, completion_tokens, seconds generating)."""
+    def complete(self, prompt: str, max_tokens: int | None, temperature: float, top_p: float, seed: int | None, stop: list[str],
+                 constraint: dict | None = None):
+        """(text, finish_reason, prompt_tokens, cached prompt tokens, completion_tokens, seconds generating,
+        whether a lazy grammar was triggered)."""
         tokens = self.vocab.tokenize(prompt, add_special=True, parse_special=True)
         room = self.n_ctx - len(tokens)
         if room <= 0:
@@ -162,7 +186,7 @@ class Model:
         limit = room if max_tokens is None else min(max_tokens, room)
         self.count(active=1)
         try:
-            return self.generate(tokens, limit, temperature, top_p, seed, stop)
+            return self.generate(tokens, limit, temperature, top_p, seed, stop, constraint or {})
         finally:
             self.count(active=-1)
 
@@ -186,16 +210,28 @@ class Model:
         del self.cached[n:]
         return n
 
-    def generate(self, tokens: list[int], limit: int, temperature: float, top_p: float, seed: int | None, stop: list[str]):
+    def sampler(self, temperature: float, top_p: float, seed: int | None, grammar: str | None):
+        """A sampler chain: the grammar first (when given: every token it forbids is masked out of all 152k before
+        anything else sees the logits), then greedy, or nucleus, temperature and a seeded draw."""
+        sampler = L.LlamaSampler(L.LlamaSamplerChainParams())
+        if grammar is not None:
+            sampler.add_grammar(self.vocab, grammar, "root")
+        if temperature == 0.0:
+            sampler.add_greedy()
+        else:
+            sampler.add_top_p(top_p, 1)
+            sampler.add_temp(temperature)
+            sampler.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
+        return sampler
+
+    def generate(self, tokens: list[int], limit: int, temperature: float, top_p: float, seed: int | None, stop: list[str], constraint: dict):
+        lazy = constraint.get("lazy", False)
         with self.lock:
             started = time.monotonic()
-            sampler = L.LlamaSampler(L.LlamaSamplerChainParams())
-            if temperature == 0.0:
-                sampler.add_greedy()
-            else:
-                sampler.add_top_p(top_p, 1)
-                sampler.add_temp(temperature)
-                sampler.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
+            # A lazy grammar starts once the model has written `<tool_call>` on its own (llama.cpp's server does
+            # the same with a trigger word); until then the reply is free.
+            sampler = self.sampler(temperature, top_p, seed, None if lazy else constraint.get("grammar"))
+            triggered = False
             reused = self.reuse(tokens)
             for i in range(reused, len(tokens), PROMPT_CHUNK):  # reused is a multiple of PROMPT_CHUNK
                 chunk = tokens[i : i + PROMPT_CHUNK]
@@ -215,15 +251,24 @@ class Model:
                 if cut >= 0:
                     text, finish = text[:cut], "stop"
                     break
+                if lazy and not triggered and text.endswith(llm_grammar.TOOL_CALL_OPEN):
+                    # The trigger ends on this token's boundary (Qwen writes `<tool_call>` as one token); a token
+                    # running past it would leave the rest of the reply free, as it is before a trigger.
+                    triggered = True
+                    draw = None if seed is None else (seed + 1) % (1 << 32)
+                    sampler = self.sampler(temperature, top_p, draw, constraint["grammar"])
                 self.ctx.decode(L.llama_batch_get_one([token], len(tokens) + len(out) - 1))
             elapsed = time.monotonic() - started
         self.count(requests=1, prompt_tokens=len(tokens), cached_tokens=reused, completion_tokens=len(out), seconds=elapsed)
-        return text, finish, len(tokens), reused, len(out), elapsed
+        return text, finish, len(tokens), reused, len(out), elapsed, triggered
 
     def record(self, entry: dict) -> None:
         if self.log is not None:
+            # A reply may hold a lone surrogate (a `\ud83c` escape the model wrote inside a call's JSON): valid
+            # JSON, not encodable as UTF-8, so it is written as its escape rather than failing the request.
+            line = json.dumps(entry, ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
             with self.stats_lock:
-                self.log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                self.log.write(line + "\n")
                 self.log.flush()
 
 
@@ -315,19 +360,17 @@ def _messages(body: dict) -> list[dict]:
     return out
 
 
-def _tools(body: dict) -> list[dict]:
-    """The tools to render: [] when there are none or `tool_choice` is "none"."""
-    choice = body.get("tool_choice")
-    if choice is not None and choice not in ("auto", "none"):
-        raise BadRequest('tool_choice must be "auto" or "none": this server does not force tool calls', "tool_choice", "unsupported_value")
+def _tools(body: dict) -> tuple[list[dict], list[dict]]:
+    """The tools as given, checked: (as the chat template renders them, as the grammar builder reads them: with
+    each function's `strict`)."""
     if body.get("parallel_tool_calls") is not None and not isinstance(body["parallel_tool_calls"], bool):
         raise BadRequest("parallel_tool_calls must be a boolean", "parallel_tool_calls")
     tools = body.get("tools")
     if tools is None:
-        return []
+        return [], []
     if not isinstance(tools, list):
         raise BadRequest("tools must be a list", "tools")
-    out = []
+    out, full, seen = [], [], set()
     for i, tool in enumerate(tools):
         at = f"tools[{i}]"
         _object(tool, at)
@@ -337,6 +380,9 @@ def _tools(body: dict) -> list[dict]:
         name = function.get("name")
         if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
             raise BadRequest(f"{at}.function.name must be 1 to 64 letters, digits, underscores or dashes", f"{at}.function.name")
+        if name in seen:
+            raise BadRequest(f"{at}.function.name {name!r} names an earlier tool too", f"{at}.function.name")
+        seen.add(name)
         rendered = {"name": name}
         if function.get("description") is not None:
             if not isinstance(function["description"], str):
@@ -347,7 +393,76 @@ def _tools(body: dict) -> list[dict]:
         if function.get("strict") is not None and not isinstance(function["strict"], bool):
             raise BadRequest(f"{at}.function.strict must be a boolean", f"{at}.function.strict")
         out.append({"type": "function", "function": rendered})
-    return [] if choice == "none" else out
+        full.append({"type": "function", "function": {**rendered, "strict": function.get("strict") is True}})
+    return out, full
+
+
+def _tool_choice(body: dict, names: list[str]) -> tuple[str, str | None]:
+    """`tool_choice` as (mode, the named function or None); mode is none, auto, required or named."""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return "auto", None
+    if choice in ("none", "auto", "required"):
+        if choice == "required" and not names:
+            raise BadRequest('tool_choice "required" needs tools', "tool_choice")
+        return choice, None
+    if not isinstance(choice, dict):
+        raise BadRequest('tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}', "tool_choice")
+    if choice.get("type") != "function":
+        raise BadRequest('tool_choice.type must be "function"', "tool_choice.type")
+    function = _object(choice.get("function"), "tool_choice.function")
+    name = function.get("name")
+    if not isinstance(name, str) or name not in names:
+        shown = name[:64] if isinstance(name, str) else name
+        raise BadRequest(f"tool_choice.function.name {shown!r} is not one of the request's tools", "tool_choice.function.name")
+    return "named", name
+
+
+def _response_format(body: dict):
+    """`response_format` as None (text) or (schema or None, strict): `json_object` is (None, False)."""
+    rf = body.get("response_format")
+    if rf is None:
+        return None
+    _object(rf, "response_format")
+    kind = rf.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return (None, False)
+    if kind != "json_schema":
+        raise BadRequest('response_format.type must be "text", "json_object" or "json_schema"', "response_format.type")
+    spec = _object(rf.get("json_schema"), "response_format.json_schema")
+    if not isinstance(spec.get("name"), str) or not TOOL_NAME.fullmatch(spec["name"]):
+        raise BadRequest("response_format.json_schema.name must be 1 to 64 letters, digits, underscores or dashes", "response_format.json_schema.name")
+    if spec.get("strict") is not None and not isinstance(spec["strict"], bool):
+        raise BadRequest("response_format.json_schema.strict must be a boolean", "response_format.json_schema.strict")
+    schema = spec.get("schema", {})
+    if schema is not True:
+        _object(schema, "response_format.json_schema.schema")
+    return (schema, spec.get("strict") is True)
+
+
+def _constraint(body: dict, full: list[dict], auto_grammar: str) -> dict:
+    """What decoding is constrained to: {"tool_choice", "parallel_tool_calls", "response_format", "grammar"
+    (GBNF or None), "lazy" (whether the grammar starts at a `<tool_call>` the model writes), "hash"}."""
+    mode, name = _tool_choice(body, [t["function"]["name"] for t in full])
+    parallel = body.get("parallel_tool_calls") is not False
+    doc = _response_format(body)
+    tools = full if mode in ("required", "named") or (mode == "auto" and full and (doc is not None or auto_grammar == "lazy")) else None
+    lazy = mode == "auto" and tools is not None and doc is None
+    if mode in ("required", "named"):
+        doc = None  # the reply is tool calls: a response format has nothing to shape
+    out = {"tool_choice": name or mode, "parallel_tool_calls": parallel, "response_format": None, "grammar": None, "lazy": lazy, "hash": None}
+    if doc is not None:
+        out["response_format"] = "json_object" if doc[0] is None else "json_schema"
+    if tools is None and doc is None:
+        return out
+    try:
+        gbnf, key = llm_grammar.grammar(tools, [name] if name else None, parallel, lazy, doc)
+    except llm_grammar.SchemaError as e:
+        raise BadRequest(f"no grammar can be built: {e}", e.path, "unsupported_schema") from None
+    out.update(grammar=gbnf, hash=key)
+    return out
 
 
 def _no_constant(name: str):
@@ -404,7 +519,7 @@ def split_tool_calls(text: str) -> tuple[str | None, list[dict]]:
     return content or None, calls
 
 
-def _request(body: dict):
+def _request(body: dict, auto_grammar: str = "off"):
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     stream = body.get("stream", False)
@@ -425,9 +540,13 @@ def _request(body: dict):
     if not isinstance(stop, list) or len(stop) > MAX_STOP or not all(isinstance(s, str) and s for s in stop):
         raise BadRequest(f"stop must be a non-empty string or a list of at most {MAX_STOP}", "stop")
     key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    messages = _messages(body)
+    tools, full = _tools(body)
+    constraint = _constraint(body, full, auto_grammar)
     return {
-        "messages": _messages(body),
-        "tools": _tools(body),
+        "messages": messages,
+        "tools": [] if constraint["tool_choice"] == "none" else tools,
+        "constraint": constraint,
         "max_tokens": _number(body, key, None, 1, 1 << 20, integer=True),
         "temperature": _number(body, "temperature", 1.0, 0.0, 2.0),
         "top_p": _number(body, "top_p", 1.0, 0.0, 1.0),
@@ -442,6 +561,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "memgym-llm-server/1"
     protocol_version = "HTTP/1.1"
     model: Model
+    auto_grammar = "off"  # --auto-tool-grammar
 
     def log_message(self, fmt, *args):  # one line per request, on stderr, without contents
         sys.stderr.write("memgym-llm-server: %s %s\n" % (self.address_string(), fmt % args))
@@ -488,10 +608,11 @@ class Handler(BaseHTTPRequestHandler):
                 body = json.loads(raw)
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 raise BadRequest(f"the body is not JSON: {e}") from None
-            req = _request(body)
+            req = _request(body, self.auto_grammar)
             prompt = self.model.render(req["messages"], req["tools"])
-            text, finish, n_prompt, n_cached, n_out, seconds = self.model.complete(
-                prompt, req["max_tokens"], req["temperature"], req["top_p"], req["seed"], req["stop"]
+            constraint = req["constraint"]
+            text, finish, n_prompt, n_cached, n_out, seconds, triggered = self.model.complete(
+                prompt, req["max_tokens"], req["temperature"], req["top_p"], req["seed"], req["stop"], constraint
             )
             message = {"role": "assistant", "content": text}
             content, calls = split_tool_calls(text) if req["tools"] else (text, [])
@@ -506,7 +627,8 @@ class Handler(BaseHTTPRequestHandler):
                 {"messages": req["messages"], "tools": len(req["tools"]), "max_tokens": req["max_tokens"],
                  "temperature": req["temperature"], "reply": text, "tool_calls": calls, "finish_reason": finish,
                  "prompt_tokens": n_prompt, "cached_tokens": n_cached, "completion_tokens": n_out,
-                 "seconds": round(seconds, 3)}
+                 "seconds": round(seconds, 3),
+                 "constraint": {**{k: v for k, v in constraint.items() if k != "grammar"}, "triggered": triggered}}
             )
         except BadRequest as e:
             return self.error(400, str(e), e.param, e.code)
@@ -557,8 +679,11 @@ def main() -> None:
     p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (prompt + reply)")
     p.add_argument("--exit-with-stdin", action="store_true", help="exit when stdin reaches end of file")
     p.add_argument("--log-requests", metavar="FILE", help="append one JSON line per completion (holds memory contents)")
+    p.add_argument("--auto-tool-grammar", choices=("off", "lazy"), default="off",
+                   help='tool_choice "auto": off leaves the reply free, as vLLM and SGLang do; lazy constrains a call once the model writes <tool_call>, as llama.cpp\'s server does')
     p.add_argument("--no-prompt-cache", action="store_true", help="clear the KV cache before every request instead of reusing the prompt prefix it shares with the last one")
     args = p.parse_args()
+    Handler.auto_grammar = args.auto_tool_grammar
     Handler.model = Model(args.model, args.ctx, args.threads, args.model_name, prompt_cache=not args.no_prompt_cache)
     if args.log_requests:
         Handler.model.log = open(args.log_requests, "a", encoding="utf-8")

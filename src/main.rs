@@ -133,6 +133,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                 None
             };
             let ts = rollout::record::read(&a.trajectories)?;
+            let choice = rollout::replay::recorded_tool_choice(&a.trajectories)?;
             if a.concurrency == 0 {
                 anyhow::bail!("--concurrency must be at least 1");
             }
@@ -160,7 +161,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                 use futures_util::stream::StreamExt;
                 let scored: Vec<&rollout::record::Trajectory> = ts.iter().filter(|t| t.status == rollout::record::Status::Scored).collect();
                 let rows: Vec<rollout::replay::Replayed> =
-                    futures_util::stream::iter(scored.iter().map(|t| rollout::replay::replay(&env, t, other)))
+                    futures_util::stream::iter(scored.iter().map(|t| rollout::replay::replay(&env, t, other, choice)))
                         .buffered(a.concurrency.max(1))
                         .collect()
                         .await;
@@ -170,7 +171,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                         println!("{}", serde_json::to_string(r)?);
                     }
                 } else {
-                    print!("{}", rollout::replay::summary(&rows, other, &recorded));
+                    print!("{}", rollout::replay::summary(&rows, other, &recorded, choice));
                 }
                 let diverged = rows.iter().filter(|r| !r.divergences.is_empty()).count();
                 if diverged > 0 {

@@ -332,12 +332,23 @@ impl Banks {
             *slot = None;
         }
         let loading = std::time::Instant::now();
-        let Some((meta, rows)) = self.store.load(name).await? else { return Err(BankError::BankNotFound { name: name.to_string() }) };
+        // The saved index's bytes are fetched while the rows are read (at 1,000,000 experiences on PostgreSQL,
+        // 3.5 s of rows and 0.6 s of index bytes one after the other): only fetched here, checked against
+        // the rows' metadata in `open_library`.
+        let wants_index = self.config.index.mode != crate::memory::IndexMode::Exact;
+        let (loaded, index) = tokio::join!(self.store.load(name), async {
+            if wants_index {
+                Some(self.store.index(name).await)
+            } else {
+                None
+            }
+        });
+        let Some((meta, rows)) = loaded? else { return Err(BankError::BankNotFound { name: name.to_string() }) };
         tracing::info!(bank = name, rows = rows.len(), secs = loading.elapsed().as_secs_f64(), "bank rows read");
         if meta.kind != KIND_EXPERIENCE {
             return Err(BankError::WrongKind { name: name.to_string(), kind: meta.kind, wanted: KIND_EXPERIENCE });
         }
-        let lib = self.open_library(name, meta, rows).await?;
+        let lib = self.open_library(name, meta, rows, index).await?;
         if lib.origin() == IndexOrigin::Pending && lib.claim_rebuild() {
             // Starts once this call lets go of the bank's lock; reads scan exactly until it swaps in.
             self.spawn_compaction(name, self.handle(name));

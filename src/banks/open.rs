@@ -14,6 +14,9 @@ use super::{BankError, Banks};
 use crate::memory::{IndexConfig, IndexMode};
 use crate::util::excerpt::quoted;
 
+/// A saved index as the store gave it: its bytes, none, or the store's error.
+pub(super) type Fetched = Result<Option<Vec<u8>>, super::store::StoreError>;
+
 /// Why a bank was not opened on its saved index.
 enum NotSaved {
     /// Build it from these rows (there is no usable saved index, and why when it was refused).
@@ -27,10 +30,11 @@ impl Banks {
     /// from the rows (off the async workers): a bank that needs a graph is then
     /// [`super::IndexOrigin::Pending`], and the caller starts its build in the background (which saves it).
     /// A bank small enough for the exact scan has no graph to save.
-    pub(super) async fn open_library(&self, name: &str, meta: BankMeta, rows: Rows) -> Result<Library, BankError> {
+    /// `index`: the store's saved index as fetched beside the rows (None: not fetched, as in the exact mode).
+    pub(super) async fn open_library(&self, name: &str, meta: BankMeta, rows: Rows, index: Option<Fetched>) -> Result<Library, BankError> {
         let started = Instant::now();
         let config = self.config.index.clone();
-        let rows = match self.open_saved(name, &meta, rows, &config).await {
+        let rows = match self.open_saved(name, &meta, rows, index, &config).await {
             Ok(lib) => {
                 tracing::info!(
                     bank = name,
@@ -71,11 +75,18 @@ impl Banks {
     }
 
     /// The library on the store's saved index, or why not with the rows given back.
-    async fn open_saved(&self, name: &str, meta: &BankMeta, rows: Rows, config: &IndexConfig) -> Result<Library, NotSaved> {
-        if config.mode == IndexMode::Exact {
+    async fn open_saved(
+        &self,
+        name: &str,
+        meta: &BankMeta,
+        rows: Rows,
+        index: Option<Fetched>,
+        config: &IndexConfig,
+    ) -> Result<Library, NotSaved> {
+        let (IndexMode::Auto | IndexMode::Hnsw, Some(index)) = (config.mode, index) else {
             return Err(NotSaved::Build(None, rows));
-        }
-        let bytes = match self.store.index(name).await {
+        };
+        let bytes = match index {
             Ok(Some(bytes)) => bytes,
             Ok(None) => return Err(NotSaved::Build(None, rows)),
             Err(e) => {

@@ -28,8 +28,9 @@ impl Default for ToolLimits {
     }
 }
 
-/// Most results a search may ask for, and most memories a sample may draw.
-pub const MAX_TOP_K: i64 = 50;
+/// Results a search may ask for, and memories a sample may draw: (least, most). The tool schemas' `top_k`
+/// and `k` bounds.
+pub const TOP_K: (i64, i64) = (1, 50);
 const MAX_LABEL_CHARS: usize = 200;
 
 /// The value of `all` whose `name` is exactly `s`, else "must be one of <the names>": the one rule by
@@ -59,7 +60,9 @@ pub(super) fn label(field: &str, v: Option<String>) -> Result<Option<String>, To
     Ok((!t.is_empty()).then_some(t))
 }
 
-pub(super) fn int_in(field: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<usize, ToolError> {
+/// `v` (or `default` when unset) within `(lo, hi)`, both included: the range a tool schema states as
+/// `minimum`/`maximum`.
+pub(super) fn int_in(field: &str, v: Option<i64>, default: i64, (lo, hi): (i64, i64)) -> Result<usize, ToolError> {
     let x = v.unwrap_or(default);
     if x < lo || x > hi {
         return Err(ToolError::invalid(field, format!("must be between {lo} and {hi}, got {x}")));

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use crate::memory::{EpisodeMemory, MemoryId};
 
 use super::args::*;
-use super::llm_calls::{function, prop, Args};
+use super::llm_calls::{function, prop, prop_strings, Args};
 use super::{join_ids, require_distinct_live, OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
@@ -37,21 +37,24 @@ impl RawDelete {
         let ids = match (one, self.memory_ids) {
             (Some(_), Some(_)) => return Err(ToolError::invalid("memory_ids", "give either memory_id or memory_ids, not both")),
             (Some(s), None) => vec![parse_id("memory_id", s)?],
-            (None, Some(list)) => parse_ids("memory_ids", &list, 1, limits.max_ids_per_call)?,
+            (None, Some(list)) => parse_ids("memory_ids", &list, MIN_IDS, limits.max_ids_per_call)?,
             (None, None) => return Err(ToolError::invalid("memory_id", "is required (or memory_ids)")),
         };
         Ok(DeleteArgs { ids, reason: label("reason", self.reason)? })
     }
 }
 
-/// The OpenAI function schema the LLM sees.
-pub(super) fn schema() -> Value {
+/// A `memory_ids` list names at least this many ids (at most [`ToolLimits::max_ids_per_call`]).
+const MIN_IDS: usize = 1;
+
+/// The OpenAI function schema the LLM sees, with `memory_ids` bounded by `limits`.
+pub(super) fn schema(limits: &ToolLimits) -> Value {
     function(
         "delete_memory",
         "Delete memory_id or memory_ids; nothing is deleted if any id is unknown.",
         json!({
             "memory_id": prop("string", "Id, as a search or sample result showed it."),
-            "memory_ids": prop("array", "List of ids."),
+            "memory_ids": prop_strings("List of ids.", (MIN_IDS, limits.max_ids_per_call)),
             "reason": prop("string", "Why."),
         }),
         &[],

@@ -1,7 +1,17 @@
-//! The tools as an LLM sees them: the six OpenAI function schemas in order (verl-compatible: each
-//! property has only `type`, `description` and `enum`), the dispatch of an LLM's call by tool name, and
-//! the reading of JSON argument values ([`Args`]). Each tool's own schema, the names it reads and its
-//! canonical form live in the tool's file.
+//! The tools as an LLM sees them: the six OpenAI function schemas in order, the dispatch of an LLM's call
+//! by tool name, and the reading of JSON argument values ([`Args`]). Each tool's own schema, the names it
+//! reads and its canonical form live in the tool's file.
+//!
+//! A schema says what the tool's validation enforces, in the JSON-schema subset every constrained decoder
+//! reads (vLLM's `tool_choice="required"`, SGLang's xgrammar, llama.cpp's grammars), so that a grammar
+//! built from it writes only calls memgym accepts as far as a schema can say: `parameters` is closed
+//! (`"additionalProperties": false`: unknown argument names are refused), integers and numbers carry
+//! the `minimum`/`maximum` their validation checks, lists carry `"items": {"type": "string"}` and the
+//! `minItems`/`maxItems` it checks, each bound from the same constant the validation reads. What a
+//! schema cannot say stays the validation's alone (a text's characters and length, ids that exist, one of
+//! `memory_id`/`memory_ids`, `parts` no longer than `max_parts`). verl's pydantic property model
+//! (`OpenAIFunctionPropertySchema`) keeps only `type`, `description` and `enum` and silently drops the
+//! other keys, so verl's prompts show the descriptions, which state the bounds in words too.
 //!
 //! Parsing is strict where a call would be ambiguous and lenient where LLM output is merely untidy
 //! (the book's "Tool arguments"): the arguments must be one JSON object with distinct keys (`""` is `{}`),
@@ -31,15 +41,34 @@ pub(super) fn prop_enum(description: &str, values: &[&str]) -> Value {
     json!({"type": "string", "description": description, "enum": values})
 }
 
-pub(super) fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
-    json!({"type": "function", "function": {"name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required}}})
+/// An integer the validation accepts from `lo` to `hi` (both included).
+pub(super) fn prop_int(description: &str, (lo, hi): (i64, i64)) -> Value {
+    json!({"type": "integer", "description": description, "minimum": lo, "maximum": hi})
 }
 
-/// The six tools' OpenAI function schemas, in [`TOOL_NAMES`] order.
-pub fn tool_schemas() -> Vec<Value> {
+/// A number the validation accepts from `lo` to `hi` (both included).
+pub(super) fn prop_number(description: &str, (lo, hi): (f64, f64)) -> Value {
+    json!({"type": "number", "description": description, "minimum": lo, "maximum": hi})
+}
+
+/// A list of `lo` to `hi` strings.
+pub(super) fn prop_strings(description: &str, (lo, hi): (usize, usize)) -> Value {
+    json!({"type": "array", "description": description, "items": {"type": "string"}, "minItems": lo, "maxItems": hi})
+}
+
+/// One tool's function schema; its `parameters` are closed (`"additionalProperties": false`), since
+/// [`parse_call`] refuses an argument name the tool does not read.
+pub(super) fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({"type": "function", "function": {"name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required, "additionalProperties": false}}})
+}
+
+/// The six tools' OpenAI function schemas, in [`TOOL_NAMES`] order, with the bounds `limits` sets (the
+/// server's: `delete_memory`'s `memory_ids` lists at most [`ToolLimits::max_ids_per_call`] ids; every other
+/// bound is a constant of its tool).
+pub fn tool_schemas(limits: &ToolLimits) -> Vec<Value> {
     // Every word here is in every prompt (about 1,000 Qwen2.5 tokens for the six): keep them short.
-    vec![search::schema(), manage::schema(), delete::schema(), sample::schema(), merge::schema(), split::schema()]
+    vec![search::schema(), manage::schema(), delete::schema(limits), sample::schema(), merge::schema(), split::schema()]
 }
 
 /// Reads one tool's arguments into its validated call.
@@ -213,23 +242,124 @@ mod tests {
         }
     }
 
+    /// verl's property model keeps `type`, `description` and `enum` and drops the rest; every other key a
+    /// property carries is one of the bounds the validation enforces.
     #[test]
     fn schemas_are_verl_compatible() {
-        let schemas = tool_schemas();
+        let schemas = tool_schemas(&ToolLimits::default());
         assert_eq!(schemas.len(), 6);
         for (s, name) in schemas.iter().zip(TOOL_NAMES) {
             assert_eq!(s["type"], "function");
             assert_eq!(s["function"]["name"], name);
-            assert_eq!(s["function"]["parameters"]["type"], "object");
-            let props = s["function"]["parameters"]["properties"].as_object().unwrap();
+            let params = &s["function"]["parameters"];
+            assert_eq!(params["type"], "object");
+            assert_eq!(params["additionalProperties"], false, "{name}");
+            let props = params["properties"].as_object().unwrap();
             for (pname, p) in props {
+                assert!(p["type"].is_string() && p["description"].is_string(), "{name}.{pname}");
                 for key in p.as_object().unwrap().keys() {
-                    assert!(["type", "description", "enum"].contains(&key.as_str()), "{name}.{pname} has {key}");
+                    let known = ["type", "description", "enum", "minimum", "maximum", "items", "minItems", "maxItems"];
+                    assert!(known.contains(&key.as_str()), "{name}.{pname} has {key}");
+                }
+                if p["type"] == "array" {
+                    assert_eq!(p["items"], json!({"type": "string"}), "{name}.{pname}");
                 }
             }
-            for r in s["function"]["parameters"]["required"].as_array().unwrap() {
+            for r in params["required"].as_array().unwrap() {
                 assert!(props.contains_key(r.as_str().unwrap()), "{name} requires unknown {r}");
             }
+        }
+    }
+
+    /// Arguments every tool accepts, to which one argument is added or changed.
+    fn base(tool: &str) -> Value {
+        match tool {
+            "search_memory" => json!({"query": "x"}),
+            "manage_memory" => json!({"operation": "create", "content": "x"}),
+            "merge_memory" => json!({"memory_ids": ["m1", "m2"], "strategy": "summarize"}),
+            // The largest max_parts, so that parts may reach the schema's maxItems.
+            "split_memory" => json!({"memory_id": "m1", "split_criteria": "speaker", "max_parts": 5}),
+            _ => json!({}),
+        }
+    }
+
+    /// A value at the edge of a property's bounds, or just past it.
+    fn edge(p: &Value) -> Vec<(Value, bool)> {
+        let mut out = Vec::new();
+        if let (Some(lo), Some(hi)) = (p.get("minimum"), p.get("maximum")) {
+            if p["type"] == "integer" {
+                let (lo, hi) = (lo.as_i64().unwrap(), hi.as_i64().unwrap());
+                out.extend([(json!(lo), true), (json!(hi), true), (json!(lo - 1), false), (json!(hi + 1), false)]);
+            } else {
+                let (lo, hi) = (lo.as_f64().unwrap(), hi.as_f64().unwrap());
+                out.extend([(json!(lo), true), (json!(hi), true), (json!(lo - 1e-6), false), (json!(hi + 1e-6), false)]);
+            }
+        }
+        if let (Some(lo), Some(hi)) = (p.get("minItems"), p.get("maxItems")) {
+            let list = |n: u64| Value::Array((1..=n).map(|i| json!(format!("m{i}"))).collect());
+            let (lo, hi) = (lo.as_u64().unwrap(), hi.as_u64().unwrap());
+            out.extend([(list(lo), true), (list(hi), true), (list(lo - 1), false), (list(hi + 1), false)]);
+        }
+        out
+    }
+
+    /// Each bound a schema states is the validation's: a call at the bound is accepted by [`parse_call`]
+    /// and conforms to the schema, one just past it is refused by both; an unknown argument is refused by
+    /// both; the names the schema lists are exactly the names the tool reads. Checked with the default
+    /// limits and with a smaller `max_ids_per_call`.
+    #[test]
+    fn schema_bounds_are_the_validations() {
+        use crate::util::json_schema::check;
+        for limits in [ToolLimits::default(), ToolLimits { max_ids_per_call: 7, ..ToolLimits::default() }] {
+            let mut edges = 0;
+            for s in tool_schemas(&limits) {
+                let (name, params) = (s["function"]["name"].as_str().unwrap(), &s["function"]["parameters"]);
+                let b = base(name);
+                let mut props: Vec<&String> = params["properties"].as_object().unwrap().keys().collect();
+                for (pname, p) in params["properties"].as_object().unwrap() {
+                    for (v, inside) in edge(p) {
+                        let mut args = b.clone();
+                        args[pname] = v.clone();
+                        let parsed = parse_call(name, &args.to_string(), &limits);
+                        assert_eq!(parsed.is_ok(), inside, "{name}.{pname} = {v}: {parsed:?}");
+                        if let Err(e) = parsed {
+                            assert_eq!(field_of(e), *pname, "{name}.{pname} = {v}");
+                        }
+                        assert_eq!(check(params, &args).is_ok(), inside, "{name}.{pname} = {v} against the schema");
+                        edges += 1;
+                    }
+                }
+                // delete_memory needs one of its two id arguments before it reads on.
+                let mut unknown = if name == "delete_memory" { json!({"memory_id": "m1"}) } else { b.clone() };
+                unknown["zzz"] = json!(1);
+                let e = parse_call(name, &unknown.to_string(), &limits).unwrap_err();
+                assert!(check(params, &unknown).is_err(), "{name}: additionalProperties");
+                // The refusal lists the names the tool read: exactly the schema's.
+                let m = e.to_string();
+                let read = m.rsplit("expected one of ").next().unwrap().trim_end_matches(')');
+                let mut read: Vec<&str> = read.split(", ").collect();
+                read.sort_unstable();
+                props.sort_unstable();
+                assert_eq!(read, props, "{name}: {m}");
+            }
+            // top_k, threshold, session, k, max_parts: 4 edges each; three lists: 4 each.
+            assert_eq!(edges, 8 * 4, "every bound was tried");
+        }
+        let delete = &tool_schemas(&ToolLimits { max_ids_per_call: 7, ..ToolLimits::default() })[2];
+        assert_eq!(delete["function"]["parameters"]["properties"]["memory_ids"]["maxItems"], 7, "the server's limit");
+    }
+
+    proptest::proptest! {
+        /// For any integer, the schema and the validation agree on every bounded integer argument.
+        #[test]
+        fn integers_agree_with_the_schema(n in -10i64..5_000_000_000, which in 0usize..4) {
+            let (tool, arg) = [("search_memory", "top_k"), ("search_memory", "session"), ("sample_memory", "k"), ("split_memory", "max_parts")][which];
+            let schemas = tool_schemas(&ToolLimits::default());
+            let s = schemas.iter().find(|s| s["function"]["name"] == tool).unwrap();
+            let mut args = base(tool);
+            args[arg] = json!(n);
+            let parsed = parse(tool, &args.to_string());
+            proptest::prop_assert_eq!(parsed.is_ok(), crate::util::json_schema::check(&s["function"]["parameters"], &args).is_ok());
         }
     }
 

@@ -14,7 +14,7 @@ use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, MemoryType};
 use crate::text::{char_len, content_words, dedup_key, ensure_terminal, sentences};
 
 use super::args::*;
-use super::llm_calls::{function, prop, prop_enum, Args};
+use super::llm_calls::{function, prop, prop_enum, prop_strings, Args};
 use super::{join_ids, require_distinct_live, require_room, OutputKind, Prepared, TextError, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
@@ -65,7 +65,7 @@ pub(super) fn schema() -> Value {
         "merge_memory",
         "Merge 2-5 memories into one that keeps their evidence; the originals are removed.",
         json!({
-            "memory_ids": prop("array", "List of 2-5 ids."),
+            "memory_ids": prop_strings("List of 2-5 ids.", MERGE_IDS),
             "strategy": prop_enum(
                 "summarize: the sentences covering the content; concatenate: all distinct sentences; extract_common: what all share.",
                 &MergeStrategy::ALL.map(MergeStrategy::as_str),

@@ -17,7 +17,7 @@ use crate::memory::{EpisodeMemory, MemoryRecord, MemoryType};
 use crate::util::vector::dot;
 
 use super::args::*;
-use super::llm_calls::{function, prop, prop_enum, Args, TYPES};
+use super::llm_calls::{function, prop_enum, prop_int, Args, TYPES};
 use super::{OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
@@ -83,7 +83,7 @@ impl RawSample {
     /// Validates.
     pub fn validate(self) -> Result<SampleArgs, ToolError> {
         Ok(SampleArgs {
-            k: int_in("k", self.k, DEFAULT_SAMPLE_K, 1, MAX_TOP_K)?,
+            k: int_in("k", self.k, DEFAULT_SAMPLE_K, TOP_K)?,
             strategy: self.strategy.unwrap_or(SampleStrategy::Random),
             memory_type: self.memory_type,
         })
@@ -96,7 +96,7 @@ pub(super) fn schema() -> Value {
         "sample_memory",
         "Show k memories: random, diverse (spread by meaning) or recent.",
         json!({
-            "k": prop("integer", "1-50 (default 3)."),
+            "k": prop_int("1-50 (default 3).", TOP_K),
             "strategy": prop_enum("Default random.", &SampleStrategy::ALL.map(SampleStrategy::as_str)),
             "memory_type": prop_enum("Only this type.", &TYPES),
         }),

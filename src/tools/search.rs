@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::memory::{EpisodeMemory, Filter, MemoryType};
 
 use super::args::*;
-use super::llm_calls::{function, prop, prop_enum, Args, TYPES};
+use super::llm_calls::{function, prop, prop_enum, prop_int, prop_number, Args, TYPES};
 use super::{OutputKind, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
@@ -45,16 +45,19 @@ impl RawSearch {
     /// Validates.
     pub fn validate(self, limits: &ToolLimits) -> Result<SearchArgs, ToolError> {
         let query = text_arg("query", self.query, limits)?;
-        let top_k = int_in("top_k", self.top_k, DEFAULT_TOP_K, 1, MAX_TOP_K)?;
+        let top_k = int_in("top_k", self.top_k, DEFAULT_TOP_K, TOP_K)?;
         let threshold = match self.threshold {
             None => None,
-            Some(t) if t.is_finite() && (0.0..=1.0).contains(&t) => Some(t as f32),
-            Some(t) => return Err(ToolError::invalid("threshold", format!("must be a number between 0 and 1, got {t:?}"))),
+            Some(t) if t.is_finite() && (THRESHOLD.0..=THRESHOLD.1).contains(&t) => Some(t as f32),
+            Some(t) => {
+                let (lo, hi) = THRESHOLD;
+                return Err(ToolError::invalid("threshold", format!("must be a number between {lo} and {hi}, got {t:?}")));
+            }
         };
         let speaker = label("speaker", self.speaker)?.map(|s| s.to_lowercase());
         let session = match self.session {
             None => None,
-            Some(s) if (0..=u32::MAX as i64).contains(&s) => Some(s as u32),
+            Some(s) if (SESSION.0..=SESSION.1).contains(&s) => Some(s as u32),
             Some(s) => return Err(ToolError::invalid("session", format!("must be a non-negative session number, got {s}"))),
         };
         Ok(SearchArgs { query, top_k, threshold, filter: Filter { memory_type: self.memory_type, speaker, session, source: None } })
@@ -64,6 +67,12 @@ impl RawSearch {
 /// Default search size.
 pub const DEFAULT_TOP_K: i64 = 5;
 
+/// A search's `threshold`: (least, most), a similarity.
+pub const THRESHOLD: (f64, f64) = (0.0, 1.0);
+
+/// A search's `session` filter: (least, most), a session number (`u32`).
+pub const SESSION: (i64, i64) = (0, u32::MAX as i64);
+
 /// The OpenAI function schema the LLM sees.
 pub(super) fn schema() -> Value {
     function(
@@ -71,11 +80,11 @@ pub(super) fn schema() -> Value {
         "Search memories by meaning. Returns lines [id score] text (evidence), best first. Filters are optional.",
         json!({
             "query": prop("string", "What to look for."),
-            "top_k": prop("integer", "Results, 1-50 (default 5)."),
-            "threshold": prop("number", "Minimum similarity, 0-1."),
+            "top_k": prop_int("Results, 1-50 (default 5).", TOP_K),
+            "threshold": prop_number("Minimum similarity, 0-1.", THRESHOLD),
             "memory_type": prop_enum("Only this type.", &TYPES),
             "speaker": prop("string", "Only this speaker."),
-            "session": prop("integer", "Only this session number."),
+            "session": prop_int("Only this session number.", SESSION),
         }),
         &["query"],
     )

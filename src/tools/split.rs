@@ -13,12 +13,13 @@ use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord};
 use crate::text::{char_len, content_words, dedup_key, ensure_terminal, lower, segments, time_expressions};
 
 use super::args::*;
-use super::llm_calls::{function, prop, prop_enum, Args};
+use super::llm_calls::{function, prop, prop_enum, prop_int, prop_strings, Args};
 use super::{join_ids, require_room, OutputKind, Prepared, TextError, Tool, ToolContext, ToolError, ToolOutput};
 
 // ---- arguments: what the typed RPC and the LLM's JSON are validated into --------------------
 
-/// Split's max_parts range and default.
+/// Split's max_parts range (least, most) and default; a `parts` list has at least the least and at most the
+/// call's `max_parts` texts.
 pub const SPLIT_PARTS: (i64, i64, i64) = (2, 5, 3);
 
 /// split_memory arguments, unvalidated.
@@ -56,12 +57,13 @@ impl RawSplit {
         };
         let criteria =
             self.split_criteria.ok_or_else(|| ToolError::invalid("split_criteria", "is required (temporal, thematic or speaker)"))?;
-        let max_parts = int_in("max_parts", self.max_parts, SPLIT_PARTS.2, SPLIT_PARTS.0, SPLIT_PARTS.1)?;
+        let max_parts = int_in("max_parts", self.max_parts, SPLIT_PARTS.2, (SPLIT_PARTS.0, SPLIT_PARTS.1))?;
         let parts = match self.parts {
             None => None,
             Some(ps) => {
-                if ps.len() < 2 || ps.len() > max_parts {
-                    return Err(ToolError::invalid("parts", format!("must list 2 to {max_parts} texts, got {}", ps.len())));
+                let least = SPLIT_PARTS.0 as usize;
+                if ps.len() < least || ps.len() > max_parts {
+                    return Err(ToolError::invalid("parts", format!("must list {least} to {max_parts} texts, got {}", ps.len())));
                 }
                 let mut out = Vec::with_capacity(ps.len());
                 for p in &ps {
@@ -82,8 +84,9 @@ pub(super) fn schema() -> Value {
         json!({
             "memory_id": prop("string", "Id, as a search or sample result showed it."),
             "split_criteria": prop_enum("At time expressions, by topic, or by person.", &SplitCriteria::ALL.map(SplitCriteria::as_str)),
-            "max_parts": prop("integer", "2-5 (default 3)."),
-            "parts": prop("array", "Part texts to use instead (list)."),
+            "max_parts": prop_int("2-5 (default 3).", (SPLIT_PARTS.0, SPLIT_PARTS.1)),
+            // At most the largest max_parts: the validation also refuses more parts than the call's own.
+            "parts": prop_strings("Part texts to use instead (list).", (SPLIT_PARTS.0 as usize, SPLIT_PARTS.1 as usize)),
         }),
         &["memory_id", "split_criteria"],
     )

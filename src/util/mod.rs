@@ -1,5 +1,5 @@
 //! The small leaves every layer may use, each one rule written once: replacing a file whole (`atomic_file`), vector arithmetic for the exact scan
-//! (`vector`), the crate's one hash (`fnv`), order-preserving strict JSON (`json`), the one shape of a bad request field (`invalid`), how a client's bad value
+//! (`vector`), the crate's one hash (`fnv`), order-preserving strict JSON (`json`), whether a value conforms to a JSON schema of the small subset tool schemas use (`json_schema`), the one shape of a bad request field (`invalid`), how a client's bad value
 //! is quoted in an error, a short escaped excerpt (`excerpt`), the HTTP transport shared by the OpenAI-compatible clients
 //! (`openai_compat`), every Prometheus series memgym exports (`prometheus`) and how a long-lived buffer grows (`grow`). They know nothing above them.
 
@@ -9,6 +9,7 @@ pub mod fnv;
 pub mod grow;
 pub mod invalid;
 pub mod json;
+pub mod json_schema;
 pub mod openai_compat;
 pub mod prometheus;
 pub mod vector;

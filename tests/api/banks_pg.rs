@@ -268,15 +268,18 @@ async fn a_replica_opens_a_shared_bank_on_the_index_another_replica_saved() {
 
 /// `memgym bench banks --postgres-url`: a replica that starts after the writer saved a bank's index opens
 /// the bank on that index (no rebuild), answers its first Retrieve as the writer does, and its next
-/// Retrieve sees the writer's change (the bench refuses to report otherwise).
+/// Retrieve sees the writer's change (the bench refuses to report otherwise). `--replica-size` sizes the
+/// shared bank apart from the SQLite table's `--sizes` (a 1,000,000 replica without a SQLite bank that big).
 #[test]
 fn the_banks_bench_opens_a_shared_bank_on_a_replica() {
     let url = postgres_url();
-    let flags = ["--sizes", "3000", "--no-open-without-saved", "--postgres-url", url];
+    // At a cap of 3,050, the 100 adds of the catch-up are preceded by 50 deletions.
+    let flags = ["--sizes", "100", "--replica-size", "3000", "--max-experiences", "3050", "--no-open-without-saved", "--postgres-url", url];
     let (table, j) = crate::bench::bench_output(&[crate::bench::SMALL_BANKS, &flags].concat());
     assert!(table.contains("PostgreSQL replica"), "{table}");
+    assert_eq!(j["retrieve"][0]["size"], 100, "the SQLite table keeps its own sizes");
     let r = &j["replica_open"];
-    assert_eq!(r["size"], 3000, "{r}");
+    assert_eq!((r["size"].as_u64(), r["deleted"].as_u64(), r["added"].as_u64()), (Some(3000), Some(50), Some(100)), "{r}");
     assert!(r["origin"].as_str().is_some_and(|o| o.starts_with("Saved")), "the replica opened on the saved index: {r}");
     for key in ["import_s", "index_saved_s", "replica_open_s", "catch_up_s"] {
         assert!(r[key].as_f64().is_some_and(|s| s.is_finite() && s >= 0.0), "{key}: {r}");

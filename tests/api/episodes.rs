@@ -182,6 +182,23 @@ async fn idempotent_create_reward_signs_and_tools_listing() {
     app.server.stop().await.unwrap();
 }
 
+/// ListTools' schemas state the server's own limit on the ids of one delete (`--max-ids-per-call`), which
+/// the server enforces: a grammar built from them writes no delete the server refuses for its length.
+#[tokio::test]
+async fn list_tools_states_the_servers_id_limit() {
+    let mut app = spawn_app(&["--max-ids-per-call", "7"]).await;
+    let tools = app.env.list_tools(pb::ListToolsRequest {}).await.unwrap().into_inner();
+    let all: serde_json::Value = serde_json::from_str(&tools.tools_json).unwrap();
+    let ids = &all[2]["function"]["parameters"]["properties"]["memory_ids"];
+    assert_eq!((&ids["minItems"], &ids["maxItems"]), (&json!(1), &json!(7)), "{ids}");
+    assert_eq!(tools.tools[2].schema_json, all[2].to_string(), "each tool's schema as in tools_json");
+    app.open("limit", "conv-30:q0").await;
+    let eight: Vec<String> = (0..8).map(|i| format!("m{i:04}")).collect();
+    let refused = app.tool("limit", "delete_memory", json!({"memory_ids": eight})).await.unwrap_err();
+    assert!(refused.message().contains("1 to 7"), "{}", refused.message());
+    app.server.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn many_concurrent_episodes_leak_nothing() {
     let app = spawn_app(&[]).await;

@@ -83,6 +83,13 @@ async fn rollouts_over_grpc_replay_byte_for_byte_in_process_and_over_grpc() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["scored"], 6);
     assert_eq!(report["grpo"]["groups"], 3);
+    assert_eq!(report["run"]["tool_choice"], "auto");
+    // Each rollout: a search carried out, a delete of an id that does not exist, a create, then a stop.
+    let f = &report["format_or_choice"];
+    assert_eq!((&f["valid"], &f["valid_refused"], &f["stops_without_call"]), (&json!(18), &json!(6), &json!(6)), "{f}");
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["tool_choice"], "auto");
+    assert!(fake.seen().iter().all(|b| b["tool_choice"] == "auto"));
 
     // Recorded over gRPC, replayed in-process (the same bytes either way) and over gRPC with another evaluator.
     let traj = out.join("trajectories.jsonl").display().to_string();
@@ -93,6 +100,18 @@ async fn rollouts_over_grpc_replay_byte_for_byte_in_process_and_over_grpc() {
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("answer-phrase") && stdout.contains("answer-recall") && stdout.contains("sign flips"), "{stdout}");
+
+    // The same trajectories under a run.json that says `required`: each last reply ("Done.") has no call,
+    // which replay names as the endpoint not honouring the constraint.
+    let required = dir.path().join("required");
+    std::fs::create_dir_all(&required).unwrap();
+    std::fs::copy(out.join("trajectories.jsonl"), required.join("trajectories.jsonl")).unwrap();
+    let mut run_required = run.clone();
+    run_required["tool_choice"] = json!("required");
+    std::fs::write(required.join("run.json"), run_required.to_string()).unwrap();
+    let o = memgym(strings(&["replay", &required.join("trajectories.jsonl").display().to_string()])).await;
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("turn 3: the reply has no tool call under tool_choice required"), "{}", text(&o));
 
     // The same command again: nothing left to play, the endpoint sees no request.
     fake.clear();

@@ -24,8 +24,16 @@ def test_list_tools_gives_six_openai_schemas(client):
     assert names == ["search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory"]
     for t in tools:
         assert t["type"] == "function"
-        for prop in t["function"]["parameters"]["properties"].values():
-            assert set(prop) <= {"type", "description", "enum"}  # verl's property schema
+        params = t["function"]["parameters"]
+        assert params["additionalProperties"] is False  # memgym refuses an unknown argument
+        for prop in params["properties"].values():
+            # verl's property schema keeps type, description and enum; the rest are the validation's bounds.
+            assert {"type", "description"} <= set(prop) <= {"type", "description", "enum", "minimum", "maximum", "items", "minItems", "maxItems"}
+    by_name = {t["function"]["name"]: t["function"]["parameters"]["properties"] for t in tools}
+    assert (by_name["search_memory"]["top_k"]["minimum"], by_name["search_memory"]["top_k"]["maximum"]) == (1, 50)
+    assert by_name["merge_memory"]["memory_ids"] == {
+        "type": "array", "description": "List of 2-5 ids.", "items": {"type": "string"}, "minItems": 2, "maxItems": 5,
+    }  # fmt: skip
 
 
 def test_dataset_calls(client):

@@ -230,9 +230,9 @@ pub fn is_tool(tool: &str) -> bool {
     TOOL_NAMES.contains(&tool.trim())
 }
 
-/// The six tools' OpenAI function schemas (ListTools').
-pub fn tool_schemas() -> Vec<Value> {
-    llm_calls::tool_schemas()
+/// The six tools' OpenAI function schemas (ListTools'), with the bounds of `gw`'s tool limits.
+pub fn tool_schemas(gw: &Gateway) -> Vec<Value> {
+    llm_calls::tool_schemas(&gw.env().config().limits.tools)
 }
 
 /// Reads the episode-opening keys into a CreateEpisode request (question_id may stay empty).

@@ -50,9 +50,9 @@ const CALL_ID: &str = "Optional idempotency key, new for each call: the same cal
     lost connection) returns the first result without applying it again.";
 
 /// The ten tools as MCP describes them: `{"name", "description", "inputSchema"}`.
-pub fn tools_json() -> Vec<Value> {
+pub fn tools_json(gw: &Gateway) -> Vec<Value> {
     let mut out = Vec::with_capacity(9);
-    for s in tool_schemas() {
+    for s in tool_schemas(gw) {
         let f = &s["function"];
         let mut schema = f["parameters"].clone();
         let mut props = Map::new();
@@ -95,8 +95,8 @@ pub const EPISODE_PATH: &str = "/mcp/episodes/{episode_id}";
 pub struct BoundEpisode(pub String);
 
 /// The six memory tools as a per-episode endpoint lists them: ListTools' names, descriptions and parameters.
-pub fn bound_tools_json() -> Vec<Value> {
-    tool_schemas()
+pub fn bound_tools_json(gw: &Gateway) -> Vec<Value> {
+    tool_schemas(gw)
         .iter()
         .map(|s| {
             let f = &s["function"];
@@ -284,7 +284,8 @@ fn bound(context: &RequestContext<RoleServer>) -> Option<&str> {
 impl McpServer {
     /// A handler over `gw`.
     pub fn new(gw: Gateway) -> Self {
-        McpServer { gw, tools: Arc::new(rmcp_tools(tools_json())), bound_tools: Arc::new(rmcp_tools(bound_tools_json())) }
+        let (tools, bound_tools) = (Arc::new(rmcp_tools(tools_json(&gw))), Arc::new(rmcp_tools(bound_tools_json(&gw))));
+        McpServer { gw, tools, bound_tools }
     }
 }
 

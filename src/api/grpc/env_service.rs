@@ -128,7 +128,7 @@ impl MemoryEnv for MemoryEnvService {
     }
 
     async fn list_tools(&self, _request: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
-        let schemas = llm_calls::tool_schemas();
+        let schemas = llm_calls::tool_schemas(&self.env.config().limits.tools);
         let tools = schemas
             .iter()
             .map(|s| pb::ToolSchema {

@@ -149,6 +149,14 @@ pub struct BankBenchArgs {
     /// Also measure ApplyOperations on this PostgreSQL database.
     #[arg(long, value_name = "URL")]
     pub postgres_url: Option<String>,
+    /// The size of the bank the PostgreSQL replica opens (with `--postgres-url`); the largest of `--sizes` by
+    /// default. Measures a replica's open at 1,000,000 without first building a SQLite bank of that size.
+    #[arg(long, value_name = "N")]
+    pub replica_size: Option<usize>,
+    /// The banks' cap on experiences (the server's, 1,000,000). The replica's catch-up adds 100 experiences;
+    /// a bank at the cap first loses as many, so the replica catches up on deletions too.
+    #[arg(long, default_value_t = crate::banks::BankLimits::default().max_experiences, value_name = "N")]
+    pub max_experiences: usize,
     /// Skip the second open of the largest bank (its saved index removed: the exact scan answers while
     /// the graph builds again, which takes most of an hour at 1,000,000 experiences).
     #[arg(long)]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::serve::EnvArgs;
+use crate::harness::rollout::policy::ToolChoice;
 
 /// The policy: its endpoint, how tools are given to it and how it samples (`rollout` and `learn`).
 #[derive(Debug, Clone, Args)]
@@ -28,6 +29,10 @@ pub struct PolicyArgs {
     /// How tools are given: openai (the tools parameter and tool_calls) or hermes (a tools block in the system prompt, <tool_call> tags in the text).
     #[arg(long, default_value = "openai")]
     pub tool_format: String,
+    /// The tool_choice sent with the tools; recorded in run.json. required needs --tool-format openai (hermes
+    /// sends no tools parameter).
+    #[arg(long, value_enum, default_value_t = ToolChoice::Auto)]
+    pub tool_choice: ToolChoice,
     /// Replies per rollout at most.
     #[arg(long, default_value_t = 4)]
     pub max_turns: u32,

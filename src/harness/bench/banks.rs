@@ -69,9 +69,11 @@ fn library(n: usize, seed: u64, words: &[String]) -> String {
     format!("{{{}}}", members.join(", "))
 }
 
-async fn banks_on(store: Arc<dyn BankStore>, env: &crate::episode::Environment, index: &crate::app::cli::BankIndexArgs) -> Arc<Banks> {
-    let index = crate::app::config::banks_index(index, &env.config().index);
-    Arc::new(Banks::new(store, env.embedder().clone(), None, BanksConfig { index, ..BanksConfig::default() }))
+async fn banks_on(store: Arc<dyn BankStore>, env: &crate::episode::Environment, a: &BankBenchArgs) -> Arc<Banks> {
+    let index = crate::app::config::banks_index(&a.index, &env.config().index);
+    let mut config = BanksConfig { index, ..BanksConfig::default() };
+    config.limits.max_experiences = a.max_experiences;
+    Arc::new(Banks::new(store, env.embedder().clone(), None, config))
 }
 
 /// A store under measurement: its name, a client of its server, and the server (for PostgreSQL).
@@ -236,7 +238,7 @@ async fn open_times(
             std::fs::remove_file(sqlite.index_file(name)).context("removing the saved index")?;
         }
         let rss_before = super::probe::Probe::this_process().rss_bytes();
-        let fresh = banks_on(Arc::clone(store), env, &a.index).await;
+        let fresh = banks_on(Arc::clone(store), env, a).await;
         let t = Instant::now();
         let q = crate::banks::semantic::Query { text: &query, top_k: 10, min_similarity: None, domain: None, count: false };
         let hits = fresh.retrieve(name, q).await?.0.len();
@@ -302,7 +304,7 @@ async fn replica_open(
 ) -> anyhow::Result<serde_json::Value> {
     let name = format!("replica-{n}-{}", std::process::id());
     let writer_store: Arc<dyn BankStore> = Arc::new(PostgresStore::connect(url).await?);
-    let writer = banks_on(Arc::clone(&writer_store), env, &a.index).await;
+    let writer = banks_on(Arc::clone(&writer_store), env, a).await;
     let t = Instant::now();
     writer.import(&name, crate::banks::formats::Format::Upstream, &library(n, n as u64 + 1, words), false, None).await?;
     let import = t.elapsed();
@@ -315,7 +317,7 @@ async fn replica_open(
     let want = ids(writer.retrieve(&name, q()).await?.0);
 
     let rss_before = super::probe::Probe::this_process().rss_bytes();
-    let replica = banks_on(Arc::new(PostgresStore::connect(url).await?), env, &a.index).await;
+    let replica = banks_on(Arc::new(PostgresStore::connect(url).await?), env, a).await;
     let t = Instant::now();
     let got = ids(replica.retrieve(&name, q()).await?.0);
     let open = t.elapsed();
@@ -324,8 +326,17 @@ async fn replica_open(
     anyhow::ensure!(got.len() == 10 && got == want, "the replica's first Retrieve differs from the writer's");
 
     // The writer's change, seen by the replica's next Retrieve: the query's own text (the new top hit) and
-    // 99 more, each a durable write.
+    // 99 more, each a durable write. A bank at the cap (1,000,000 by default) first loses as many experiences
+    // as the adds would put over it (one delete each, off the first Retrieve's hits), so the replica catches
+    // up on tombstones too.
     let added = 100;
+    let cap = writer.config().limits.max_experiences;
+    let deleted = (n + added).saturating_sub(cap);
+    let doomed: Vec<u64> =
+        writer.read(&name, |lib| lib.iter().map(|e| e.id).filter(|id| !got.contains(id)).take(deleted).collect()).await?;
+    for id in &doomed {
+        writer.delete_experience(&name, &crate::banks::library::show_id(*id), None).await?;
+    }
     for i in 0..added {
         let text = if i == 0 { query.clone() } else { sentence(&mut rng, words) };
         writer.add(&name, &text, crate::banks::experience::NewFields::default(), None).await?;
@@ -334,12 +345,12 @@ async fn replica_open(
     let after = ids(replica.retrieve(&name, q()).await?.0);
     let catch_up = t.elapsed();
     let (size, want_after) = (replica.read(&name, |lib| lib.len()).await?, ids(writer.retrieve(&name, q()).await?.0));
-    anyhow::ensure!(size == n + added && after == want_after && after != got, "the replica did not see the writer's change");
+    anyhow::ensure!(size == n + added - deleted && after == want_after && after != got, "the replica did not see the writer's change");
     writer.delete(&name, None).await?;
     println!(
         "PostgreSQL replica: {n} experiences imported by the writer in {:.1} s, its index saved at {:.1} s; a replica started \
-         then opened the bank to its first Retrieve ({origin:?}) in {:.2} s, {} MiB of RSS added; after the writer added {added}, \
-         the replica's next Retrieve took {:.3} s and saw them",
+         then opened the bank to its first Retrieve ({origin:?}) in {:.2} s, {} MiB of RSS added; after the writer deleted \
+         {deleted} and added {added}, the replica's next Retrieve took {:.3} s and saw the change",
         import.as_secs_f64(),
         saved.as_secs_f64(),
         open.as_secs_f64(),
@@ -347,7 +358,8 @@ async fn replica_open(
         catch_up.as_secs_f64()
     );
     Ok(json!({"size": n, "import_s": import.as_secs_f64(), "index_saved_s": saved.as_secs_f64(), "replica_open_s": open.as_secs_f64(),
-              "origin": format!("{origin:?}"), "rss_added_mib": rss_added, "added": added, "catch_up_s": catch_up.as_secs_f64()}))
+              "origin": format!("{origin:?}"), "rss_added_mib": rss_added, "deleted": deleted, "added": added,
+              "catch_up_s": catch_up.as_secs_f64()}))
 }
 
 /// A directory removed when this goes out of scope.
@@ -368,7 +380,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     let _removed = RemoveOnDrop(dir.clone());
     let sqlite = Arc::new(SqliteStore::open(&dir).with_context(|| format!("banks in {}", dir.display()))?);
     let store: Arc<dyn BankStore> = Arc::clone(&sqlite) as Arc<dyn BankStore>;
-    let banks = banks_on(Arc::clone(&store), &env, &a.index).await;
+    let banks = banks_on(Arc::clone(&store), &env, &a).await;
     let running = crate::app::server::spawn_with(env.clone(), Some(Arc::clone(&banks)), "127.0.0.1:0".parse()?).await?;
     let channel = Channel::from_shared(format!("http://{}", running.addr))?.connect().await?;
     let mut client = BanksClient::new(channel.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
@@ -420,7 +432,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     let mut targets: Vec<Target> = vec![("sqlite", client.clone(), None)];
     if let Some(url) = &a.postgres_url {
         let pg: Arc<dyn BankStore> = Arc::new(PostgresStore::connect(url).await?);
-        let pg_banks = banks_on(pg, &env, &a.index).await;
+        let pg_banks = banks_on(pg, &env, &a).await;
         let r = crate::app::server::spawn_with(env.clone(), Some(Arc::clone(&pg_banks)), "127.0.0.1:0".parse()?).await?;
         let c = BanksClient::new(Channel::from_shared(format!("http://{}", r.addr))?.connect().await?);
         targets.push(("postgres", c, Some((r, pg_banks))));
@@ -482,8 +494,9 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     }
     // Last: at 1,000,000 the writer's import and index take half an hour, and every table above is printed.
     let mut replica_row = json!(null);
-    if let (Some(url), Some(&n)) = (&a.postgres_url, a.sizes.iter().max()) {
-        if indexed {
+    if let (Some(url), Some(n)) = (&a.postgres_url, a.replica_size.or(a.sizes.iter().max().copied())) {
+        // The bank is searched by its graph (and so saves an index) above the full-scan threshold.
+        if a.replica_size.map_or(indexed, |n| n > a.index.banks_full_scan_threshold) {
             replica_row = replica_open(url, &env, &a, n, &words).await?;
         } else {
             println!("(the replica's open not measured: {n} experiences are under the full-scan threshold, so no index is saved)");

@@ -263,7 +263,7 @@ mod tests {
             experiences: 0,
             library_fnv: String::new(),
             same_as: None,
-            report: crate::harness::rollout::report::build(run_info(), &ts, &[]),
+            report: crate::harness::rollout::report::build(run_info(), &ts, &[], &[]),
             trajectories: ts,
         }
     }

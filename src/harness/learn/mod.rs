@@ -310,8 +310,14 @@ pub async fn run(a: &LearnArgs, train: &[Question], test: &[Question]) -> anyhow
     }
     let ab = if test.is_empty() { None } else { Some(run_ab(a, test, &env, &environment).await?) };
     let policy = format!(
-        "{} · {} · T {} · top-p {} · {} tokens · {} turns",
-        a.policy.policy_model, a.policy.tool_format, a.policy.temperature, a.policy.top_p, a.policy.max_tokens, a.policy.max_turns
+        "{} · {} · tool choice {} · T {} · top-p {} · {} tokens · {} turns",
+        a.policy.policy_model,
+        a.policy.tool_format,
+        a.policy.tool_choice.name(),
+        a.policy.temperature,
+        a.policy.top_p,
+        a.policy.max_tokens,
+        a.policy.max_turns
     );
     let summary = Summary { settings, policy, epochs, ab, seconds: started.elapsed().as_secs_f64() };
     crate::dataset::atomic_write(&out.join("summary.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;

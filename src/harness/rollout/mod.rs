@@ -5,13 +5,15 @@
 //!
 //! The policy sees what the trainer shows it: the verl dataset's opening messages (one rule,
 //! [`crate::dataset::verl::prompt_messages`]) and `ListTools`' schemas, in one of two formats
-//! ([`prompt`]). Episodes run in-process (the gRPC handlers without the transport) or on a server
+//! ([`prompt`]), with the `tool_choice` `--tool-choice` names ([`policy::ToolChoice`]; under `required` a
+//! rollout never stops early). Episodes run in-process (the gRPC handlers without the transport) or on a server
 //! (`--addr`) ([`env`]). Questions are chosen as `memgym eval` chooses them. Each question gets `--group`
 //! rollouts on episodes with the same seed, each with its own sampling seed. Trajectories are appended to
 //! `trajectories.jsonl` as they finish, so an interrupted run resumes: the same command skips every
 //! scored rollout and retries failed ones (`run.json` holds the settings; a rerun with others is refused).
 //! Then `rollouts.parquet`, `report.json` and `report.md` ([`report`]) are written from the whole file.
 
+pub mod conformance;
 pub mod env;
 pub mod fork;
 pub mod guessed_ids;
@@ -39,7 +41,7 @@ use crate::reward::Evaluator;
 use crate::util::fnv::fnv1a;
 use env::{Env, ToolAnswer};
 use play::{Job, Table};
-use policy::{Policy, PolicyConfig};
+use policy::{Policy, PolicyConfig, ToolChoice};
 use prompt::ToolFormat;
 use record::{Status, Trajectory};
 use report::{Baseline, RunInfo};
@@ -55,6 +57,10 @@ pub struct RunSettings {
     pub base_url: String,
     /// Tool format.
     pub tool_format: ToolFormat,
+    /// The request's `tool_choice` (absent from run.json files written before it: `auto`, what every
+    /// request sent then).
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
     /// Replies per rollout.
     pub max_turns: u32,
     /// Tokens per reply.
@@ -158,6 +164,11 @@ pub fn plan_for(
 ) -> anyhow::Result<Plan> {
     let format: ToolFormat = p.tool_format.parse().map_err(anyhow::Error::msg).context("--tool-format")?;
     let evaluator = Evaluator::parse(evaluator).map_err(anyhow::Error::msg).context("--evaluator")?;
+    if p.tool_choice == ToolChoice::Required && format == ToolFormat::Hermes {
+        bail!(
+            "--tool-choice required needs --tool-format openai: --tool-format hermes sends no tools parameter, so there is no tool_choice to send"
+        );
+    }
     if group == 0 {
         bail!("--group must be at least 1");
     }
@@ -176,6 +187,7 @@ pub fn plan_for(
         temperature: p.temperature,
         top_p: p.top_p,
         max_tokens: p.max_tokens,
+        tool_choice: p.tool_choice,
     })
     .map_err(anyhow::Error::msg)?;
     let (system, source) = match &p.system_prompt_file {
@@ -188,6 +200,7 @@ pub fn plan_for(
         model: p.policy_model.clone(),
         base_url: policy.config().base_url.clone(),
         tool_format: format,
+        tool_choice: p.tool_choice,
         max_turns: p.max_turns,
         max_tokens: p.max_tokens,
         temperature: p.temperature,
@@ -382,6 +395,7 @@ pub async fn finish_run(plan: &Plan, questions: &[Question], env: &Env, out: &Pa
     let info = RunInfo {
         model: plan.settings.model.clone(),
         tool_format: plan.settings.tool_format.name().to_string(),
+        tool_choice: plan.settings.tool_choice,
         env: env.describe().to_string(),
         questions: questions.len(),
         group: plan.settings.group,
@@ -394,7 +408,16 @@ pub async fn finish_run(plan: &Plan, questions: &[Question], env: &Env, out: &Pa
         evaluator: plan.settings.evaluator.clone(),
         environment: plan.settings.environment.clone(),
     };
-    let mut r = report::build(info, &ts, &baselines);
+    // The tools as the environment lists them now (the run's, unless its limits changed since), else the
+    // built-in schemas with the default limits.
+    let schemas = match env.tools().await {
+        Ok(tools) => tools,
+        Err(s) => {
+            eprintln!("warning: ListTools failed ({}); tool calls are judged against the default schemas", s.message());
+            crate::tools::llm_calls::tool_schemas(&crate::tools::ToolLimits::default())
+        }
+    };
+    let mut r = report::build(info, &ts, &baselines, &schemas);
     let forks = out.join(fork::FILE);
     if forks.exists() {
         let keys: HashSet<&str> = questions.iter().map(|q| q.id.as_str()).collect();
@@ -464,14 +487,21 @@ fn check_settings(out: &Path, settings: &RunSettings) -> anyhow::Result<()> {
 }
 
 /// A settings file `path` beside the trajectories it describes (`data`): written when missing; when it
-/// differs, refused if `data` holds a scored rollout, else replaced.
-pub(crate) fn check_recorded(path: &Path, settings: &impl Serialize, data: &Path) -> anyhow::Result<()> {
+/// differs, refused if `data` holds a scored rollout, else replaced. A setting added since the file was
+/// written (absent from it, `#[serde(default)]` in `T`) reads as its default, so an older run resumes.
+pub(crate) fn check_recorded<T: Serialize + serde::de::DeserializeOwned>(path: &Path, settings: &T, data: &Path) -> anyhow::Result<()> {
     let out = path.parent().unwrap_or(Path::new("."));
     // Through text, as the file is written (an f32 compared as written, not widened).
     let new: Value = serde_json::from_str(&serde_json::to_string(settings)?)?;
     if path.exists() {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let old: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        // Through the type when the file reads as one (its missing settings filled with their defaults),
+        // and through text both ways, as `new`.
+        let old = match serde_json::from_str::<T>(&text).map(|t| serde_json::to_string(&t)) {
+            Ok(Ok(filled)) => serde_json::from_str(&filled)?,
+            Ok(Err(_)) | Err(_) => old,
+        };
         let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
             bail!("{} is not a JSON object", path.display());
         };

@@ -17,6 +17,29 @@ use crate::util::openai_compat::{
     build_client, classify, normalize_base_url, truncate, with_retries, ApiKey, Failure, GaveUp, OpenAiClient,
 };
 
+/// What the policy is asked to do with the tools (`--tool-choice`): the request's `tool_choice`, sent with
+/// the `tools` parameter (so under `--tool-format openai` only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// Each reply may call tools or answer in text; a reply with no call ends the rollout.
+    #[default]
+    Auto,
+    /// Each reply must call a tool (an engine that honours it decodes under a grammar of the tools'
+    /// schemas): the policy can never stop by answering in text, so every rollout runs --max-turns replies.
+    Required,
+}
+
+impl ToolChoice {
+    /// The name on the command line, in requests and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+        }
+    }
+}
+
 /// The endpoint and the sampling settings of every request.
 #[derive(Debug, Clone)]
 pub struct PolicyConfig {
@@ -36,6 +59,8 @@ pub struct PolicyConfig {
     pub top_p: f32,
     /// Tokens per reply.
     pub max_tokens: u32,
+    /// The `tool_choice` sent with the tools.
+    pub tool_choice: ToolChoice,
 }
 
 /// One reply, as received.
@@ -98,8 +123,8 @@ impl Policy {
         &self.config
     }
 
-    /// The request body of one turn: the messages so far, the tools under `openai`, the sampling settings
-    /// and `seed`.
+    /// The request body of one turn: the messages so far, the tools under `openai` with the configured
+    /// `tool_choice`, the sampling settings and `seed`.
     pub fn body(&self, messages: &[Value], tools: Option<&[Value]>, seed: u64) -> Value {
         let mut body = json!({
             "model": self.config.model,
@@ -111,7 +136,7 @@ impl Policy {
         });
         if let Some(tools) = tools {
             body["tools"] = Value::Array(tools.to_vec());
-            body["tool_choice"] = json!("auto");
+            body["tool_choice"] = json!(self.config.tool_choice.name());
         }
         body
     }

@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_opening_is_the_verl_rows_prompt() {
-        let tools = crate::tools::llm_calls::tool_schemas();
+        let tools = crate::tools::llm_calls::tool_schemas(&crate::tools::ToolLimits::default());
         let m = opening(ToolFormat::OpenAi, SYSTEM_PROMPT, "When did Caroline go to the LGBTQ support group?", &tools);
         assert_eq!(m[0], json!({"role": "system", "content": SYSTEM_PROMPT}));
         assert_eq!(m[1], json!({"role": "user", "content": user_prompt("When did Caroline go to the LGBTQ support group?")}));

@@ -406,6 +406,7 @@ pub mod test_support {
         super::super::report::RunInfo {
             model: "m".into(),
             tool_format: "openai".into(),
+            tool_choice: super::super::policy::ToolChoice::Auto,
             env: "in-process".into(),
             questions: 0,
             group: 1,

@@ -3,6 +3,12 @@
 //!
 //! - Every recorded reply is read again by today's parser: the calls must be the ones recorded (a parser
 //!   change since the recording shows here, naming the turn).
+//! - Under `--tool-choice required` every recorded reply must carry a tool call (an entry of its
+//!   `tool_calls`): one that does not shows an endpoint that did not honour the constraint, named by its
+//!   turn (a reply cut by `max_tokens`, finish reason `length`, is not one: the call did not fit). The trajectories do not record the tool choice; the run's `run.json` does, and replay reads it
+//!   from the trajectories file's directory ([`recorded_tool_choice`]: every `memgym rollout` directory and
+//!   each of `memgym learn`'s epoch and A/B arm directories holds one; without one, or one written before
+//!   the setting, the choice is `auto`, what every request sent then).
 //! - Every call that reached the environment is sent again as recorded (name and argument text); its
 //!   output must be byte-identical to what the policy was shown. Calls the parser could not read were
 //!   never sent and are not sent now. A refusal whose wording changed since the recording
@@ -16,10 +22,15 @@
 //! Any divergence (an output, a reward, a call the environment now fails) is reported and makes the
 //! command exit non-zero.
 
+use std::path::Path;
+
+use anyhow::Context;
 use serde::Serialize;
+use serde_json::Value;
 
 use super::env::{Env, ToolAnswer};
 use super::play::{create_request, read_calls, Job};
+use super::policy::ToolChoice;
 use super::record::{Outcome, Status, Trajectory};
 use super::report::sign;
 use crate::api::pb;
@@ -53,8 +64,23 @@ impl Replayed {
     }
 }
 
-/// Replays one scored trajectory (see the module doc).
-pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Replayed {
+/// The tool choice of the run that wrote `trajectories`: its `run.json`'s, from the same directory
+/// (`auto` when there is no such file, or it predates the setting).
+pub fn recorded_tool_choice(trajectories: &Path) -> anyhow::Result<ToolChoice> {
+    let path = trajectories.parent().unwrap_or(Path::new(".")).join("run.json");
+    if !path.exists() {
+        return Ok(ToolChoice::Auto);
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let run: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    match run.get("tool_choice") {
+        None => Ok(ToolChoice::Auto),
+        Some(v) => serde_json::from_value(v.clone()).with_context(|| format!("{}: tool_choice", path.display())),
+    }
+}
+
+/// Replays one scored trajectory of a run played with `choice` (see the module doc).
+pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>, choice: ToolChoice) -> Replayed {
     let recorded_score = t.score.as_ref();
     let mut r = Replayed {
         key: t.key.clone(),
@@ -77,7 +103,7 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
             return r;
         }
     };
-    r.divergences.extend(reread(t));
+    r.divergences.extend(reread(t, choice));
     match episode(env, t, recorded_evaluator, true).await {
         Ok((now, Sent { calls, reworded }, divergences)) => {
             r.calls = calls;
@@ -120,11 +146,18 @@ pub async fn replay(env: &Env, t: &Trajectory, other: Option<Evaluator>) -> Repl
 }
 
 /// Each recorded reply read again by today's parser: a turn whose calls now read differently (a parser
-/// change since the recording) is a divergence naming the turn.
-fn reread(t: &Trajectory) -> Vec<String> {
+/// change since the recording) is a divergence naming the turn; so is, under `required`, a reply with no
+/// tool call that was not cut by `max_tokens`.
+fn reread(t: &Trajectory, choice: ToolChoice) -> Vec<String> {
     let mut out = Vec::new();
     for (k, turn) in t.turns.iter().enumerate() {
-        let message = turn.reply.pointer("/choices/0/message").cloned().unwrap_or(serde_json::Value::Null);
+        let message = turn.reply.pointer("/choices/0/message").cloned().unwrap_or(Value::Null);
+        let calls = message.get("tool_calls").and_then(Value::as_array).map_or(0, Vec::len);
+        // A reply cut by max_tokens (finish_reason `length`) honoured the constraint: the call did not fit.
+        let cut = turn.reply.pointer("/choices/0/finish_reason").and_then(Value::as_str) == Some("length");
+        if choice == ToolChoice::Required && calls == 0 && !cut {
+            out.push(format!("turn {}: the reply has no tool call under tool_choice required (the endpoint did not honour it)", k + 1));
+        }
         let now = read_calls(t.tool_format, &message);
         let recorded: Vec<&super::parse::Call> = turn.calls.iter().map(|c| &c.call).collect();
         if now.calls.iter().collect::<Vec<_>>() != recorded || now.dropped != turn.dropped {
@@ -216,15 +249,19 @@ fn first_difference(a: &str, b: &str) -> usize {
     a.bytes().zip(b.bytes()).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
 }
 
-/// The summary printed by `memgym replay`.
-pub fn summary(rows: &[Replayed], other: Option<Evaluator>, recorded: &str) -> String {
+/// The summary printed by `memgym replay` of a run played with `choice`.
+pub fn summary(rows: &[Replayed], other: Option<Evaluator>, recorded: &str, choice: ToolChoice) -> String {
     let mut s = String::new();
     let diverged: Vec<&Replayed> = rows.iter().filter(|r| !r.divergences.is_empty()).collect();
     let calls: usize = rows.iter().map(|r| r.calls).sum();
     let reworded: usize = rows.iter().map(|r| r.reworded).sum();
     let reworded = if reworded > 0 { format!(" ({reworded} refusals read in today's wording)") } else { String::new() };
+    let required = match choice {
+        ToolChoice::Required => " · tool choice required: every reply checked for a tool call",
+        ToolChoice::Auto => "",
+    };
     s.push_str(&format!(
-        "replayed {} rollouts ({calls} tool calls): {} reproduced byte for byte{reworded}, {} diverged\n",
+        "replayed {} rollouts ({calls} tool calls{required}): {} reproduced byte for byte{reworded}, {} diverged\n",
         rows.len(),
         rows.len() - diverged.len(),
         diverged.len()

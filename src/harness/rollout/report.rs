@@ -10,6 +10,13 @@
 //! - Signs: the share of scored rollouts with reward > 0, = 0 (|r| ≤ [`SIGN_EPSILON`]) and < 0.
 //! - Calls: per tool (names the environment does not know are counted as `other`), per parse mode, and
 //!   what became of them (done, refused, unread).
+//! - Format or choice ([`super::conformance`]): the *format failures* — what a grammar-constrained decoder
+//!   would have prevented: a call attempt that could not be read (`invalid`), a call read leniently
+//!   (`lenient`), a call whose name or arguments break the schema of the tool the policy was shown (unknown
+//!   tool, repeated or unknown argument, wrong type, enum value not listed, out of bounds, missing
+//!   required) — by kind, and how many memgym carried out all the same; and the *policy's choices* —
+//!   what no grammar decides: the schema-valid calls, carried out or refused by the environment (by
+//!   refusal kind), and the replies with no call attempt (the policy stopped).
 //! - GRPO signal, over groups whose every sample was scored: the share whose rewards are all equal
 //!   (max − min ≤ [`SIGN_EPSILON`]: a zero advantage for every sample), and the mean within-group
 //!   standard deviation (population).
@@ -22,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::guessed_ids::{blind_calls, most_guessed, BlindCalls};
 use super::parse::Mode;
+use super::policy::ToolChoice;
 use super::record::{Outcome, Status, Stop, Trajectory};
 use crate::dataset::category_name;
 use crate::tools::TOOL_NAMES;
@@ -55,6 +63,9 @@ pub struct RunInfo {
     pub model: String,
     /// Tool format.
     pub tool_format: String,
+    /// The requests' `tool_choice` (`auto` in reports written before it).
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
     /// `in-process` or `grpc`.
     pub env: String,
     /// Questions.
@@ -198,6 +209,9 @@ pub struct Report {
     pub stops: BTreeMap<String, usize>,
     /// Calls on ids the policy was never shown.
     pub blind: BlindSummary,
+    /// Format failures and policy's choices (absent from reports written before them).
+    #[serde(default)]
+    pub format_or_choice: super::conformance::FormatOrChoice,
     /// GRPO signal.
     pub grpo: GroupSignal,
     /// Mean prompt and completion tokens per scored rollout.
@@ -211,8 +225,9 @@ pub struct Report {
     pub forks: Option<super::fork::Comparison>,
 }
 
-/// Builds the report.
-pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report {
+/// Builds the report; `schemas` are the tools the policy was shown (ListTools'), against which a call's
+/// conformance is judged.
+pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline], schemas: &[serde_json::Value]) -> Report {
     let scored: Vec<&Trajectory> = ts.iter().filter(|t| t.status == Status::Scored).collect();
     let failures: Vec<String> = ts.iter().filter_map(|t| t.failure.as_ref().map(|f| format!("{}: {f}", t.key))).take(5).collect();
     let mut categories = vec![category_row("all".into(), &scored, baselines, |_| true)];
@@ -269,6 +284,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline]) -> Report 
         turns,
         stops,
         blind: blind_summary(ts, scored.len()),
+        format_or_choice: super::conformance::split(ts, schemas),
         grpo: group_signal(ts),
         tokens_per_rollout: [
             scored.iter().map(|t| t.tokens.prompt as f64).sum::<f64>() / n,
@@ -444,10 +460,11 @@ pub fn markdown(r: &Report) -> String {
     let run = &r.run;
     let mut s = String::new();
     s.push_str(&format!(
-        "# memgym rollout report\n\npolicy `{}` · tool format `{}` · environment {} · {} questions × G = {} · max {} turns · \
+        "# memgym rollout report\n\npolicy `{}` · tool format `{}` · tool choice `{}` · environment {} · {} questions × G = {} · max {} turns · \
          temperature {} · top-p {} · max tokens {} · seed {}\n\nrollouts {} · scored {} · failed {}\n",
         run.model,
         run.tool_format,
+        run.tool_choice.name(),
         run.env,
         run.questions,
         run.group,
@@ -513,6 +530,7 @@ pub fn markdown(r: &Report) -> String {
         opt(b.reward_without)
     ));
     s.push_str(&format!("\nrollouts that edited memory (a create, update, delete, merge or split carried out): {}\n", pct(r.edited_share)));
+    s.push_str(&super::conformance::markdown(&r.format_or_choice));
     let turns: Vec<String> = r.turns.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     let stops: Vec<String> = r.stops.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     s.push_str(&format!(

@@ -160,6 +160,13 @@ async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_an
     assert_eq!(r.modes["lenient"].done, 4);
     assert_eq!(r.modes["invalid"].unread, 4);
     assert_eq!(r.tools["other"].refused, 4, "fly_away");
+    // Format failures: the unreadable delete, the unknown tool, the create read from the text (carried out
+    // all the same); choices: the search carried out, the delete of an id that does not exist, the stop.
+    let f = &r.format_or_choice;
+    assert_eq!((f.calls, f.format_total(), f.format_failures_done), (20, 12, 4), "{f:?}");
+    assert_eq!((f.format_failures["invalid"], f.format_failures["unknown_tool"], f.format_failures["lenient"]), (4, 4, 4));
+    assert_eq!((f.valid, f.valid_done, f.valid_refused, f.stops_without_call), (8, 4, 4, 4));
+    assert!(f.valid_refusals[0].0.contains("m#"), "{:?}", f.valid_refusals);
     assert_eq!(r.grpo.groups, 2);
     assert_eq!(r.grpo.all_equal, 1.0, "identical samples: no GRPO signal");
     let all = &r.categories[0];
@@ -175,7 +182,7 @@ async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_an
 
     // Replay: every output byte-identical and every reward bit-identical; another evaluator side by side.
     for t in &ts {
-        let rp = replay::replay(&e, t, Some(Evaluator::AnswerRecall)).await;
+        let rp = replay::replay(&e, t, Some(Evaluator::AnswerRecall), policy::ToolChoice::Auto).await;
         assert!(rp.divergences.is_empty(), "{rp:?}");
         assert_eq!(rp.calls, 4, "the unread call is not sent");
         assert_eq!(rp.replayed, Some(t.reward().unwrap()));
@@ -184,12 +191,12 @@ async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_an
     // A tampered trajectory diverges, naming the call.
     let mut bad = ts[0].clone();
     bad.turns[0].calls[0].result.push('!');
-    let rp = replay::replay(&e, &bad, None).await;
+    let rp = replay::replay(&e, &bad, None, policy::ToolChoice::Auto).await;
     assert!(rp.divergences.iter().any(|d| d.contains("call 1 (search_memory): output differs")), "{rp:?}");
     // A recorded call the parser would now read otherwise (here: recorded as lenient) is named by turn.
     let mut drifted = ts[0].clone();
     drifted.turns[0].calls[0].call.mode = Mode::Lenient;
-    let rp = replay::replay(&e, &drifted, None).await;
+    let rp = replay::replay(&e, &drifted, None, policy::ToolChoice::Auto).await;
     assert!(rp.divergences.iter().any(|d| d.starts_with("turn 1: the reply reads as [strict search_memory")), "{rp:?}");
 
     // Resume: the same command sends nothing; other settings are refused by name.
@@ -268,6 +275,7 @@ fn the_policy_config_redacts_its_key() {
         temperature: 1.0,
         top_p: 1.0,
         max_tokens: 8,
+        tool_choice: policy::ToolChoice::Auto,
     };
     let shown = format!("{:?}", policy::Policy::new(config).unwrap());
     assert!(!shown.contains("sk-live") && shown.contains("<redacted>"), "{shown}");
@@ -288,6 +296,7 @@ fn flags_are_checked_before_any_work() {
         (&["--fork-at", "0"][..], "--fork-at must be at least 1 and below --max-turns (4)"),
         (&["--fork-at", "4"][..], "--fork-at"),
         (&["--fork-at", "1", "--fork-group", "1"][..], "--fork-group must be 2 to 256"),
+        (&["--tool-choice", "required", "--tool-format", "hermes"][..], "--tool-choice required needs --tool-format openai"),
     ] {
         let err = super::plan(&args(url, dir.path(), extra), env.dataset()).err().map(|e| format!("{e:#}")).unwrap_or_default();
         assert!(err.contains(expected), "{extra:?}: {err}");
@@ -467,7 +476,7 @@ async fn a_spent_budget_replays_byte_for_byte() {
     let spent: Vec<&str> = t.calls().filter(|c| c.outcome == Outcome::Refused).map(|c| c.result.as_str()).collect();
     assert_eq!(spent.len(), 2, "30 steps of 32 calls");
     assert!(spent[0].contains(&t.job.episode_id) && spent[0].contains("budget"), "{}", spent[0]);
-    let rp = replay::replay(&Env::local(env.clone()), t, None).await;
+    let rp = replay::replay(&Env::local(env.clone()), t, None, policy::ToolChoice::Auto).await;
     assert!(rp.divergences.is_empty(), "{rp:?}");
 }
 
@@ -487,21 +496,21 @@ async fn a_refusal_in_an_older_wording_replays_as_the_same_refusal() {
     let (then, now) = crate::memory::REWORDED[0];
     let refusal = t.calls().find(|c| c.outcome == Outcome::Refused).expect("the bad id is refused");
     assert!(refusal.result.contains(now) && refusal.result.contains(crate::memory::EXAMPLE_ID), "{}", refusal.result);
-    let rp = replay::replay(&Env::local(env.clone()), t, None).await;
+    let rp = replay::replay(&Env::local(env.clone()), t, None, policy::ToolChoice::Auto).await;
     assert_eq!((rp.divergences.len(), rp.reworded), (0, 0), "{rp:?}");
     // The same refusal as an older recording holds it.
     let mut old = t.clone();
     for c in old.turns.iter_mut().flat_map(|turn| turn.calls.iter_mut()) {
         c.result = c.result.replace(now, then);
     }
-    let rp = replay::replay(&Env::local(env.clone()), &old, None).await;
+    let rp = replay::replay(&Env::local(env.clone()), &old, None, policy::ToolChoice::Auto).await;
     assert_eq!((rp.divergences.len(), rp.reworded), (0, 1), "{rp:?}");
     // Another wording is still a divergence.
     let mut other = t.clone();
     for c in other.turns.iter_mut().flat_map(|turn| turn.calls.iter_mut()) {
         c.result = c.result.replace(now, "(expected an id)");
     }
-    let rp = replay::replay(&Env::local(env.clone()), &other, None).await;
+    let rp = replay::replay(&Env::local(env.clone()), &other, None, policy::ToolChoice::Auto).await;
     assert!(rp.divergences.iter().any(|d| d.contains("output differs")), "{rp:?}");
 }
 
@@ -565,7 +574,7 @@ async fn forked_groups_share_a_prefix_then_edit_their_own_copies() {
                 assert_eq!(t.messages[..t.turns[1].sent], mine[0].messages[..mine[0].turns[1].sent]);
             }
             assert_eq!(t.turns[shared as usize].seed, super::turn_seed(t.job.sampling_seed, shared), "its own from the branch");
-            let rp = replay::replay(&e, t, None).await;
+            let rp = replay::replay(&e, t, None, policy::ToolChoice::Auto).await;
             assert!(rp.divergences.is_empty(), "{rp:?}");
             assert_eq!(rp.replayed, t.reward());
         }
@@ -586,4 +595,63 @@ async fn forked_groups_share_a_prefix_then_edit_their_own_copies() {
     let (p2, q2) = super::plan(&args(&fake.url, dir.path(), &other), env.dataset()).unwrap();
     let err = run(&p2, &q2, &e, dir.path(), 2).await.unwrap_err().to_string();
     assert!(err.contains("group"), "{err}");
+}
+
+/// `--tool-choice required`: sent with the tools, recorded in run.json and the report, kept on resume (the
+/// other choice is refused); a run.json written before the setting reads as `auto`. Replay reads the choice
+/// from run.json and names a recorded reply without a call as a divergence: here the endpoint honours the
+/// constraint on turn 1 and answers in text on turn 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_choice_required_is_sent_recorded_and_checked_by_replay() {
+    let env = environment();
+    let qs = two_questions(&env);
+    let fake = FakeOpenAi::start(|body| match turn_of(body) {
+        0 => Canned::json(&tool_calls_reply(None, &[("a", "search_memory", r#"{"query": "Caroline"}"#)])),
+        _ => Canned::answer("Done."),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--questions", &qs[0].0, "--group", "1", "--max-turns", "2", "--tool-choice", "required"];
+    let (plan, questions) = super::plan(&args(&fake.url, dir.path(), &flags), env.dataset()).unwrap();
+    let e = Env::local(env.clone());
+    let r = run(&plan, &questions, &e, dir.path(), 1).await.unwrap();
+    let seen = fake.seen();
+    assert!(seen.iter().all(|b| b["tool_choice"] == "required" && b["tools"].is_array()), "{:?}", seen[0]["tool_choice"]);
+    assert_eq!(r.run.tool_choice, policy::ToolChoice::Required);
+    assert!(report::markdown(&r).contains("tool choice `required`"));
+    let traj_path = dir.path().join("trajectories.jsonl");
+    let run_json: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap()).unwrap();
+    assert_eq!(run_json["tool_choice"], "required");
+    assert_eq!(replay::recorded_tool_choice(&traj_path).unwrap(), policy::ToolChoice::Required);
+
+    // The reply of turn 2 has no call: under `required` the endpoint did not honour the constraint.
+    let t = &record::read(&traj_path).unwrap()[0];
+    assert_eq!(t.stop, Some(Stop::NoCall));
+    let rp = replay::replay(&e, t, None, policy::ToolChoice::Required).await;
+    assert_eq!(rp.divergences, ["turn 2: the reply has no tool call under tool_choice required (the endpoint did not honour it)"]);
+    assert!(replay::summary(&[rp], None, "answer-phrase", policy::ToolChoice::Required).contains("every reply checked for a tool call"));
+    assert!(replay::replay(&e, t, None, policy::ToolChoice::Auto).await.divergences.is_empty(), "under auto a stop is the policy's");
+    // A reply cut by max_tokens under `required` honoured the constraint: the budget ran out mid-call.
+    let mut cut = t.clone();
+    cut.turns[1].reply["choices"][0]["finish_reason"] = json!("length");
+    assert!(replay::replay(&e, &cut, None, policy::ToolChoice::Required).await.divergences.is_empty());
+
+    // A rerun with the other choice is refused, naming it.
+    let auto = ["--questions", &qs[0].0, "--group", "1", "--max-turns", "2"];
+    let (p2, q2) = super::plan(&args(&fake.url, dir.path(), &auto), env.dataset()).unwrap();
+    let err = run(&p2, &q2, &e, dir.path(), 1).await.unwrap_err().to_string();
+    assert!(err.contains("tool_choice"), "{err}");
+    // A run.json written before the setting: auto, and the same run resumes and reports.
+    let mut older = run_json.clone();
+    older.as_object_mut().unwrap().remove("tool_choice");
+    std::fs::write(dir.path().join("run.json"), older.to_string()).unwrap();
+    assert_eq!(replay::recorded_tool_choice(&traj_path).unwrap(), policy::ToolChoice::Auto);
+    fake.clear();
+    let r = run(&p2, &q2, &e, dir.path(), 1).await.unwrap();
+    assert_eq!((r.scored, r.run.tool_choice), (1, policy::ToolChoice::Auto));
+    assert!(fake.seen().is_empty(), "resumed: nothing left to play");
+    // No run.json at all: auto.
+    let alone = dir.path().join("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    assert_eq!(replay::recorded_tool_choice(&alone.join("trajectories.jsonl")).unwrap(), policy::ToolChoice::Auto);
 }

@@ -16,9 +16,11 @@ is checked on its own, with a message that names it.
 
 The tool schemas are transformers 5.23.0's own ``get_json_schema`` (what TRL's chat templating calls),
 compared with the server's ``ListTools``: the function name and description, and per parameter the
-property names, ``type``, ``enum``, ``items`` (absent on both) and description, and the required set.
-The one addition ``get_json_schema`` makes is ``"nullable": true`` on exactly the optional parameters
-(hinted ``Optional[...]``; the environment never sends a None argument).
+property names, ``type``, ``enum``, ``items`` (``{"type": "string"}`` for the lists, hinted ``List[str]``)
+and description, and the required set. The one addition ``get_json_schema`` makes is ``"nullable": true``
+on exactly the optional parameters (hinted ``Optional[...]``; the environment never sends a None argument).
+What it cannot write are the bounds the served schemas state (``minimum``/``maximum``,
+``minItems``/``maxItems``, which a type hint cannot say); the server refuses a call out of them all the same.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from memgym_trl import MemgymTRLEnv, ToolCallError
 from protocols.conftest import TRANSFORMERS_VERSION, require_package
 
 get_json_schema = require_package("transformers", TRANSFORMERS_VERSION, "transformers.utils").get_json_schema
+
+# The served schemas' bounds, which get_json_schema cannot write from type hints.
+BOUNDS = {"minimum", "maximum", "minItems", "maxItems"}
 
 TOOLS = ("search_memory", "manage_memory", "delete_memory", "sample_memory", "merge_memory", "split_memory")
 
@@ -96,7 +101,9 @@ def test_tool_schema_from_get_json_schema_equals_list_tools(name, list_tools):
     required = set(served_params.get("required", []))
     for prop, spec in params["properties"].items():
         assert spec.get("nullable", False) is (prop not in required), (name, prop, spec)
-        assert {k: v for k, v in spec.items() if k != "nullable"} == served_params["properties"][prop], (name, prop)
+        served_spec = served_params["properties"][prop]
+        assert set(served_spec) - set(spec) <= BOUNDS, (name, prop, served_spec)
+        assert {k: v for k, v in spec.items() if k != "nullable"} == {k: v for k, v in served_spec.items() if k not in BOUNDS}, (name, prop)
 
 
 def test_tool_schemas_from_a_bound_method_are_the_same(env):

@@ -11,16 +11,15 @@ equals a cold server's, token for token.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 import urllib.request
 from http.server import ThreadingHTTPServer
 
 import pytest
 
-from real_llm.conftest import SERVER
+from llm_server_module import server as SERVER_MODULE
+
 
 TOOLS = [
     {
@@ -43,20 +42,6 @@ TOOLS = [
 NAMES = {t["function"]["name"] for t in TOOLS}
 
 
-def load_server_module():
-    """scripts/llm-server.py as a module (it imports cyllama only when a model is loaded), leaving no
-    __pycache__ in scripts/."""
-    spec = importlib.util.spec_from_file_location("memgym_llm_server", SERVER)
-    module = importlib.util.module_from_spec(spec)
-    dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = dont_write
-    return module
-
-
-SERVER_MODULE = load_server_module()
 split_tool_calls = SERVER_MODULE.split_tool_calls
 
 
@@ -167,8 +152,8 @@ class ScriptedModel:
         self.tools = tools
         return "prompt"
 
-    def complete(self, prompt, max_tokens, temperature, top_p, seed, stop):
-        return self.text, self.finish, 300, 192, 20, 0.01  # text, finish, prompt, cached, completion, seconds
+    def complete(self, prompt, max_tokens, temperature, top_p, seed, stop, constraint=None):
+        return self.text, self.finish, 300, 192, 20, 0.01, False  # text, finish, prompt, cached, completion, seconds, triggered
 
     def record(self, entry):
         self.logged = entry
@@ -305,8 +290,11 @@ CALL_MESSAGE = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"
         ({"tools": [{"type": "retrieval", "function": TOOLS[0]["function"]}]}, "tools[0].type", "invalid_value"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "none"}}]}, "tools[0].function.parameters", "invalid_value"),
         ({"tools": {"get_weather": {}}}, "tools", "invalid_value"),
-        ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice", "unsupported_value"),
-        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "tool_choice", "unsupported_value"),
+        ({"tool_choice": "required"}, "tool_choice", "invalid_value"),
+        ({"tools": TOOLS, "tool_choice": "always"}, "tool_choice", "invalid_value"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}, "tool_choice.function.name", "invalid_value"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}}}],
+          "tool_choice": "required"}, "tools[0].function.parameters.properties.d.format", "unsupported_schema"),
         ({"tools": TOOLS, "parallel_tool_calls": "yes"}, "parallel_tool_calls", "invalid_value"),
         ({"messages": USER + [CALL_MESSAGE, {"role": "tool", "tool_call_id": "c1"}]}, "messages[2].content", "invalid_value"),
         ({"messages": USER + [CALL_MESSAGE, {"role": "tool", "content": "18 C"}]}, "messages[2].tool_call_id", "invalid_value"),

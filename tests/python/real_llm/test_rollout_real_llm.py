@@ -17,11 +17,11 @@ import pytest
 from conftest import memgym_bin
 
 
-def rollout(llm, out, fmt: str) -> subprocess.CompletedProcess:
+def rollout(llm, out, fmt: str, limit: int = 2, max_tokens: int = 96, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     cmd = [
         str(memgym_bin()), "rollout", "--policy-base-url", llm.url, "--policy-model", llm.model, "--out", str(out),
-        "--tool-format", fmt, "--split", "test", "--limit", "2", "--group", "2", "--max-turns", "2",
-        "--max-tokens", "96", "--temperature", "0.7", "--concurrency", "1", "--policy-timeout-ms", "180000",
+        "--tool-format", fmt, "--split", "test", "--limit", str(limit), "--group", "2", "--max-turns", "2",
+        "--max-tokens", str(max_tokens), "--temperature", "0.7", "--concurrency", "1", "--policy-timeout-ms", "180000", *extra,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
 
@@ -85,3 +85,29 @@ def test_the_real_model_plays_groups_and_its_trajectories_replay(llm, tmp_path, 
     before = len(llm.requests())
     r = rollout(llm, out, fmt)
     assert r.returncode == 0 and len(llm.requests()) == before, r.stderr
+
+
+def test_tool_choice_required_gives_strict_calls_that_replay(llm, tmp_path):
+    """`--tool-choice required` against the local server's grammar: every reply that fits its token budget is
+    schema-valid calls, read strictly, so no format failure is left but a cut reply; the run replays with the
+    constraint checked."""
+    out = tmp_path / "required"
+    r = rollout(llm, out, "openai", limit=1, max_tokens=192, extra=("--tool-choice", "required"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    ts = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(ts) == 2 and all(t["status"] == "scored" for t in ts)
+    finished = [turn for t in ts for turn in t["turns"] if turn["reply"]["choices"][0]["finish_reason"] != "length"]
+    assert finished, "at least one reply fits 192 tokens"
+    for turn in finished:
+        assert turn["reply"]["choices"][0]["finish_reason"] == "tool_calls", turn["reply"]
+        assert turn["calls"] and all(c["mode"] == "strict" for c in turn["calls"]), turn["calls"]
+    for t in ts:  # under required a policy cannot stop by answering; only a reply cut mid-call ends it early
+        assert t["stop"] == "max_turns" or t["turns"][-1]["reply"]["choices"][0]["finish_reason"] == "length", t["stop"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["run"]["tool_choice"] == "required"
+    split = report["format_or_choice"]
+    cut = sum(1 for t in ts for turn in t["turns"]) - len(finished)
+    assert sum(split["format_failures"].values()) <= cut, split
+    assert all(e["constraint"]["tool_choice"] == "required" for e in llm.requests()[-4:])
+    r = subprocess.run([str(memgym_bin()), "replay", str(out / "trajectories.jsonl")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "every reply checked for a tool call" in r.stdout, r.stdout + r.stderr

@@ -254,7 +254,7 @@ class MemgymTRLEnv:
         )
 
     def delete_memory(
-        self, memory_id: Optional[str] = None, memory_ids: Optional[list] = None, reason: Optional[str] = None
+        self, memory_id: Optional[str] = None, memory_ids: Optional[List[str]] = None, reason: Optional[str] = None
     ) -> str:
         """Delete memory_id or memory_ids; nothing is deleted if any id is unknown.
 
@@ -282,7 +282,7 @@ class MemgymTRLEnv:
 
     def merge_memory(
         self,
-        memory_ids: list,
+        memory_ids: List[str],
         strategy: Literal["summarize", "concatenate", "extract_common"],
         content: Optional[str] = None,
     ) -> str:
@@ -301,7 +301,7 @@ class MemgymTRLEnv:
         memory_id: str,
         split_criteria: Literal["temporal", "thematic", "speaker"],
         max_parts: Optional[int] = None,
-        parts: Optional[list] = None,
+        parts: Optional[List[str]] = None,
     ) -> str:
         """Split one memory into 2..max_parts focused memories that keep its evidence.
 

@@ -64,7 +64,7 @@ pub async fn answer(openenv: &OpenEnv, request: &Value) -> Value {
             },
             _ => error(id, INVALID_PARAMS, "Missing 'session_id' (a string)", None),
         },
-        "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": mcp::tools_json()}}),
+        "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": mcp::tools_json(&openenv.gateway)}}),
         "tools/call" => {
             if let Some(Value::String(sid)) = params.get("session_id") {
                 openenv.slots.touch(sid);

@@ -140,7 +140,7 @@ impl Session {
         };
         let obs = match action {
             Action::ListTools => {
-                let tools: Vec<Value> = tool_schemas()
+                let tools: Vec<Value> = tool_schemas(&self.gw)
                     .iter()
                     .map(|s| json!({"name": s["function"]["name"], "description": s["function"]["description"], "input_schema": s["function"]["parameters"]}))
                     .collect();

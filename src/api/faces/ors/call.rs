@@ -208,7 +208,7 @@ pub(super) async fn task_tools(
 ) -> Result<Json<Value>, OrsError> {
     check_env(&env_name)?;
     ors.sessions.touch(&session_id(&headers)?)?;
-    Ok(Json(tool_list()))
+    Ok(Json(tool_list(&ors)))
 }
 
 /// `POST /score_group`: not offered (`supports_score_group` is false); 404, which the SDK reads as

@@ -27,8 +27,8 @@ fn submit_description() -> String {
 
 /// The tools as ORS lists them (`GET /tools`, `GET /task_tools`): the six memory tools with the server's
 /// schemas, then `submit`, which takes no arguments.
-pub(super) fn tool_list() -> Value {
-    let mut tools: Vec<Value> = crate::api::faces::gateway::tool_schemas()
+pub(super) fn tool_list(ors: &Ors) -> Value {
+    let mut tools: Vec<Value> = crate::api::faces::gateway::tool_schemas(&ors.gateway)
         .into_iter()
         .map(|s| {
             let f = &s["function"];
@@ -41,9 +41,9 @@ pub(super) fn tool_list() -> Value {
 }
 
 /// `GET /tools`.
-pub(super) async fn tools(env_name: Option<Path<String>>) -> Result<Json<Value>, OrsError> {
+pub(super) async fn tools(State(ors): State<Arc<Ors>>, env_name: Option<Path<String>>) -> Result<Json<Value>, OrsError> {
     check_env(&env_name)?;
-    Ok(Json(tool_list()))
+    Ok(Json(tool_list(&ors)))
 }
 
 /// `GET /splits`.
