@@ -25,7 +25,7 @@ pub use delete::{DeleteArgs, RawDelete};
 pub use manage::{ManageArgs, ManageOp, ManageOpKind, ManagePlan, RawManage};
 pub use merge::{merge_texts, MergeArgs, MergePlan, MergeStrategy, RawMerge};
 pub use sample::{RawSample, SampleArgs, SampleStrategy};
-pub use search::{RawSearch, SearchArgs};
+pub use search::{matched_nothing, RawSearch, SearchArgs};
 pub use split::{split_text, RawSplit, SplitArgs, SplitCriteria, SplitPlan};
 
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, SearchPath};

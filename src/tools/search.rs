@@ -123,6 +123,14 @@ impl Tool for SearchArgs {
     }
 }
 
+/// How a search's result begins when nothing matched.
+const NO_MATCH: &str = "no memories matched";
+
+/// Whether a search's result text says nothing matched (the rollout report counts these searches as empty).
+pub fn matched_nothing(result: &str) -> bool {
+    result.starts_with(NO_MATCH)
+}
+
 fn search(mem: &EpisodeMemory, a: &SearchArgs, query: &[f32]) -> ToolOutput {
     let (hits, path) = mem.search_text(query, &a.query, a.top_k, &a.filter, a.threshold);
     let text = if hits.is_empty() {
@@ -130,7 +138,7 @@ fn search(mem: &EpisodeMemory, a: &SearchArgs, query: &[f32]) -> ToolOutput {
             Some(t) => format!(" at or above {t:.2}"),
             None => String::new(),
         };
-        format!("no memories matched{why} ({} in memory)", mem.len())
+        format!("{NO_MATCH}{why} ({} in memory)", mem.len())
     } else {
         hits.iter().map(|h| h.record.render_line(Some(h.score))).collect::<Vec<_>>().join("\n")
     };

@@ -292,7 +292,13 @@ mod tests {
         a.stop = Some(Stop::NoCall);
         let mut b = traj("q1", 1, 1, 2, Some(0.0));
         b.turns = vec![turn(vec![
-            record(Mode::Strict, "search_memory", r#"{"query": "x", "memory_type": "Semantic"}"#, Outcome::Done, "[m0001 0.50] a"),
+            record(
+                Mode::Strict,
+                "search_memory",
+                r#"{"query": "x", "memory_type": "Semantic"}"#,
+                Outcome::Done,
+                "no memories matched (9 in memory)",
+            ),
             record(
                 Mode::Strict,
                 "search_memory",
@@ -302,7 +308,10 @@ mod tests {
             ),
         ])];
         b.stop = Some(Stop::MaxTurns);
-        let r = split(&[a, b], &schemas);
+        let ts = [a, b];
+        let r = split(&ts, &schemas);
+        let searches = crate::harness::rollout::report::empty_searches(&ts);
+        assert_eq!((searches.done, searches.empty), (2, 1), "the refused search is not counted");
         assert_eq!((r.calls, r.format_total(), r.valid, r.valid_done, r.valid_refused), (6, 3, 3, 1, 2));
         assert_eq!((r.format_failures["invalid"], r.format_failures["not_in_enum"], r.format_failures["out_of_bounds"]), (1, 1, 1));
         assert_eq!(r.format_failures_done, 1, "memgym reads \"Semantic\" as semantic");

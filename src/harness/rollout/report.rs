@@ -177,6 +177,25 @@ pub struct BlindSummary {
     pub most_guessed: Vec<(String, usize)>,
 }
 
+/// Searches carried out and how many matched nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmptySearches {
+    /// `search_memory` calls carried out.
+    pub done: usize,
+    /// Of those, the ones whose result said nothing matched.
+    pub empty: usize,
+}
+
+/// The searches carried out in `ts`, and how many of them matched nothing.
+pub fn empty_searches(ts: &[Trajectory]) -> EmptySearches {
+    let mut s = EmptySearches::default();
+    for c in ts.iter().flat_map(Trajectory::calls).filter(|c| c.outcome == Outcome::Done && c.call.name.trim() == "search_memory") {
+        s.done += 1;
+        s.empty += usize::from(crate::tools::matched_nothing(&c.result));
+    }
+    s
+}
+
 /// The report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -201,6 +220,10 @@ pub struct Report {
     pub refusals: Vec<(String, usize)>,
     /// Rollouts with at least one call carried out.
     pub edited_share: f64,
+    /// Searches carried out, and of those the ones that matched nothing (an invented filter or threshold
+    /// empties a search: the policy then sees no memory to act on).
+    #[serde(default)]
+    pub searches: EmptySearches,
     /// Rollouts by turns used (1..=max_turns).
     pub turns: BTreeMap<u32, usize>,
     /// Mean turns used.
@@ -279,6 +302,7 @@ pub fn build(run: RunInfo, ts: &[Trajectory], baselines: &[Baseline], schemas: &
             v.truncate(TOP_REFUSALS);
             v
         },
+        searches: empty_searches(ts),
         edited_share: scored.iter().filter(|t| t.calls().any(|c| c.outcome == Outcome::Done && edits(&c.call.name))).count() as f64 / n,
         mean_turns: scored.iter().map(|t| t.turns.len() as f64).sum::<f64>() / n,
         turns,
@@ -530,6 +554,7 @@ pub fn markdown(r: &Report) -> String {
         opt(b.reward_without)
     ));
     s.push_str(&format!("\nrollouts that edited memory (a create, update, delete, merge or split carried out): {}\n", pct(r.edited_share)));
+    s.push_str(&format!("\nsearches carried out: {} · of them matched nothing: {}\n", r.searches.done, r.searches.empty));
     s.push_str(&super::conformance::markdown(&r.format_or_choice));
     let turns: Vec<String> = r.turns.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     let stops: Vec<String> = r.stops.iter().map(|(k, v)| format!("{k}: {v}")).collect();

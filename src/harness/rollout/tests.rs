@@ -162,6 +162,8 @@ async fn a_scripted_policy_plays_and_each_trajectory_is_what_the_endpoint_saw_an
     assert_eq!(r.tools["other"].refused, 4, "fly_away");
     // Format failures: the unreadable delete, the unknown tool, the create read from the text (carried out
     // all the same); choices: the search carried out, the delete of an id that does not exist, the stop.
+    assert_eq!((r.searches.done, r.searches.empty), (4, 0), "every search found memories");
+    assert!(report::markdown(&r).contains("searches carried out: 4 · of them matched nothing: 0"));
     let f = &r.format_or_choice;
     assert_eq!((f.calls, f.format_total(), f.format_failures_done), (20, 12, 4), "{f:?}");
     assert_eq!((f.format_failures["invalid"], f.format_failures["unknown_tool"], f.format_failures["lenient"]), (4, 4, 4));
