@@ -448,10 +448,13 @@ def _constraint(body: dict, full: list[dict], auto_grammar: str) -> dict:
     mode, name = _tool_choice(body, [t["function"]["name"] for t in full])
     parallel = body.get("parallel_tool_calls") is not False
     doc = _response_format(body)
-    tools = full if mode in ("required", "named") or (mode == "auto" and full and (doc is not None or auto_grammar == "lazy")) else None
-    lazy = mode == "auto" and tools is not None and doc is None
-    if mode in ("required", "named"):
+    forced = mode in ("required", "named")
+    if forced:
         doc = None  # the reply is tool calls: a response format has nothing to shape
+    # Under auto: the server's lazy grammar when nothing else constrains the reply; with a response format, the
+    # document or calls (not lazy).
+    lazy = mode == "auto" and bool(full) and doc is None and auto_grammar == "lazy"
+    tools = full if forced or (mode == "auto" and full and (doc is not None or lazy)) else None
     out = {"tool_choice": name or mode, "parallel_tool_calls": parallel, "response_format": None, "grammar": None, "lazy": lazy, "hash": None}
     if doc is not None:
         out["response_format"] = "json_object" if doc[0] is None else "json_schema"

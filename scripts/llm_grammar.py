@@ -359,7 +359,7 @@ def _grammar(tools_json: str | None, names: tuple[str, ...] | None, parallel: bo
     alts = []
     if doc:
         if doc_json is None:
-            alts.append(b.add("doc", '"{" ws (json-member (ws "," ws json-member)*)? ws "}"'))
+            alts.append("json-object")
         else:
             alts.append(b.rule(json.loads(doc_json), "response_format.json_schema.schema", "doc", strict))
     if tools_json is not None:

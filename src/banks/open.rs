@@ -11,7 +11,7 @@ use super::library::Library;
 use super::saved_index::{self, Unusable};
 use super::store::{BankMeta, BankStore, RowChange, Rows};
 use super::{BankError, Banks};
-use crate::memory::{IndexConfig, IndexMode};
+use crate::memory::IndexConfig;
 use crate::util::excerpt::quoted;
 
 /// A saved index as the store gave it: its bytes, none, or the store's error.
@@ -83,7 +83,8 @@ impl Banks {
         index: Option<Fetched>,
         config: &IndexConfig,
     ) -> Result<Library, NotSaved> {
-        let (IndexMode::Auto | IndexMode::Hnsw, Some(index)) = (config.mode, index) else {
+        // Not fetched: the exact mode has no graph (the caller decides, once).
+        let Some(index) = index else {
             return Err(NotSaved::Build(None, rows));
         };
         let bytes = match index {

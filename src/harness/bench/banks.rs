@@ -327,7 +327,7 @@ async fn replica_open(
 
     // The writer's change, seen by the replica's next Retrieve: the query's own text (the new top hit) and
     // 99 more, each a durable write. A bank at the cap (1,000,000 by default) first loses as many experiences
-    // as the adds would put over it (one delete each, off the first Retrieve's hits), so the replica catches
+    // as the adds would put over it (one delete each, none of the first Retrieve's hits), so the replica catches
     // up on tombstones too.
     let added = 100;
     let cap = writer.config().limits.max_experiences;
