@@ -10,7 +10,9 @@
 //!   tool, a repeated argument, an unknown argument, a wrong type, an enum value not listed, a value out
 //!   of bounds, a required argument missing. Judged by the schemas themselves, not by memgym's reader, which
 //!   is more lenient (an enum value in another case, `null` for unset, a lenient shape): such a call may
-//!   still be carried out, and the report counts how many were.
+//!   still be carried out, and the report counts how many were. A reply cut by `max_tokens`
+//!   (`finish_reason` `length`) leaves its last call unfinished under any grammar: the report counts the
+//!   format failures in such replies apart, since only a larger `--max-tokens` prevents them.
 //! - A **policy's choice** is everything a grammar leaves to the policy: a reply with no call attempt (the
 //!   policy stopped), and the schema-valid calls, carried out or refused by the environment (an id that
 //!   does not exist, a merge the memory cannot make), counted by refusal kind
@@ -127,6 +129,10 @@ pub struct FormatOrChoice {
     /// Of the format failures, those the environment carried out all the same (its reader is more lenient
     /// than a schema).
     pub format_failures_done: usize,
+    /// Of the format failures, those in a reply cut by `max_tokens` (`finish_reason` `length`): a grammar
+    /// does not prevent them, a larger `--max-tokens` does.
+    #[serde(default)]
+    pub format_failures_cut: usize,
     /// Schema-valid calls.
     pub valid: usize,
     /// Of those, carried out.
@@ -157,12 +163,13 @@ pub fn split(ts: &[Trajectory], schemas: &[Value]) -> FormatOrChoice {
         if t.stop == Some(Stop::NoCall) {
             r.stops_without_call += 1;
         }
-        for c in t.calls() {
+        for (turn, c) in t.turns.iter().flat_map(|turn| turn.calls.iter().map(move |c| (turn, c))) {
             r.calls += 1;
             match format_failure(&c.call, schemas) {
                 Some(kind) => {
                     *r.format_failures.entry(kind.name().to_string()).or_default() += 1;
                     r.format_failures_done += usize::from(c.outcome == Outcome::Done);
+                    r.format_failures_cut += usize::from(turn.finish_reason.as_deref() == Some("length"));
                 }
                 None => {
                     r.valid += 1;
@@ -193,11 +200,12 @@ pub fn markdown(r: &FormatOrChoice) -> String {
     let refusals: Vec<String> = r.valid_refusals.iter().map(|(k, n)| format!("{k}: {n}")).collect();
     format!(
         "\n## Format or choice\n\nformat failures (a grammar of the tools' schemas would have prevented them): {} of {} calls \
-         {{{}}} · carried out all the same: {}\n\npolicy's choices: {} schema-valid calls · carried out {} · refused {} {{{}}} · \
+         {{{}}} · in replies cut by max_tokens: {} · carried out all the same: {}\n\npolicy's choices: {} schema-valid calls · carried out {} · refused {} {{{}}} · \
          replies with no call (the policy stopped): {}\n",
         r.format_total(),
         r.calls,
         kinds.join(", "),
+        r.format_failures_cut,
         r.format_failures_done,
         r.valid,
         r.valid_done,
@@ -289,6 +297,8 @@ mod tests {
             ]),
             turn(Vec::new()),
         ];
+        // The first reply was cut by max_tokens, so its unfinished call is counted apart.
+        a.turns[0].finish_reason = Some("length".into());
         a.stop = Some(Stop::NoCall);
         let mut b = traj("q1", 1, 1, 2, Some(0.0));
         b.turns = vec![turn(vec![
@@ -315,10 +325,16 @@ mod tests {
         assert_eq!((r.calls, r.format_total(), r.valid, r.valid_done, r.valid_refused), (6, 3, 3, 1, 2));
         assert_eq!((r.format_failures["invalid"], r.format_failures["not_in_enum"], r.format_failures["out_of_bounds"]), (1, 1, 1));
         assert_eq!(r.format_failures_done, 1, "memgym reads \"Semantic\" as semantic");
+        assert_eq!(r.format_failures_cut, 1, "only the invalid call's reply was cut");
         assert_eq!(r.valid_refusals, [("memory_id: memory m# not found".to_string(), 2)]);
         assert_eq!(r.stops_without_call, 1);
         let md = markdown(&r);
-        assert!(md.contains("3 of 6 calls {invalid 1, not_in_enum 1, out_of_bounds 1} · carried out all the same: 1"), "{md}");
+        assert!(
+            md.contains(
+                "3 of 6 calls {invalid 1, not_in_enum 1, out_of_bounds 1} · in replies cut by max_tokens: 1 · carried out all the same: 1"
+            ),
+            "{md}"
+        );
         assert!(md.contains("refused 2 {memory_id: memory m# not found: 2} · replies with no call (the policy stopped): 1"), "{md}");
     }
 }
