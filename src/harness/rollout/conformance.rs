@@ -199,7 +199,8 @@ pub fn markdown(r: &FormatOrChoice) -> String {
         .collect();
     let refusals: Vec<String> = r.valid_refusals.iter().map(|(k, n)| format!("{k}: {n}")).collect();
     format!(
-        "\n## Format or choice\n\nformat failures (a grammar of the tools' schemas would have prevented them): {} of {} calls \
+        "\n## Format or choice\n\nformat failures (calls not valid under the tools' schemas; a grammar of them prevents all but those cut \
+         by max_tokens): {} of {} calls \
          {{{}}} · in replies cut by max_tokens: {} · carried out all the same: {}\n\npolicy's choices: {} schema-valid calls · carried out {} · refused {} {{{}}} · \
          replies with no call (the policy stopped): {}\n",
         r.format_total(),
