@@ -9,7 +9,9 @@
 //! the `minimum`/`maximum` their validation checks, lists carry `"items": {"type": "string"}` and the
 //! `minItems`/`maxItems` it checks, each bound from the same constant the validation reads. What a
 //! schema cannot say stays the validation's alone (a text's characters and length, ids that exist, one of
-//! `memory_id`/`memory_ids`, `parts` no longer than `max_parts`). verl's pydantic property model
+//! `memory_id`/`memory_ids`, `memory_id` only on an update, `parts` no longer than `max_parts`: the rules
+//! that span arguments would need an `anyOf` at the root of `parameters`, which OpenAI's strict function
+//! schemas forbid). verl's pydantic property model
 //! (`OpenAIFunctionPropertySchema`) keeps only `type`, `description` and `enum` and silently drops the
 //! other keys, so verl's prompts show the descriptions, which state the bounds in words too.
 //!

@@ -495,8 +495,8 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     // Last: at 1,000,000 the writer's import and index take half an hour, and every table above is printed.
     let mut replica_row = json!(null);
     if let (Some(url), Some(n)) = (&a.postgres_url, a.replica_size.or(a.sizes.iter().max().copied())) {
-        // The bank is searched by its graph (and so saves an index) above the full-scan threshold.
-        if a.replica_size.map_or(indexed, |n| n > a.index.banks_full_scan_threshold) {
+        // A bank searched by its graph saves an index; one the planner scans exactly has none.
+        if a.replica_size.map_or(indexed, |n| banks.config().index.wants_graph(n)) {
             replica_row = replica_open(url, &env, &a, n, &words).await?;
         } else {
             println!("(the replica's open not measured: {n} experiences are under the full-scan threshold, so no index is saved)");

@@ -169,7 +169,7 @@ pub fn split(ts: &[Trajectory], schemas: &[Value]) -> FormatOrChoice {
                 Some(kind) => {
                     *r.format_failures.entry(kind.name().to_string()).or_default() += 1;
                     r.format_failures_done += usize::from(c.outcome == Outcome::Done);
-                    r.format_failures_cut += usize::from(turn.finish_reason.as_deref() == Some("length"));
+                    r.format_failures_cut += usize::from(turn.cut_by_max_tokens());
                 }
                 None => {
                     r.valid += 1;

@@ -111,6 +111,14 @@ pub struct Turn {
     pub dropped: usize,
 }
 
+impl Turn {
+    /// Whether the reply was cut by `max_tokens` (`finish_reason` `length`): its last call, if any, did not fit,
+    /// under any grammar.
+    pub fn cut_by_max_tokens(&self) -> bool {
+        self.finish_reason.as_deref() == Some("length")
+    }
+}
+
 /// `ScoreEpisode`'s answer, every field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[allow(missing_docs)]

@@ -153,9 +153,8 @@ fn reread(t: &Trajectory, choice: ToolChoice) -> Vec<String> {
     for (k, turn) in t.turns.iter().enumerate() {
         let message = turn.reply.pointer("/choices/0/message").cloned().unwrap_or(Value::Null);
         let calls = message.get("tool_calls").and_then(Value::as_array).map_or(0, Vec::len);
-        // A reply cut by max_tokens (finish_reason `length`) honoured the constraint: the call did not fit.
-        let cut = turn.reply.pointer("/choices/0/finish_reason").and_then(Value::as_str) == Some("length");
-        if choice == ToolChoice::Required && calls == 0 && !cut {
+        // A reply cut by max_tokens honoured the constraint: the call did not fit.
+        if choice == ToolChoice::Required && calls == 0 && !turn.cut_by_max_tokens() {
             out.push(format!("turn {}: the reply has no tool call under tool_choice required (the endpoint did not honour it)", k + 1));
         }
         let now = read_calls(t.tool_format, &message);

@@ -10,8 +10,9 @@
 //! - Signs: the share of scored rollouts with reward > 0, = 0 (|r| ≤ [`SIGN_EPSILON`]) and < 0.
 //! - Calls: per tool (names the environment does not know are counted as `other`), per parse mode, and
 //!   what became of them (done, refused, unread).
-//! - Format or choice ([`super::conformance`]): the *format failures* — what a grammar-constrained decoder
-//!   would have prevented: a call attempt that could not be read (`invalid`), a call read leniently
+//! - Format or choice ([`super::conformance`]): the *format failures* — calls not valid under the tools'
+//!   schemas, which a grammar-constrained decoder prevents unless the reply is cut by `max_tokens` (counted
+//!   apart): a call attempt that could not be read (`invalid`), a call read leniently
 //!   (`lenient`), a call whose name or arguments break the schema of the tool the policy was shown (unknown
 //!   tool, repeated or unknown argument, wrong type, enum value not listed, out of bounds, missing
 //!   required) — by kind, and how many memgym carried out all the same; and the *policy's choices* —

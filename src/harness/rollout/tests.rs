@@ -636,6 +636,7 @@ async fn tool_choice_required_is_sent_recorded_and_checked_by_replay() {
     // A reply cut by max_tokens under `required` honoured the constraint: the budget ran out mid-call.
     let mut cut = t.clone();
     cut.turns[1].reply["choices"][0]["finish_reason"] = json!("length");
+    cut.turns[1].finish_reason = Some("length".into());
     assert!(replay::replay(&e, &cut, None, policy::ToolChoice::Required).await.divergences.is_empty());
 
     // A rerun with the other choice is refused, naming it.
