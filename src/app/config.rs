@@ -210,13 +210,12 @@ pub fn default_banks_dir() -> PathBuf {
 }
 
 /// The banks' index settings: the episodes' engine (its mode and HNSW shape), dense, the banks' own
-/// exact-scan threshold and search beam, the graph built on every core.
+/// exact-scan threshold and beams, the graph built on every core.
 pub fn banks_index(a: &crate::app::cli::BankIndexArgs, episodes: &IndexConfig) -> IndexConfig {
     IndexConfig {
         full_scan_threshold: a.banks_full_scan_threshold,
         hnsw_ef_search: a.banks_hnsw_ef_search,
-        // Banks are rebuilt on open: a narrower construction beam than M₀'s 200 halves that time.
-        hnsw_ef_construction: 100,
+        hnsw_ef_construction: a.banks_hnsw_ef_construction,
         hybrid: false,
         parallel_build: true,
         ..episodes.clone()

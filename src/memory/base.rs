@@ -194,8 +194,18 @@ impl BaseMemory {
         Self::assemble(key, records, Vectors::Half(vectors), dim, config, graph)
     }
 
-    fn assemble(key: String, records: Vec<MemoryRecord>, vectors: Vectors, dim: usize, config: IndexConfig, graph: Option<Graph>) -> Self {
+    fn assemble(
+        key: String,
+        records: Vec<MemoryRecord>,
+        vectors: Vectors,
+        dim: usize,
+        config: IndexConfig,
+        mut graph: Option<Graph>,
+    ) -> Self {
         debug_assert!(records.iter().enumerate().all(|(i, r)| r.id.0 as usize == i));
+        if let Some(g) = &mut graph {
+            g.attach_entry_rows(vectors.view(), dim);
+        }
         let total_chars = records.iter().map(MemoryRecord::char_len).sum();
         let mut speakers: Vec<String> = Vec::new();
         for r in &records {

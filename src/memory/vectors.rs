@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::util::vector::{dot, dot_rows};
+use crate::util::vector::{dot, dot4, dot_rows};
 
 /// The owned buffer.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +105,43 @@ impl<'a> VectorRows<'a> {
         match self {
             VectorRows::Full(v) => dot(query, &v[i * dim..][..dim]),
             VectorRows::Half(v) => widened(&v[i * dim..][..dim], |r| dot(query, r)),
+        }
+    }
+
+    /// `out[j] = dot(query, row ids[j])` (bit-equal to [`VectorRows::dot`]), scored four rows at a time:
+    /// a graph search's fresh neighbours, whose scattered rows would otherwise each wait on one chain of
+    /// adds. `out` must be as long as `ids`.
+    pub fn dot_each(self, query: &[f32], ids: &[u32], dim: usize, out: &mut [f32]) {
+        assert_eq!(ids.len(), out.len(), "dot_each: one score per id");
+        let q = &query[..query.len().min(dim)];
+        let mut groups = ids.chunks_exact(4);
+        let mut outs = out.chunks_exact_mut(4);
+        match self {
+            VectorRows::Full(v) => {
+                for (g, o) in (&mut groups).zip(&mut outs) {
+                    let row = |j: usize| &v[g[j] as usize * dim..][..dim];
+                    o.copy_from_slice(&dot4(q, [row(0), row(1), row(2), row(3)]));
+                }
+            }
+            VectorRows::Half(v) if dim <= STACK => {
+                let mut buf = [0.0f32; 4 * STACK];
+                for (g, o) in (&mut groups).zip(&mut outs) {
+                    for (j, &id) in g.iter().enumerate() {
+                        v[id as usize * dim..][..dim].convert_to_f32_slice(&mut buf[j * dim..][..dim]);
+                    }
+                    let (r0, rest) = buf.split_at(dim);
+                    let (r1, rest) = rest.split_at(dim);
+                    let (r2, rest) = rest.split_at(dim);
+                    o.copy_from_slice(&dot4(q, [r0, r1, r2, &rest[..dim]]));
+                }
+            }
+            VectorRows::Half(_) => {}
+        }
+        // What the groups left: the last ids, or every id of a row too wide for the stack.
+        let done = ids.len() - groups.remainder().len();
+        let done = if matches!(self, VectorRows::Half(_)) && dim > STACK { 0 } else { done };
+        for (id, o) in ids[done..].iter().zip(&mut out[done..]) {
+            *o = self.dot(query, *id as usize, dim);
         }
     }
 
@@ -218,6 +255,15 @@ mod tests {
                 let mut copied = vec![f32::NAN; dim];
                 h.view().copy_row(i, dim, &mut copied);
                 prop_assert_eq!(&copied[..], &f.view().row(i, dim)[..]);
+            }
+            // Scored four scattered rows at a time: the same bits.
+            let reversed: Vec<u32> = (0..n as u32).rev().collect();
+            for view in [f.view(), h.view()] {
+                let mut each = vec![f32::NAN; n];
+                view.dot_each(&query, &reversed, dim, &mut each);
+                for (&i, s) in reversed.iter().zip(&each) {
+                    prop_assert_eq!(s.to_bits(), a[i as usize].1);
+                }
             }
             let all: Vec<u32> = (0..n as u32).collect();
             h.view().touch(&all, dim);

@@ -290,6 +290,12 @@ pub struct BankIndexArgs {
     /// HNSW search beam of the banks (raised to 2·top_k when larger).
     #[arg(long, env = "MEMGYM_BANKS_HNSW_EF_SEARCH", default_value_t = 64)]
     pub banks_hnsw_ef_search: usize,
+    /// HNSW construction beam of the banks: wider builds a better-connected graph (higher recall at the
+    /// same search beam) in proportionally more time. A bank's graph is built once, after an import or a
+    /// rebuild, and saved with it; an open reads it back.
+    #[arg(long, env = "MEMGYM_BANKS_HNSW_EF_CONSTRUCTION", default_value_t = 200,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4_096))]
+    pub banks_hnsw_ef_construction: usize,
 }
 
 /// `--replica`: the name rule of [`crate::episode::replica`].

@@ -117,7 +117,7 @@ impl Graph {
         if upper[entry as usize].len() != top {
             return Err(Malformed(format!("the entry {entry} is not on the top layer {top}")));
         }
-        Ok((Graph { width, layer0, upper, entry, top }, r.bytes))
+        Ok((Graph::assemble(width, layer0, upper, entry, top), r.bytes))
     }
 }
 
