@@ -25,7 +25,7 @@ use hnsw_rs::prelude::{Distance, Hnsw};
 
 use super::base::Tombstones;
 use super::vectors::{VectorRows, Vectors};
-use crate::util::vector::Hit;
+use crate::util::vector::{Hit, TopK};
 
 mod codec;
 pub use codec::Malformed;
@@ -274,24 +274,20 @@ impl Graph {
 
     /// The [`SEEDS`] best entry nodes for `query`, best first (ties to the lower id).
     fn seeds(&self, query: &[f32], vectors: VectorRows<'_>, dim: usize) -> Vec<Near> {
-        let mut scored: Vec<Near> = Vec::with_capacity(self.entries.len());
+        let mut best = TopK::new(SEEDS);
         match &self.entry_rows {
             Some(rows) if rows.view().len() == self.entries.len() * dim => {
-                rows.view().for_each_score(query, dim, |j, score| scored.push(Near(Hit { score, key: self.entries[j] })));
+                rows.view().for_each_score(query, dim, |j, score| best.push(Hit { score, key: self.entries[j] }));
             }
             _ => {
                 let mut scores = vec![0.0; self.entries.len()];
                 vectors.dot_each(query, &self.entries, dim, &mut scores);
-                scored.extend(self.entries.iter().zip(scores).map(|(&key, score)| Near(Hit { score, key })));
+                for (&key, score) in self.entries.iter().zip(scores) {
+                    best.push(Hit { score, key });
+                }
             }
         }
-        let keep = SEEDS.min(scored.len());
-        if keep < scored.len() {
-            scored.select_nth_unstable_by(keep, |a, b| b.cmp(a));
-            scored.truncate(keep);
-        }
-        scored.sort_by(|a, b| b.cmp(a));
-        scored
+        best.into_sorted().into_iter().map(Near).collect()
     }
 }
 

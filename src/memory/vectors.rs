@@ -113,6 +113,13 @@ impl<'a> VectorRows<'a> {
     /// adds. `out` must be as long as `ids`.
     pub fn dot_each(self, query: &[f32], ids: &[u32], dim: usize, out: &mut [f32]) {
         assert_eq!(ids.len(), out.len(), "dot_each: one score per id");
+        if matches!(self, VectorRows::Half(_)) && dim > STACK {
+            // Rows too wide to widen four at a time on the stack: one at a time.
+            for (id, o) in ids.iter().zip(out) {
+                *o = self.dot(query, *id as usize, dim);
+            }
+            return;
+        }
         let q = &query[..query.len().min(dim)];
         let mut groups = ids.chunks_exact(4);
         let mut outs = out.chunks_exact_mut(4);
@@ -123,7 +130,7 @@ impl<'a> VectorRows<'a> {
                     o.copy_from_slice(&dot4(q, [row(0), row(1), row(2), row(3)]));
                 }
             }
-            VectorRows::Half(v) if dim <= STACK => {
+            VectorRows::Half(v) => {
                 let mut buf = [0.0f32; 4 * STACK];
                 for (g, o) in (&mut groups).zip(&mut outs) {
                     for (j, &id) in g.iter().enumerate() {
@@ -135,11 +142,9 @@ impl<'a> VectorRows<'a> {
                     o.copy_from_slice(&dot4(q, [r0, r1, r2, &rest[..dim]]));
                 }
             }
-            VectorRows::Half(_) => {}
         }
-        // What the groups left: the last ids, or every id of a row too wide for the stack.
+        // The last ids, fewer than four.
         let done = ids.len() - groups.remainder().len();
-        let done = if matches!(self, VectorRows::Half(_)) && dim > STACK { 0 } else { done };
         for (id, o) in ids[done..].iter().zip(&mut out[done..]) {
             *o = self.dot(query, *id as usize, dim);
         }
