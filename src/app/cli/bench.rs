@@ -161,6 +161,11 @@ pub struct BankBenchArgs {
     /// the graph builds again, which takes most of an hour at 1,000,000 experiences).
     #[arg(long)]
     pub no_open_without_saved: bool,
+    /// Also measure Retrieve on the largest bank at each of these HNSW search beams (a recall/latency
+    /// curve): for each, a fresh server opens the bank on its saved index with that beam, and its p50/p99
+    /// with one caller and its recall@10 are reported.
+    #[arg(long, value_delimiter = ',', value_name = "EF,...")]
+    pub ef_sweep: Vec<usize>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     pub json: bool,

@@ -267,6 +267,50 @@ async fn open_times(
     Ok(row.into())
 }
 
+/// Retrieve on bank `name` at each `--ef-sweep` search beam, each on a fresh server that opens the bank's
+/// saved index with that beam (the first server's index is not changed): p50/p99 with one caller and
+/// recall@10. Returns the JSON rows.
+async fn ef_sweep(
+    store: &Arc<dyn BankStore>,
+    env: &Arc<crate::episode::Environment>,
+    a: &BankBenchArgs,
+    name: &str,
+    words: &[String],
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    if a.ef_sweep.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(ef) = a.ef_sweep.iter().find(|&&ef| !(1..=4_096).contains(&ef)) {
+        anyhow::bail!("--ef-sweep: each search beam must be 1 to 4096, got {ef}");
+    }
+    println!("\nRetrieve on the {name} bank's saved index at each search beam (a fresh server each; one caller)");
+    println!("{:>9} {:>9} {:>9} {:>10} {:>6}", "ef", "p50 ms", "p99 ms", "recall@10", "by id");
+    let mut rows = Vec::new();
+    for &ef in &a.ef_sweep {
+        let mut index = crate::app::config::banks_index(&a.index, &env.config().index);
+        index.hnsw_ef_search = ef;
+        let mut config = BanksConfig { index, ..BanksConfig::default() };
+        config.limits.max_experiences = a.max_experiences;
+        let banks = Arc::new(Banks::new(Arc::clone(store), env.embedder().clone(), None, config));
+        // Its own environment: stopping a server drains its environment, which the first server still serves.
+        let own = crate::app::config::build_environment(&a.env)?;
+        let running = crate::app::server::spawn_with(own, Some(Arc::clone(&banks)), "127.0.0.1:0".parse()?).await?;
+        let client = BanksClient::new(Channel::from_shared(format!("http://{}", running.addr))?.connect().await?);
+        let origin = banks.read(name, |lib| lib.origin()).await?;
+        anyhow::ensure!(
+            matches!(origin, crate::banks::IndexOrigin::Saved { .. }),
+            "the sweep's server did not open {name} on its saved index ({origin:?})"
+        );
+        let (hist, _, path) = retrieve_load(&client, name, 1, a.secs, words).await?;
+        let (by_id, by_score) = recall_at_10(&banks, name, a.recall_queries, words).await?;
+        println!("{ef:>9} {:>9.3} {:>9.3} {by_score:>10.3} {by_id:>6.3}", hist.pct_ms(50.0), hist.pct_ms(99.0));
+        rows.push(json!({"ef_search": ef, "path": path, "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0),
+                         "recall_at_10": by_score, "recall_at_10_by_id": by_id}));
+        running.stop().await?;
+    }
+    Ok(rows)
+}
+
 /// What this process's RSS grew by since it was `before`, in MiB: what a fresh open added (the bank held a
 /// second time, plus what the allocator kept of the rows read), the server's memory for the bank from above.
 fn rss_added_since(before: Option<u64>) -> Option<f64> {
@@ -403,6 +447,14 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         // retrieval once that is done (the steady state), and report when it was.
         settle(&banks, &name, t).await?;
         let ready = t.elapsed();
+        // A bank with a graph then saves it (about 140 MB at 1,000,000: seconds of encoding and an fsync that
+        // share the two cores): measured after that, in the steady state.
+        let saved = if banks.config().index.wants_graph(n) {
+            index_saved(store.as_ref(), &name).await?;
+            Some(t.elapsed().as_secs_f64())
+        } else {
+            None
+        };
         let (hist, _, path) = retrieve_load(&client, &name, 1, a.secs, &words).await?;
         let (loaded, rate, _) = retrieve_load(&client, &name, a.clients, a.secs, &words).await?;
         let recall = if path == "hnsw" { Some(recall_at_10(&banks, &name, a.recall_queries, &words).await?) } else { None };
@@ -416,15 +468,19 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
             recall.map_or("exact".to_string(), |r| format!("{:.3}", r.1)),
             recall.map_or("exact".to_string(), |r| format!("{:.3}", r.0))
         );
-        retrieve_rows.push(json!({"size": n, "import_s": load.as_secs_f64(), "index_ready_s": ready.as_secs_f64(), "path": path, "p50_ms": hist.pct_ms(50.0),
+        retrieve_rows.push(json!({"size": n, "import_s": load.as_secs_f64(), "index_ready_s": ready.as_secs_f64(), "index_saved_s": saved, "path": path, "p50_ms": hist.pct_ms(50.0),
                                   "p99_ms": hist.pct_ms(99.0), "callers": a.clients, "calls_per_s": rate,
                                   "p99_ms_loaded": loaded.pct_ms(99.0), "recall_at_10": recall.map(|r| r.1), "recall_at_10_by_id": recall.map(|r| r.0)}));
         largest = Some((name, path == "hnsw"));
     }
     // A bank under the full-scan threshold has no graph, so no index is saved to open on.
     let indexed = largest.as_ref().is_some_and(|l| l.1);
+    let mut sweep_rows = Vec::new();
     match &largest {
-        Some((name, true)) => open_row = open_times(&store, &sqlite, &env, &a, name, &words).await?,
+        Some((name, true)) => {
+            sweep_rows = ef_sweep(&store, &env, &a, name, &words).await?;
+            open_row = open_times(&store, &sqlite, &env, &a, name, &words).await?;
+        }
         Some((_, false)) => println!("(opens not measured: the largest bank is under the full-scan threshold, so it saves no index)"),
         None => {}
     }
@@ -503,7 +559,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         }
     }
     if a.json {
-        let out = json!({"embedder": env.embedder().identity().to_string(), "retrieve": retrieve_rows, "open": open_row, "replica_open": replica_row,
+        let out = json!({"embedder": env.embedder().identity().to_string(), "retrieve": retrieve_rows, "ef_sweep": sweep_rows, "open": open_row, "replica_open": replica_row,
                          "apply": apply_rows, "compress": compress_rows});
         println!("{out}");
     }
