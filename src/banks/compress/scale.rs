@@ -369,7 +369,7 @@ pub(super) fn diversity_with(lib: &Library<'_>, near: &Neighbours, keep: usize, 
         let visit = by_cluster(&assign, k);
         let compared = std::sync::atomic::AtomicUsize::new(0);
         let found: Vec<(u32, Bounds)> = par_map(n, |range| {
-            let (mut work, mut among, mut count) = (Work::new(dim), Vec::new(), 0);
+            let (mut row, mut among, mut count) = (vec![0.0f32; dim], Vec::new(), 0);
             let out = visit[range]
                 .iter()
                 .map(|&i| {
@@ -388,7 +388,7 @@ pub(super) fn diversity_with(lib: &Library<'_>, near: &Neighbours, keep: usize, 
                             among.extend(nb.iter().filter(|&&j| flipped_now[j as usize]).map(|&j| assign_now[j as usize]));
                             among.retain(|&c| c != own);
                             if !among.is_empty() {
-                                b.hi = b.hi.max(best(lib, cent_now, i, &mut among, &mut work).1 + ROUNDING);
+                                b.hi = b.hi.max(best(lib, cent_now, i, &mut among, &mut row).1 + ROUNDING);
                             }
                             if b.lo > b.hi {
                                 return (own, b);
@@ -399,7 +399,7 @@ pub(super) fn diversity_with(lib: &Library<'_>, near: &Neighbours, keep: usize, 
                     among.push(own);
                     among.extend(nb.iter().map(|&j| assign_now[j as usize]));
                     count += 1;
-                    compare(lib, cent_now, i, &mut among, &mut work)
+                    compare(lib, cent_now, i, &mut among, &mut row)
                 })
                 .collect();
             compared.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
@@ -437,45 +437,29 @@ pub(super) fn diversity_with(lib: &Library<'_>, near: &Neighbours, keep: usize, 
     lib.representatives(&cent, |i| assign[i] as usize, k, keep)
 }
 
-/// What [`best`] reuses from one experience to the next: the experience's row and its dots with the
-/// candidate centroids.
-struct Work {
-    row: Vec<f32>,
-    dots: Vec<f32>,
-}
-
-impl Work {
-    fn new(dim: usize) -> Work {
-        Work { row: vec![0.0; dim], dots: Vec::new() }
-    }
-}
-
-/// Item `i` against the centroids of the clusters `among` (maybe repeated): the nearest (highest dot, the
-/// lowest index on ties) and its [`Bounds`].
-fn compare(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, work: &mut Work) -> (u32, Bounds) {
-    let (c, top, second) = best(lib, cent, i, among, work);
+/// Item `i` against the centroids of the clusters `among` (maybe repeated; `row` is scratch): the nearest
+/// (highest dot, the lowest index on ties) and its [`Bounds`].
+fn compare(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row: &mut [f32]) -> (u32, Bounds) {
+    let (c, top, second) = best(lib, cent, i, among, row);
     (c, Bounds { lo: top - ROUNDING, hi: second + ROUNDING })
 }
 
 /// The nearest of the clusters `among` (not empty) to item `i`, with its dot and the next highest dot
-/// (−∞ with one cluster). The centroids are read ahead ([`VectorRows::touch`]) and scored four at a time
-/// ([`VectorRows::dot_each`], bit-equal to [`dot`]), so their cache misses overlap.
+/// (−∞ with one cluster). The centroids are read ahead ([`VectorRows::touch`]), so their cache misses overlap.
 ///
 /// The rule is [`beats`], as [`Library::nearest`]'s, in a loop of its own: the two sharing one `nearest_two`
 /// (commit e3c9df9) doubled diversity's time on 200,000 experiences (10.3–10.9 s against 4.6–5.7 s alone,
 /// `bench banks`, 2026-11-29); sharing only the rule did not (4.55 s).
-fn best(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, work: &mut Work) -> (u32, f32, f32) {
+fn best(lib: &Library<'_>, cent: &[f32], i: usize, among: &mut Vec<u32>, row: &mut [f32]) -> (u32, f32, f32) {
     let dim = lib.dim;
     among.sort_unstable();
     among.dedup();
-    let centroids = VectorRows::Full(cent);
-    centroids.touch(among, dim);
-    lib.load(i, &mut work.row);
-    work.dots.resize(among.len(), 0.0);
-    centroids.dot_each(&work.row, among, dim, &mut work.dots);
+    VectorRows::Full(cent).touch(among, dim);
+    lib.load(i, row);
     let (mut best, mut top, mut second) = (usize::MAX, f32::NEG_INFINITY, f32::NEG_INFINITY);
-    for (&c, &d) in among.iter().zip(&work.dots) {
+    for &c in among.iter() {
         let c = c as usize;
+        let d = dot(row, &cent[c * dim..][..dim]);
         if beats(d, c, best, top) {
             second = second.max(top);
             (best, top) = (c, d);
@@ -525,14 +509,14 @@ fn spread(lib: &Library<'_>, near: &Neighbours, cent: &[f32], assign: &mut [u32]
         }
         todo.sort_unstable();
         let chosen: Vec<u32> = par_map(todo.len(), |range| {
-            let mut work = Work::new(lib.dim);
+            let mut row = vec![0.0f32; lib.dim];
             let mut among: Vec<u32> = Vec::new();
             todo[range]
                 .iter()
                 .map(|&(_, i)| {
                     among.clear();
                     among.extend(near.of(i as usize).iter().map(|&j| now[j as usize]).filter(|&c| c != NONE));
-                    compare(lib, cent, i as usize, &mut among, &mut work).0
+                    compare(lib, cent, i as usize, &mut among, &mut row).0
                 })
                 .collect()
         });
