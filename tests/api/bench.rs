@@ -10,10 +10,10 @@ fn bench(args: &[&str]) -> Value {
     bench_output(args).1
 }
 
-/// The table (stdout) and the JSON report of one run.
 /// `memgym bench banks` at small sizes: a short measurement each (the sizes are the caller's).
 pub(crate) const SMALL_BANKS: &[&str] = &["banks", "--compress-sizes", "300", "--secs", "0.2", "--recall-queries", "10", "--clients", "2"];
 
+/// The table (stdout) and the JSON report of one run.
 pub(crate) fn bench_output(args: &[&str]) -> (String, Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_memgym"))
         .arg("bench")
@@ -147,6 +147,19 @@ fn rollout_harness_plays_every_rollout_against_the_instant_endpoint() {
 /// builds.
 /// A largest bank under the full-scan threshold has no graph and saves no index: the bench says so instead of
 /// waiting an hour for one.
+/// A search beam out of range is refused before any bank is built, naming the flag.
+#[test]
+fn banks_bench_refuses_a_search_beam_out_of_range() {
+    let out = Command::new(env!("CARGO_BIN_EXE_memgym"))
+        .args(["bench", "banks", "--sizes", "300", "--ef-sweep", "64,0"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--ef-sweep") && stderr.contains("got 0"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Retrieve over gRPC"), "nothing was measured");
+}
+
 #[test]
 fn banks_bench_without_a_graph_skips_the_opens() {
     let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "300", "--banks-full-scan-threshold", "100000"]].concat());
@@ -157,11 +170,22 @@ fn banks_bench_without_a_graph_skips_the_opens() {
 
 #[test]
 fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
-    let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "100,3000"]].concat());
+    let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "100,3000", "--ef-sweep", "16,64"]].concat());
     assert!(table.contains("Retrieve over gRPC") && table.contains("ApplyOperations") && table.contains("Compression"), "{table}");
     let rows = j["retrieve"].as_array().expect("retrieve rows");
     assert_eq!(rows.iter().map(|r| r["size"].as_u64()).collect::<Vec<_>>(), vec![Some(100), Some(3000)]);
     assert_eq!(rows[1]["path"], "hnsw", "3,000 experiences are above the banks' threshold");
+    // Retrieve is measured once the index is saved (a bank under the threshold has none).
+    assert!(rows[0]["index_saved_s"].is_null(), "{}", rows[0]);
+    assert!(rows[1]["index_saved_s"].as_f64().is_some_and(|s| s >= rows[1]["index_ready_s"].as_f64().unwrap()), "{}", rows[1]);
+    // The largest bank at each asked search beam, on fresh servers that opened its saved index.
+    let sweep = j["ef_sweep"].as_array().expect("ef_sweep rows");
+    assert_eq!(sweep.iter().map(|r| r["ef_search"].as_u64()).collect::<Vec<_>>(), vec![Some(16), Some(64)], "{table}");
+    for row in sweep {
+        assert_eq!(row["path"], "hnsw", "{row}");
+        assert!(row["recall_at_10"].as_f64().is_some_and(|r| r > 0.0 && r <= 1.0), "{row}");
+        assert!(row["p99_ms"].as_f64().unwrap() >= row["p50_ms"].as_f64().unwrap(), "{row}");
+    }
     assert!(rows[1]["recall_at_10"].as_f64().is_some_and(|r| r > 0.0 && r <= 1.0));
     // By score (ann-benchmarks' count) a hit is any experience scoring at least the exact 10th: every id hit is one.
     let by_id = rows[1]["recall_at_10_by_id"].as_f64().expect("recall by id");
