@@ -4,7 +4,9 @@
 //! - **Retrieve over gRPC** at each `--sizes` (default 100, 10,000, 100,000 experiences): one caller
 //!   for `--secs` seconds (p50/p99: latency), then `--clients` concurrent callers (calls/s and their
 //!   p99), the search path, and at sizes where HNSW answers, recall@10 against the exact scan over
-//!   `--recall-queries` queries (by score, as ann-benchmarks counts it, and by id).
+//!   `--recall-queries` queries (by score, as ann-benchmarks counts it, and by id). A bank with a graph is
+//!   measured once its index is saved (the steady state). `--ef-sweep` measures the largest bank again at
+//!   each of several search beams, each on a fresh server opening its saved index.
 //! - **Load and open**: the import of each size (acknowledged once embedded and durable) and the time
 //!   until its index is rebuilt in the background (retrieval is measured after that), and — for the
 //!   largest — the open of the bank by a fresh server on the same file to its first Retrieve: on the
@@ -69,11 +71,16 @@ fn library(n: usize, seed: u64, words: &[String]) -> String {
     format!("{{{}}}", members.join(", "))
 }
 
-async fn banks_on(store: Arc<dyn BankStore>, env: &crate::episode::Environment, a: &BankBenchArgs) -> Arc<Banks> {
+/// The banks' settings the flags describe.
+fn banks_config(env: &crate::episode::Environment, a: &BankBenchArgs) -> BanksConfig {
     let index = crate::app::config::banks_index(&a.index, &env.config().index);
     let mut config = BanksConfig { index, ..BanksConfig::default() };
     config.limits.max_experiences = a.max_experiences;
-    Arc::new(Banks::new(store, env.embedder().clone(), None, config))
+    config
+}
+
+async fn banks_on(store: Arc<dyn BankStore>, env: &crate::episode::Environment, a: &BankBenchArgs) -> Arc<Banks> {
+    Arc::new(Banks::new(store, env.embedder().clone(), None, banks_config(env, a)))
 }
 
 /// A store under measurement: its name, a client of its server, and the server (for PostgreSQL).
@@ -284,10 +291,8 @@ async fn ef_sweep(
     println!("{:>9} {:>9} {:>9} {:>10} {:>6}", "ef", "p50 ms", "p99 ms", "recall@10", "by id");
     let mut rows = Vec::new();
     for &ef in &a.ef_sweep {
-        let mut index = crate::app::config::banks_index(&a.index, &env.config().index);
-        index.hnsw_ef_search = ef;
-        let mut config = BanksConfig { index, ..BanksConfig::default() };
-        config.limits.max_experiences = a.max_experiences;
+        let mut config = banks_config(env, a);
+        config.index.hnsw_ef_search = ef;
         let banks = Arc::new(Banks::new(Arc::clone(store), env.embedder().clone(), None, config));
         // Its own environment: stopping a server drains its environment, which the first server still serves.
         let own = crate::app::config::build_environment(&a.env)?;
@@ -448,8 +453,8 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         // retrieval once that is done (the steady state), and report when it was.
         settle(&banks, &name, t).await?;
         let ready = t.elapsed();
-        // A bank with a graph then saves it (about 140 MB at 1,000,000: seconds of encoding and an fsync that
-        // share the two cores): measured after that, in the steady state.
+        // A bank with a graph then saves it (about 140 MB at 1,000,000, encoded and written with an fsync in
+        // about a second, on the same two cores): measured after that, in the steady state.
         let saved = if banks.config().index.wants_graph(n) {
             index_saved(store.as_ref(), &name).await?;
             Some(t.elapsed().as_secs_f64())
