@@ -141,12 +141,6 @@ fn rollout_harness_plays_every_rollout_against_the_instant_endpoint() {
     }
 }
 
-/// `memgym bench banks` at small sizes (the test command's run of it; the full one is in the Banks
-/// chapter): every table is there, and the open of the largest bank by a fresh server went through the
-/// saved index the first server wrote, then, with it removed, through the exact scan while the graph
-/// builds.
-/// A largest bank under the full-scan threshold has no graph and saves no index: the bench says so instead of
-/// waiting an hour for one.
 /// A search beam out of range is refused before any bank is built, naming the flag.
 #[test]
 fn banks_bench_refuses_a_search_beam_out_of_range() {
@@ -156,10 +150,12 @@ fn banks_bench_refuses_a_search_beam_out_of_range() {
         .output()
         .expect("the binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("--ef-sweep") && stderr.contains("got 0"), "{stderr}");
+    assert!(!out.status.success() && stderr.contains("--ef-sweep") && stderr.contains("0 is not in 1..=4096"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Retrieve over gRPC"), "nothing was measured");
 }
 
+/// A largest bank under the full-scan threshold has no graph and saves no index: the bench says so instead of
+/// waiting an hour for one.
 #[test]
 fn banks_bench_without_a_graph_skips_the_opens() {
     let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "300", "--banks-full-scan-threshold", "100000"]].concat());
@@ -168,6 +164,10 @@ fn banks_bench_without_a_graph_skips_the_opens() {
     assert!(table.contains("opens not measured") && j["open"].is_null(), "{table}");
 }
 
+/// `memgym bench banks` at small sizes (the test command's run of it; the full one is in the Banks
+/// chapter): every table is there, and the open of the largest bank by a fresh server went through the
+/// saved index the first server wrote, then, with it removed, through the exact scan while the graph
+/// builds; each beam of `--ef-sweep` is measured on a fresh server over that saved index.
 #[test]
 fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
     let (table, j) = bench_output(&[SMALL_BANKS, &["--sizes", "100,3000", "--ef-sweep", "16,64"]].concat());

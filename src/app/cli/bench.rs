@@ -164,7 +164,8 @@ pub struct BankBenchArgs {
     /// Also measure Retrieve on the largest bank at each of these HNSW search beams (a recall/latency
     /// curve): for each, a fresh server opens the bank on its saved index with that beam, and its p50/p99
     /// with one caller and its recall@10 are reported.
-    #[arg(long, value_delimiter = ',', value_name = "EF,...")]
+    #[arg(long, value_delimiter = ',', value_name = "EF,...",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4_096))]
     pub ef_sweep: Vec<usize>,
     /// Print one JSON object as the last line.
     #[arg(long)]
