@@ -218,6 +218,7 @@ pub fn banks_index(a: &crate::app::cli::BankIndexArgs, episodes: &IndexConfig) -
         hnsw_ef_construction: a.banks_hnsw_ef_construction,
         hybrid: false,
         parallel_build: true,
+        huge_pages: !a.banks_no_huge_pages,
         ..episodes.clone()
     }
 }

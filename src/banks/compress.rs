@@ -87,6 +87,9 @@ pub struct Space<'a> {
     pub dim: usize,
     /// The graph over the rows.
     pub graph: Option<&'a Graph>,
+    /// Ask for huge pages under the large tables a selection over the graph reads at random (the bank's
+    /// [`crate::memory::IndexConfig::huge_pages`]).
+    pub huge_pages: bool,
 }
 
 /// Most experiences diversity, hybrid and [`similar_groups`] compare pair by pair (seconds: hybrid's

@@ -569,6 +569,11 @@ impl Library {
         self.index.changed_count()
     }
 
+    /// True while a rebuild of this library's index is claimed (building in the background).
+    pub fn rebuilding(&self) -> bool {
+        self.compacting.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Claims a rebuild whatever the overlay (a [`IndexOrigin::Pending`] library's first build): true
     /// once until [`Library::adopt`] replaces this library or the claim is released.
     pub fn claim_rebuild(&self) -> bool {

@@ -185,7 +185,7 @@ impl Banks {
         }
         let m = meta.clone();
         let decided = tokio::task::spawn_blocking(move || {
-            let space = Space { rows: base.rows(), dim: base.dim(), graph: base.graph() };
+            let space = Space { rows: base.rows(), dim: base.dim(), graph: base.graph(), huge_pages: base.config().huge_pages };
             decide(input, space, &m)
         })
         .await

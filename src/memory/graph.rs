@@ -178,6 +178,11 @@ impl Graph {
         });
     }
 
+    /// Asks for huge pages under layer 0, which every search step reads at random ([`crate::util::huge`]).
+    pub fn back_with_huge_pages(&self) -> crate::util::huge::Backing {
+        crate::util::huge::back_with_huge_pages(&self.layer0)
+    }
+
     /// Number of nodes.
     pub fn len(&self) -> usize {
         self.upper.len()

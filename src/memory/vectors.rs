@@ -59,6 +59,14 @@ fn widened<T>(row: &[f16], f: impl FnOnce(&[f32]) -> T) -> T {
 }
 
 impl Vectors {
+    /// Asks for huge pages under the buffer ([`crate::util::huge`]); left alone under its threshold.
+    pub fn back_with_huge_pages(&self) -> crate::util::huge::Backing {
+        match self {
+            Vectors::Full(v) => crate::util::huge::back_with_huge_pages(v),
+            Vectors::Half(v) => crate::util::huge::back_with_huge_pages(v),
+        }
+    }
+
     /// The borrowed view.
     pub fn view(&self) -> VectorRows<'_> {
         match self {

@@ -182,6 +182,8 @@ fn banks_bench_at_small_sizes_reports_every_table_and_both_opens() {
     let sweep = j["ef_sweep"].as_array().expect("ef_sweep rows");
     assert_eq!(sweep.iter().map(|r| r["ef_search"].as_u64()).collect::<Vec<_>>(), vec![Some(16), Some(64)], "{table}");
     for row in sweep {
+        // A 3,000-row bank is under util::huge's threshold (16 MiB): no huge pages asked for.
+        assert!(row["huge_pages_mib_added"].as_f64().is_some(), "{row}");
         assert_eq!(row["path"], "hnsw", "{row}");
         assert!(row["recall_at_10"].as_f64().is_some_and(|r| r > 0.0 && r <= 1.0), "{row}");
         assert!(row["p99_ms"].as_f64().unwrap() >= row["p50_ms"].as_f64().unwrap(), "{row}");

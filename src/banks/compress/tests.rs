@@ -322,7 +322,7 @@ fn base_over(rows: &[f32], dim: usize) -> crate::memory::BaseMemory {
 }
 
 fn space_of(base: &crate::memory::BaseMemory) -> Space<'_> {
-    Space { rows: base.rows(), dim: base.dim(), graph: base.graph() }
+    Space { rows: base.rows(), dim: base.dim(), graph: base.graph(), huge_pages: true }
 }
 
 /// A bank's candidates over `rows`: row `i` is experience `G(i·2+1)` unless `deleted`; every `own`-th one
@@ -546,7 +546,7 @@ fn over_the_limit_without_a_graph_is_refused_not_compared_pair_by_pair() {
     let dim = 8;
     let rows = clustered(30, dim, 3, 0.3, 1);
     let c = bank_candidates(&rows, dim, 0, 0, 2);
-    let no_graph = Some(Space { rows: VectorRows::Full(&rows), dim, graph: None });
+    let no_graph = Some(Space { rows: VectorRows::Full(&rows), dim, graph: None, huge_pages: false });
     let over = Params { exact_limit: 20, ..Params::default() };
     for (s, refused) in [(Strategy::Diversity, true), (Strategy::Hybrid, true), (Strategy::Importance, false), (Strategy::Temporal, false)]
     {

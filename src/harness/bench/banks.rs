@@ -288,11 +288,13 @@ async fn ef_sweep(
         return Ok(Vec::new());
     }
     println!("\nRetrieve on the {name} bank's saved index at each search beam (a fresh server each; one caller)");
-    println!("{:>9} {:>9} {:>9} {:>10} {:>6}", "ef", "p50 ms", "p99 ms", "recall@10", "by id");
+    println!("{:>9} {:>9} {:>9} {:>10} {:>6} {:>10}", "ef", "p50 ms", "p99 ms", "recall@10", "by id", "huge MiB");
     let mut rows = Vec::new();
     for &ef in &a.ef_sweep {
         let mut config = banks_config(env, a);
         config.index.hnsw_ef_search = ef;
+        let probe = super::probe::Probe::this_process();
+        let huge_before = probe.anon_huge_bytes();
         let banks = Arc::new(Banks::new(Arc::clone(store), env.embedder().clone(), None, config));
         // Its own environment: stopping a server drains its environment, which the first server still serves.
         let own = crate::app::config::build_environment(&a.env)?;
@@ -303,11 +305,19 @@ async fn ef_sweep(
             matches!(origin, crate::banks::IndexOrigin::Saved { .. }),
             "the sweep's server did not open {name} on its saved index ({origin:?})"
         );
+        // What this server's open put on huge pages (`--banks-no-huge-pages` asks for none; the kernel may still
+        // give them where the allocator reuses memory a bank that asked for them freed).
+        let huge_added = probe.anon_huge_bytes().zip(huge_before).map(|(a, b)| a.saturating_sub(b) as f64 / 1_048_576.0);
         let (hist, _, path) = retrieve_load(&client, name, 1, a.secs, words).await?;
         let (by_id, by_score) = recall_at_10(&banks, name, a.recall_queries, words).await?;
-        println!("{ef:>9} {:>9.3} {:>9.3} {by_score:>10.3} {by_id:>6.3}", hist.pct_ms(50.0), hist.pct_ms(99.0));
-        rows.push(json!({"ef_search": ef, "path": path, "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0),
-                         "recall_at_10": by_score, "recall_at_10_by_id": by_id}));
+        println!(
+            "{ef:>9} {:>9.3} {:>9.3} {by_score:>10.3} {by_id:>6.3} {:>10}",
+            hist.pct_ms(50.0),
+            hist.pct_ms(99.0),
+            mib_or_na(huge_added)
+        );
+        rows.push(json!({"ef_search": ef, "huge_pages_mib_added": huge_added, "path": path,
+                         "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0), "recall_at_10": by_score, "recall_at_10_by_id": by_id}));
         running.stop().await?;
     }
     Ok(rows)
@@ -497,7 +507,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     }
     println!("\nApplyOperations, durable, batches of adds back to back");
     println!("{:>9} {:>6} {:>9} {:>9} {:>10}", "store", "ops", "p50 ms", "p99 ms", "ops/s");
-    for (store_name, c, _) in &mut targets {
+    for (store_name, c, pg) in &mut targets {
         let bank = format!("apply-{}-{}", store_name, std::process::id());
         c.create_bank(pb::CreateBankRequest { name: bank.clone(), if_not_exists: true, ..Default::default() }).await?;
         for n in [1usize, 10, 100] {
@@ -506,6 +516,15 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
             apply_rows
                 .push(json!({"store": store_name, "ops": n, "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0), "ops_per_s": rate}));
         }
+        // The writes' last background rebuild (of 100,000 and more experiences: minutes on both cores) runs on
+        // whether the bank is deleted or not: let it end, or it shares the cores with the measurements below.
+        let owner = pg.as_ref().map_or(&banks, |(_, b)| b);
+        let t = Instant::now();
+        while owner.read(&bank, |lib| lib.rebuilding()).await? {
+            anyhow::ensure!(t.elapsed() < Duration::from_secs(3_600), "the index of {bank} was not rebuilt within an hour");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!("{store_name:>9} (its last index rebuild ended {:.1} s after the writes)", t.elapsed().as_secs_f64());
         c.delete_bank(pb::DeleteBankRequest { name: bank, expected_version: None }).await?;
     }
 

@@ -34,6 +34,12 @@ impl Probe {
         parse_rss_kib(&status).map(|kib| kib * 1024)
     }
 
+    /// Anonymous memory on transparent huge pages, in bytes (`AnonHugePages` of `smaps_rollup`).
+    pub fn anon_huge_bytes(&self) -> Option<u64> {
+        let rollup = std::fs::read_to_string(self.dir.join("smaps_rollup")).ok()?;
+        parse_kib(&rollup, "AnonHugePages:").map(|kib| kib * 1024)
+    }
+
     /// User + system CPU time in seconds.
     pub fn cpu_secs(&self) -> Option<f64> {
         let stat = std::fs::read_to_string(self.dir.join("stat")).ok()?;
@@ -42,7 +48,12 @@ impl Probe {
 }
 
 fn parse_rss_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    parse_kib(status, "VmRSS:")
+}
+
+/// The value of the `/proc` line that starts with `key` (`key   123 kB`), in KiB.
+fn parse_kib(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -102,6 +113,9 @@ mod tests {
     fn parses_proc_formats() {
         assert_eq!(parse_rss_kib("Name:\tmemgym\nVmPeak:\t  9 kB\nVmRSS:\t  123456 kB\n"), Some(123_456));
         assert_eq!(parse_rss_kib("Name: x\n"), None);
+        let rollup = "Rss:              812 kB\nAnonymous:        400 kB\nAnonHugePages:   4096 kB\nShmemPmdMapped:     0 kB\n";
+        assert_eq!(parse_kib(rollup, "AnonHugePages:"), Some(4096));
+        assert_eq!(parse_kib(rollup, "FilePmdMapped:"), None);
         let stat = "4242 (mem gym) S 1 4242 4242 0 -1 4194560 500 0 0 0 731 269 0 0 20 0 9 0 1000 1 1";
         assert_eq!(parse_cpu_ticks(stat), Some(1000));
         assert_eq!(parse_cpu_ticks("garbage"), None);
@@ -115,5 +129,6 @@ mod tests {
         let p = Probe::this_process();
         assert!(p.rss_bytes().is_some_and(|b| b > 1024 * 1024), "a test binary has more than 1 MiB resident");
         assert!(p.cpu_secs().is_some_and(|s| s >= 0.0));
+        assert!(p.anon_huge_bytes().is_some(), "smaps_rollup has AnonHugePages (Linux 4.14 on)");
     }
 }
