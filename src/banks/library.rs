@@ -158,6 +158,16 @@ pub struct Library {
     usage: Mutex<UsageBook>,
     /// A background rebuild of the index is under way (see `Banks::write`).
     compacting: std::sync::atomic::AtomicBool,
+    /// Set when this library is dropped (its bank deleted, replaced or reloaded): a rebuild started from
+    /// it stops between blocks of its graph's inserts instead of building, for minutes on every core, a
+    /// graph nobody will use.
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        self.abandoned.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The stand-in a tombstoned node of a saved index is recorded with.
@@ -189,7 +199,24 @@ fn record(mem: MemoryId, exp: &Experience) -> MemoryRecord {
 impl Library {
     /// Builds the library from stored rows (index build included: run it off the async workers).
     pub fn build(meta: BankMeta, rows: Rows, config: &IndexConfig) -> Library {
-        Self::assemble(meta, rows, config, config, IndexOrigin::Built)
+        let Ok(lib) = Self::assemble(meta, rows, config, IndexOrigin::Built, |key, records, vectors, dim| {
+            Ok::<_, std::convert::Infallible>(BaseMemory::build_half(key, records, vectors, dim, config.clone(), None))
+        });
+        lib
+    }
+
+    /// [`Library::build`] for a background rebuild: `None` once `abandoned` is set (see
+    /// [`Library::abandoned`]), checked between blocks of the graph's inserts.
+    pub fn build_unless(meta: BankMeta, rows: Rows, config: &IndexConfig, abandoned: &std::sync::atomic::AtomicBool) -> Option<Library> {
+        Self::assemble(meta, rows, config, IndexOrigin::Built, |key, records, vectors, dim| {
+            BaseMemory::build_half_unless(key, records, vectors, dim, config.clone(), abandoned).ok_or(())
+        })
+        .ok()
+    }
+
+    /// The flag set when this library is dropped (a rebuild started from it then stops).
+    pub fn abandoned(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.abandoned)
     }
 
     /// The library without its graph: searched by the exact scan (correct, slower at scale) until a
@@ -197,10 +224,20 @@ impl Library {
     /// usable saved index opens without waiting for the build.
     pub fn build_pending(meta: BankMeta, rows: Rows, config: &IndexConfig) -> Library {
         let exact = IndexConfig { mode: crate::memory::IndexMode::Exact, ..config.clone() };
-        Self::assemble(meta, rows, &exact, config, IndexOrigin::Pending)
+        let Ok(lib) = Self::assemble(meta, rows, config, IndexOrigin::Pending, |key, records, vectors, dim| {
+            Ok::<_, std::convert::Infallible>(BaseMemory::build_half(key, records, vectors, dim, exact, None))
+        });
+        lib
     }
 
-    fn assemble(meta: BankMeta, rows: Rows, base_config: &IndexConfig, config: &IndexConfig, origin: IndexOrigin) -> Library {
+    /// The library of `rows`, its engine's base made by `base` from the key, records, vectors and dimension.
+    fn assemble<E>(
+        meta: BankMeta,
+        rows: Rows,
+        config: &IndexConfig,
+        origin: IndexOrigin,
+        base: impl FnOnce(String, Vec<crate::memory::MemoryRecord>, Vec<half::f16>, usize) -> Result<BaseMemory, E>,
+    ) -> Result<Library, E> {
         // The rows' buffer becomes the engine's as it is (each row's vector at `dim` values, or zeros).
         let dim = rows.dim();
         let (exps, vectors) = rows.into_parts();
@@ -214,8 +251,8 @@ impl Library {
             slots.insert(exp.id, Slot { exp, mem });
         }
         let by_mem = slots.values().map(|s| (s.mem, s.exp.id)).collect();
-        let base = BaseMemory::build_half(format!("bank:{}", meta.name), records, vectors, dim, base_config.clone(), None);
-        Library {
+        let base = base(format!("bank:{}", meta.name), records, vectors, dim)?;
+        Ok(Library {
             origin,
             meta,
             slots,
@@ -224,7 +261,8 @@ impl Library {
             config: config.clone(),
             usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
             compacting: std::sync::atomic::AtomicBool::new(false),
-        }
+            abandoned: Arc::default(),
+        })
     }
 
     /// Opens the library on a saved index ([`super::saved_index`]) instead of building one: `rows` are
@@ -323,6 +361,7 @@ impl Library {
             config: config.clone(),
             usage: Mutex::new(UsageBook { totals, pending: HashMap::new() }),
             compacting: std::sync::atomic::AtomicBool::new(false),
+            abandoned: Arc::default(),
         };
         for (exp, vector) in pending {
             lib.insert(exp, &vector);

@@ -532,22 +532,30 @@ impl Banks {
         let index = self.config.index.clone();
         let name = name.to_string();
         tokio::spawn(async move {
-            let snapshot = handle.read().await.as_ref().map(Library::snapshot);
-            let Some((meta, rows)) = snapshot else { return };
+            let snapshot = handle.read().await.as_ref().map(|lib| (lib.snapshot(), lib.abandoned()));
+            let Some(((meta, rows), abandoned)) = snapshot else { return };
             let (version, uid) = (meta.version, meta.uid);
             let started = std::time::Instant::now();
             let built = tokio::task::spawn_blocking(move || {
-                let lib = Library::build(meta, rows, &index);
+                // Stops early once the library it started from is dropped (the bank deleted or replaced).
+                let lib = Library::build_unless(meta, rows, &index, &abandoned)?;
                 let bytes = lib.saved_index();
-                (lib, bytes)
+                Some((lib, bytes))
             })
-            .await
-            .map(|(lib, bytes)| {
-                if let Some(bytes) = bytes {
-                    open::save_in_background(Arc::clone(&store), &name, version, bytes);
+            .await;
+            let built = match built {
+                Ok(None) => {
+                    tracing::info!(bank = %name, secs = started.elapsed().as_secs_f64(), "index rebuild abandoned: the bank was deleted or replaced");
+                    return;
                 }
-                lib
-            });
+                Ok(Some((lib, bytes))) => {
+                    if let Some(bytes) = bytes {
+                        open::save_in_background(Arc::clone(&store), &name, version, bytes);
+                    }
+                    Ok(lib)
+                }
+                Err(e) => Err(e),
+            };
             let mut guard = handle.write().await;
             let Some(lib) = guard.as_mut() else { return };
             let Ok(mut fresh) = built else {

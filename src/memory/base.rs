@@ -13,6 +13,8 @@
 //! small, and HNSW with a restrictive filter loses recall), and so does any HNSW search that comes
 //! back short.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use hnsw_rs::prelude::{Distance, Hnsw};
 
 use super::graph::Graph;
@@ -173,7 +175,11 @@ impl BaseMemory {
         assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
         // Every vector memory holds is at half precision (see `super::half`), M₀'s too.
         super::half::round_parallel(&mut vectors, std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let graph = config.wants_graph(records.len()).then(|| build_graph(&config, VectorRows::Full(&vectors), dim)).flatten();
+        // Nothing abandons an episode's M₀: `NEVER` is never set, so the build always ends.
+        let graph = config
+            .wants_graph(records.len())
+            .then(|| build_graph(&config, VectorRows::Full(&vectors), dim, &NEVER).ok().flatten())
+            .flatten();
         Self::assemble(key, records, Vectors::Full(vectors), dim, config, graph)
     }
 
@@ -190,12 +196,39 @@ impl BaseMemory {
         graph: Option<Graph>,
     ) -> Self {
         assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
-        let graph = match graph {
-            Some(g) => Some(g),
-            None if config.wants_graph(records.len()) => build_graph(&config, VectorRows::Half(&vectors), dim),
-            None => None,
-        };
+        // `NEVER` is never set, so the build always ends.
+        let graph = Self::graph_of(&config, graph, &vectors, dim, &NEVER).ok().flatten();
         Self::assemble(key, records, Vectors::Half(vectors), dim, config, graph)
+    }
+
+    /// [`BaseMemory::build_half`], stopped between blocks of the graph's inserts once `abandoned` is set
+    /// (a background rebuild whose bank was deleted or replaced): `None` then.
+    pub fn build_half_unless(
+        key: String,
+        records: Vec<MemoryRecord>,
+        vectors: Vec<half::f16>,
+        dim: usize,
+        config: IndexConfig,
+        abandoned: &AtomicBool,
+    ) -> Option<Self> {
+        assert_eq!(vectors.len(), records.len() * dim, "vector buffer does not match the records");
+        let graph = Self::graph_of(&config, None, &vectors, dim, abandoned).ok()?;
+        Some(Self::assemble(key, records, Vectors::Half(vectors), dim, config, graph))
+    }
+
+    /// `graph` if given, else the graph `config` wants over `vectors` (built), else none.
+    fn graph_of(
+        config: &IndexConfig,
+        graph: Option<Graph>,
+        vectors: &[half::f16],
+        dim: usize,
+        abandoned: &AtomicBool,
+    ) -> Result<Option<Graph>, Abandoned> {
+        match graph {
+            Some(g) => Ok(Some(g)),
+            None if config.wants_graph(vectors.len() / dim.max(1)) => build_graph(config, VectorRows::Half(vectors), dim, abandoned),
+            None => Ok(None),
+        }
     }
 
     fn assemble(
@@ -333,10 +366,18 @@ impl BaseMemory {
     }
 }
 
+/// Never set: what a build nobody abandons checks.
+static NEVER: AtomicBool = AtomicBool::new(false);
+
+/// A graph build stopped because `abandoned` was set (a background rebuild whose bank is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Abandoned;
+
 /// The HNSW graph over `rows` (`dim` values each): hnsw_rs builds it from the rows widened to `f32` a
 /// block at a time (it keeps its own copy of each row until the flat copy is taken), and the flat copy
-/// answers searches. `None` when there are no rows.
-fn build_graph(config: &IndexConfig, rows: VectorRows<'_>, dim: usize) -> Option<Graph> {
+/// answers searches. `None` when there are no rows. Between blocks it stops once `abandoned` is set: a
+/// 1,000,000-row build takes most of an hour on two cores, which a deleted bank should not keep.
+fn build_graph(config: &IndexConfig, rows: VectorRows<'_>, dim: usize, abandoned: &AtomicBool) -> Result<Option<Graph>, Abandoned> {
     let n = rows.len() / dim.max(1);
     let layers = 16.min(((n.max(2) as f64).ln().ceil() as usize).max(1));
     let h = Hnsw::<f32, UnitDot>::new(config.hnsw_m, n, layers, config.hnsw_ef_construction, UnitDot);
@@ -344,6 +385,9 @@ fn build_graph(config: &IndexConfig, rows: VectorRows<'_>, dim: usize) -> Option
     const BLOCK: usize = 16_384;
     let mut wide = Vec::new();
     for first in (0..n).step_by(BLOCK) {
+        if abandoned.load(Ordering::Relaxed) {
+            return Err(Abandoned);
+        }
         let last = (first + BLOCK).min(n);
         let block: &[f32] = match rows {
             VectorRows::Full(v) => &v[first * dim..last * dim],
@@ -366,5 +410,5 @@ fn build_graph(config: &IndexConfig, rows: VectorRows<'_>, dim: usize) -> Option
         }
     }
     // The flat copy answers searches; hnsw_rs's structure (and its copy of the vectors) goes.
-    Graph::from_hnsw(&h, n)
+    Ok(Graph::from_hnsw(&h, n))
 }

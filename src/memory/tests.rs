@@ -213,3 +213,18 @@ fn hybrid_search_follows_edits_filters_and_thresholds() {
     let (high, _) = mem.search_text(&qv, q, 10, &Filter::default(), Some(0.99));
     assert!(high.is_empty());
 }
+
+/// A bank's background build stops before its graph once abandoned, and builds it otherwise.
+#[test]
+fn an_abandoned_build_stops_before_its_graph() {
+    let dim = 16;
+    let vs = clustered(600, dim, 6, 11);
+    let records: Vec<MemoryRecord> = (0..vs.len() as u32).map(|i| record(i, "a", 1)).collect();
+    let half = crate::memory::vectors::narrowed(&vs.concat());
+    let config = IndexConfig { mode: IndexMode::Hnsw, ..IndexConfig::default() };
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    assert!(BaseMemory::build_half_unless("t".into(), records.clone(), half.clone(), dim, config.clone(), &stop).is_none());
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    let built = BaseMemory::build_half_unless("t".into(), records, half, dim, config, &stop).expect("not abandoned");
+    assert!(built.has_graph() && built.len() == 600);
+}

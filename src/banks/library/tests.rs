@@ -171,3 +171,21 @@ fn a_saved_index_the_change_log_does_not_explain_is_refused() {
     }
     assert!(matches!(crate::banks::saved_index::decode(&bytes[..bytes.len() / 2], &now), Err(Unusable::Damaged(_))));
 }
+
+/// A background rebuild stops once the library it started from is dropped (its bank deleted or replaced):
+/// dropping a library sets the flag its rebuilds hold, and a build that sees the flag set gives up before
+/// its graph instead of building it. With the flag clear, the same rows build the same library.
+#[test]
+fn a_rebuild_whose_library_is_dropped_is_abandoned() {
+    let lib = Library::build(meta(8), rows(stored(0..300, 0)), &graph_config());
+    let abandoned = lib.abandoned();
+    assert!(!abandoned.load(std::sync::atomic::Ordering::SeqCst), "a held library's rebuilds go on");
+    let (m, r) = lib.snapshot();
+    drop(lib);
+    assert!(abandoned.load(std::sync::atomic::Ordering::SeqCst), "dropping the library abandons its rebuilds");
+    assert!(Library::build_unless(m.clone(), r.clone(), &graph_config(), &abandoned).is_none(), "an abandoned build stops");
+    let built =
+        Library::build_unless(m, r, &graph_config(), &std::sync::atomic::AtomicBool::new(false)).expect("a build nobody abandons ends");
+    assert_eq!(built.len(), 300);
+    assert!(built.saved_index().is_some(), "with its graph");
+}
