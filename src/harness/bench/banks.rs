@@ -131,15 +131,18 @@ async fn retrieve_load(
 /// over an hour (run 12 gave up at 60 minutes with 15 % of its inserts left), so three hours.
 const BUILD_LIMIT: Duration = Duration::from_secs(3 * 3_600);
 
+/// One poll of a wait for something built or saved in the background: fails once [`BUILD_LIMIT`] has passed
+/// since `since` (`not_done` says what was not done within it), else sleeps 100 ms.
+async fn poll_within_limit(since: Instant, not_done: impl FnOnce() -> String) -> anyhow::Result<()> {
+    anyhow::ensure!(since.elapsed() < BUILD_LIMIT, "{} within {} hours", not_done(), BUILD_LIMIT.as_secs() / 3_600);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
 /// Waits until the index of a bank imported at `since` is rebuilt in the background (its overlay folded in).
 async fn settle(banks: &Banks, name: &str, since: Instant) -> anyhow::Result<()> {
     while banks.read(name, |lib| lib.overlay()).await? > 1_024 {
-        anyhow::ensure!(
-            since.elapsed() < BUILD_LIMIT,
-            "the index of {name} was not rebuilt within {} hours",
-            BUILD_LIMIT.as_secs() / 3_600
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        poll_within_limit(since, || format!("the index of {name} was not rebuilt")).await?;
     }
     Ok(())
 }
@@ -270,12 +273,7 @@ async fn open_times(
         let mut graph_ready = None;
         if origin == crate::banks::IndexOrigin::Pending {
             while fresh.read(name, |lib| lib.origin()).await? == crate::banks::IndexOrigin::Pending {
-                anyhow::ensure!(
-                    t.elapsed() < BUILD_LIMIT,
-                    "bank {name}'s graph was not built within {} hours",
-                    BUILD_LIMIT.as_secs() / 3_600
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                poll_within_limit(t, || format!("bank {name}'s graph was not built")).await?;
             }
             graph_ready = Some(t.elapsed().as_secs_f64());
             println!("  its graph, built in the background meanwhile, answered from {:.1} s", t.elapsed().as_secs_f64());
@@ -354,12 +352,7 @@ async fn index_saved(store: &dyn BankStore, name: &str) -> anyhow::Result<()> {
         if matches!(saved, Some(Ok(v)) if v == meta.version) {
             return Ok(());
         }
-        anyhow::ensure!(
-            saved_at.elapsed() < BUILD_LIMIT,
-            "bank {name}'s index was not saved within {} hours",
-            BUILD_LIMIT.as_secs() / 3_600
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        poll_within_limit(saved_at, || format!("bank {name}'s index was not saved")).await?;
     }
 }
 
@@ -537,12 +530,7 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         let owner = pg.as_ref().map_or(&banks, |(_, b)| b);
         let t = Instant::now();
         while owner.read(&bank, |lib| lib.rebuilding()).await? {
-            anyhow::ensure!(
-                t.elapsed() < BUILD_LIMIT,
-                "the index of {bank} was not rebuilt within {} hours",
-                BUILD_LIMIT.as_secs() / 3_600
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            poll_within_limit(t, || format!("the index of {bank} was not rebuilt")).await?;
         }
         println!("{store_name:>9} (its last index rebuild ended {:.1} s after the writes)", t.elapsed().as_secs_f64());
         c.delete_bank(pb::DeleteBankRequest { name: bank, expected_version: None }).await?;
