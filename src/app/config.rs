@@ -280,11 +280,26 @@ mod tests {
     use super::*;
     use crate::app::cli::{Cli, Command};
 
+    #[test]
+    fn the_banks_search_beam_grows_with_the_bank_unless_a_beam_is_given() {
+        let beam = |flags: &[&str]| parse_serve(flags).map(|a| banks_index(&a.banks.index, &IndexConfig::default()).hnsw_ef_search);
+        let auto = beam(&[]).unwrap();
+        assert_eq!(auto, crate::memory::SearchBeam::Auto);
+        assert_eq!((auto.for_nodes(100_000), auto.for_nodes(1_000_000)), (64, 112));
+        assert_eq!(beam(&["--banks-hnsw-ef-search", "96"]).unwrap(), crate::memory::SearchBeam::Fixed(96));
+        let err = beam(&["--banks-hnsw-ef-search", "0"]).unwrap_err().to_string();
+        assert!(err.contains("--banks-hnsw-ef-search") && err.contains("out of range"), "{err}");
+    }
+
     fn serve_args(flags: &[&str]) -> EnvArgs {
+        parse_serve(flags).unwrap().env
+    }
+
+    fn parse_serve(flags: &[&str]) -> Result<crate::app::cli::ServeArgs, clap::Error> {
         let mut argv = vec!["memgym", "serve"];
         argv.extend_from_slice(flags);
-        match Cli::try_parse_from(argv).unwrap().command {
-            Command::Serve(a) => a.env,
+        Ok(match Cli::try_parse_from(argv)?.command {
+            Command::Serve(a) => a,
             Command::Dataset(_)
             | Command::Bench(_)
             | Command::Eval(_)
@@ -295,7 +310,7 @@ mod tests {
             | Command::Reference(_) => {
                 unreachable!("parsed `serve`")
             }
-        }
+        })
     }
 
     #[test]

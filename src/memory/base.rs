@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hnsw_rs::prelude::{Distance, Hnsw};
 
+use super::beam::SearchBeam;
 use super::graph::Graph;
 use super::record::{Filter, MemoryRecord};
 use super::vectors::{VectorRows, Vectors};
@@ -62,8 +63,9 @@ pub struct IndexConfig {
     pub hnsw_m: usize,
     /// HNSW construction beam.
     pub hnsw_ef_construction: usize,
-    /// HNSW search beam (raised to 2·k when k is larger).
-    pub hnsw_ef_search: usize,
+    /// HNSW search beam (raised to 2·k when k is larger): by default it grows with the graph
+    /// ([`SearchBeam::Auto`]).
+    pub hnsw_ef_search: SearchBeam,
     /// Hybrid search: fuse the dense ranking with BM25 by reciprocal rank (see `EpisodeMemory::search_text`).
     pub hybrid: bool,
     /// Build the HNSW graph on every core (about cores× faster, but the graph then depends on thread
@@ -93,7 +95,7 @@ impl Default for IndexConfig {
             full_scan_threshold: 20_000,
             hnsw_m: 16,
             hnsw_ef_construction: 200,
-            hnsw_ef_search: 64,
+            hnsw_ef_search: SearchBeam::Auto,
             hybrid: false,
             parallel_build: false,
             huge_pages: true,
@@ -333,7 +335,8 @@ impl BaseMemory {
             if want == 0 {
                 return SearchPath::Hnsw;
             }
-            let found = g.search(query, self.vectors.view(), self.dim, self.config.hnsw_ef_search.max(2 * k), dead);
+            let ef = self.config.hnsw_ef_search.for_nodes(g.len()).max(2 * k);
+            let found = g.search(query, self.vectors.view(), self.dim, ef, dead);
             if found.len() >= want {
                 for h in found {
                     out.push(h);

@@ -2,6 +2,7 @@
 //! the exact/HNSW search behind them.
 
 mod base;
+mod beam;
 mod episode;
 mod graph;
 pub mod half;
@@ -10,6 +11,7 @@ mod record;
 pub mod vectors;
 
 pub use base::{BaseMemory, IndexConfig, IndexMode, NoTombstones, SearchPath, Tombstones};
+pub use beam::SearchBeam;
 pub use episode::{EpisodeMemory, Scored};
 pub use graph::{Graph, Malformed};
 pub use record::{BadMemoryId, Filter, MemoryId, MemoryRecord, MemoryType, EXAMPLE_ID, REWORDED};

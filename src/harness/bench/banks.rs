@@ -302,7 +302,7 @@ async fn ef_sweep(
     let mut rows = Vec::new();
     for &ef in &a.ef_sweep {
         let mut config = banks_config(env, a);
-        config.index.hnsw_ef_search = ef;
+        config.index.hnsw_ef_search = crate::memory::SearchBeam::Fixed(ef);
         let probe = super::probe::Probe::this_process();
         let huge_before = probe.anon_huge_bytes();
         let banks = Arc::new(Banks::new(Arc::clone(store), env.embedder().clone(), None, config));
@@ -479,6 +479,8 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
         let (hist, _, path) = retrieve_load(&client, &name, 1, a.secs, &words).await?;
         let (loaded, rate, _) = retrieve_load(&client, &name, a.clients, a.secs, &words).await?;
         let recall = if path == "hnsw" { Some(recall_at_10(&banks, &name, a.recall_queries, &words).await?) } else { None };
+        // The beam the graph searches used (the automatic one grows with the bank).
+        let beam = (path == "hnsw").then(|| banks.config().index.hnsw_ef_search.for_nodes(n));
         println!(
             "{n:>9} {:>10.2} {:>10.2} {path:>8} {:>9.3} {:>9.3} {rate:>10.0} {:>11.3} {:>10} {:>6}",
             load.as_secs_f64(),
@@ -489,8 +491,8 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
             recall.map_or("exact".to_string(), |r| format!("{:.3}", r.1)),
             recall.map_or("exact".to_string(), |r| format!("{:.3}", r.0))
         );
-        retrieve_rows.push(json!({"size": n, "import_s": load.as_secs_f64(), "index_ready_s": ready.as_secs_f64(), "index_saved_s": saved, "path": path, "p50_ms": hist.pct_ms(50.0),
-                                  "p99_ms": hist.pct_ms(99.0), "callers": a.clients, "calls_per_s": rate,
+        retrieve_rows.push(json!({"size": n, "import_s": load.as_secs_f64(), "index_ready_s": ready.as_secs_f64(), "index_saved_s": saved, "path": path, "ef_search": beam,
+                                  "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0), "callers": a.clients, "calls_per_s": rate,
                                   "p99_ms_loaded": loaded.pct_ms(99.0), "recall_at_10": recall.map(|r| r.1), "recall_at_10_by_id": recall.map(|r| r.0)}));
         largest = Some((name, path == "hnsw"));
     }
