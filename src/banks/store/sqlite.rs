@@ -1,6 +1,6 @@
-//! The embedded default: every bank in one SQLite file (`banks.db` under `--banks-dir`), in WAL mode
-//! with `synchronous=FULL`, so a commit is on disk before it returns and a crash keeps either all of a
-//! transaction or none of it. The server holds the file exclusively: a second server on the same
+//! The embedded default: every bank in one SQLite file (`banks.db` under `--banks-dir`), in WAL mode (a
+//! bulk commit through the rollback journal instead: [`BULK_ROWS`]) with `synchronous=FULL`, so a commit
+//! is on disk before it returns and a crash keeps either all of a transaction or none of it. The server holds the file exclusively: a second server on the same
 //! directory is refused at start with a message pointing at PostgreSQL, because two processes caching
 //! the same banks would each miss the other's writes. A file that is not a SQLite database, or fails
 //! `PRAGMA quick_check`, stops the server with an error naming it; it is never reset.
@@ -152,6 +152,27 @@ impl SqliteStore {
         tokio::task::spawn_blocking(move || f(&mut conn.lock(), &path))
             .await
             .map_err(|e| StoreError::Unavailable { location: self.path.display().to_string(), message: format!("worker failed: {e}") })?
+    }
+}
+
+/// Commits of at least this many rows (an import, a large batch) are written through SQLite's rollback
+/// journal instead of its write-ahead log. The log writes every page twice (into the log, then into the
+/// file at the checkpoint), and a bulk commit's pages are nearly all new, which the rollback journal does
+/// not copy at all. Importing 1,000,000 experiences, the bench wrote 2.3 GB through the log against 1.3 GB
+/// through the journal, in 21.4 against 18.2 s (medians of three; the Banks chapter, run 13). Both are atomic and, with `synchronous=FULL`, durable
+/// when the commit returns; a crash in the middle leaves a journal that the next open rolls back.
+pub const BULK_ROWS: usize = 1_000;
+
+/// Switches the connection's journal mode (`wal` or `delete`) between transactions, and checks it took.
+fn journal_mode(conn: &Connection, path: &Path, mode: &str) -> Result<(), StoreError> {
+    let got: String = conn.query_row(&format!("PRAGMA journal_mode={mode}"), [], |r| r.get(0)).map_err(|e| classify(path, e))?;
+    if got.eq_ignore_ascii_case(mode) {
+        Ok(())
+    } else {
+        Err(StoreError::Unavailable {
+            location: path.display().to_string(),
+            message: format!("cannot switch to journal mode {mode} (got {got})"),
+        })
     }
 }
 
@@ -505,13 +526,27 @@ impl BankStore for SqliteStore {
 
     async fn commit(&self, expected: u64, c: Arc<Commit>) -> Result<Committed, StoreError> {
         let crash = self.crash_after_rows;
+        let bulk = c.put.len() + c.delete.len() >= BULK_ROWS;
         self.with(move |conn, path| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;
-            let out = write_commit(&tx, path, expected, &c, crash)?;
-            if out == Committed::Done {
-                tx.commit().map_err(|e| classify(path, e))?;
+            if bulk {
+                journal_mode(conn, path, "delete")?;
             }
-            Ok(out)
+            let out = (|| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(path, e))?;
+                let out = write_commit(&tx, path, expected, &c, crash)?;
+                if out == Committed::Done {
+                    tx.commit().map_err(|e| classify(path, e))?;
+                }
+                Ok(out)
+            })();
+            if bulk {
+                // The commit's outcome stands either way: a connection left on the rollback journal is as
+                // durable, only slower for small commits, and the next bulk commit or open tries again.
+                if let Err(e) = journal_mode(conn, path, "wal") {
+                    tracing::warn!(error = %e, "the banks file stayed on its rollback journal after a bulk commit");
+                }
+            }
+            out
         })
         .await
     }
@@ -573,4 +608,68 @@ impl BankStore for SqliteStore {
 /// Bank `name`'s saved index beside the database `db`.
 fn index_file(db: &Path, name: &str) -> PathBuf {
     db.with_file_name("indexes").join(format!("{name}.hnsw"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(version: u64, next_id: u64) -> BankMeta {
+        BankMeta {
+            name: "lib".into(),
+            kind: "experience".into(),
+            uid: 7,
+            version,
+            next_id,
+            epoch: 0,
+            max_size: 0,
+            embedder_name: "test".into(),
+            embedder_dim: 2,
+            embedder_fingerprint: "f".into(),
+            created_at: "2026-11-29T00:00:00Z".into(),
+        }
+    }
+
+    fn rows(ids: std::ops::Range<u64>) -> Vec<StoredExperience> {
+        ids.map(|id| StoredExperience {
+            exp: Experience {
+                id,
+                text: format!("experience {id}"),
+                confidence: 0.5,
+                domain: "d".into(),
+                created_epoch: 0,
+                usage_count: 0,
+                last_used_epoch: None,
+            },
+            vector: vec![0.6, 0.8],
+        })
+        .collect()
+    }
+
+    fn mode(store: &SqliteStore) -> String {
+        store.conn.lock().query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap()
+    }
+
+    /// A bulk commit goes through the rollback journal and a small one through the log; either way the
+    /// connection is back on the log afterwards, and every row is there, also after a reopen.
+    #[tokio::test]
+    async fn a_bulk_commit_bypasses_the_log_and_the_file_returns_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.create(&meta(0, 0)).await.unwrap();
+        let n = BULK_ROWS as u64;
+        for (expected, put) in [(0, rows(0..n)), (1, rows(n..n + 3)), (2, rows(n + 3..2 * n + 3))] {
+            let next = put.last().unwrap().exp.id + 1;
+            let commit = Commit { put, delete: Vec::new(), clear: false, meta: meta(expected + 1, next), document: None };
+            assert_eq!(store.commit(expected, Arc::new(commit)).await.unwrap(), Committed::Done);
+            assert_eq!(mode(&store), "wal", "after commit {expected}");
+        }
+        let stale = Commit { put: rows(0..n), delete: Vec::new(), clear: false, meta: meta(1, n), document: None };
+        assert_eq!(store.commit(0, Arc::new(stale)).await.unwrap(), Committed::Conflict { current: Some(3) });
+        assert_eq!(mode(&store), "wal", "after a refused bulk commit");
+        drop(store);
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let (m, rows) = store.load("lib").await.unwrap().unwrap();
+        assert_eq!((m.version, rows.len()), (3, 2 * BULK_ROWS + 3));
+    }
 }
