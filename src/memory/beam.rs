@@ -2,9 +2,9 @@
 //!
 //! A graph search keeps its `ef` best candidates; a wider beam finds more of the true top k (recall) for
 //! proportionally more distance computations (latency). One beam does not fit every size. Measured on this
-//! project's 2-core machine (`memgym bench banks --ef-sweep`, the Banks chapter's runs 10–13), `ef` 64 gives
-//! recall@10 above 0.96 up to 200,000 experiences but 0.925–0.939 at 1,000,000, where 96 gave 0.949–0.959
-//! and 112 gave 0.962 (p99 1.55–1.91 ms) on each graph measured. A fixed 112 would cost every smaller bank
+//! project's 2-core machine (`memgym bench banks --ef-sweep`, the Banks chapter's runs 10–14), `ef` 64 gives
+//! recall@10 above 0.96 up to 200,000 experiences but 0.925–0.939 at 1,000,000, where 96 gave 0.949–0.962
+//! and 112 gave 0.962–0.963 (p99 1.53–1.91 ms) on each graph measured. A fixed 112 would cost every smaller bank
 //! latency for recall it already has. So the default beam grows with the logarithm of the graph's size, as
 //! an HNSW search's path does: [`SearchBeam::Auto`]. A fixed beam stays available
 //! (`--banks-hnsw-ef-search 96`), and is what the bench's sweep measures.
