@@ -158,8 +158,9 @@ impl SqliteStore {
 /// Commits of at least this many rows (an import, a large batch) are written through SQLite's rollback
 /// journal instead of its write-ahead log. The log writes every page twice (into the log, then into the
 /// file at the checkpoint), and a bulk commit's pages are nearly all new, which the rollback journal does
-/// not copy at all. Importing 1,000,000 experiences, the bench wrote 2.3 GB through the log against 1.3 GB
-/// through the journal, in 21.4 against 18.2 s (medians of three; the Banks chapter, run 13). Both are atomic and, with `synchronous=FULL`, durable
+/// not copy at all. Importing 1,000,000 experiences on a quiet machine, the bench wrote 2.6 GB through the
+/// log against 1.5 GB through the journal, in 14.1 against 10.7 s (medians of three; the Banks chapter,
+/// run 13). Both are atomic and, with `synchronous=FULL`, durable
 /// when the commit returns; a crash in the middle leaves a journal that the next open rolls back.
 pub const BULK_ROWS: usize = 1_000;
 
