@@ -4,9 +4,9 @@
 //! proportionally more distance computations (latency). One beam does not fit every size. Measured on this
 //! project's 2-core machine (`memgym bench banks --ef-sweep`, the Banks chapter's runs 10–14), `ef` 64 gives
 //! recall@10 above 0.96 up to 200,000 experiences but 0.925–0.939 at 1,000,000, where 96 gave 0.949–0.962
-//! and 112 gave 0.962–0.963 (p99 1.53–1.91 ms) on each graph measured. A fixed 112 would cost every smaller bank
-//! latency for recall it already has. So the default beam grows with the logarithm of the graph's size, as
-//! an HNSW search's path does: [`SearchBeam::Auto`]. A fixed beam stays available
+//! and 112 gave 0.962–0.963 (p99 1.53–1.91 ms) on each graph measured. A fixed 112 would cost every
+//! smaller bank latency for recall it already has. So the default beam grows with the logarithm of the
+//! graph's size, as an HNSW search's path does: [`SearchBeam::Auto`]. A fixed beam stays available
 //! (`--banks-hnsw-ef-search 96`), and is what the bench's sweep measures.
 
 use std::fmt;
@@ -31,7 +31,7 @@ pub const AUTO_FROM: usize = 200_000;
 pub const AUTO_PER_FIVEFOLD: f64 = 48.0;
 /// The automatic beam's ceiling.
 pub const AUTO_MAX: usize = 512;
-/// The widest beam a caller may set.
+/// The widest beam a caller may set (`--banks-hnsw-ef-search`, the bench's `--ef-sweep`).
 pub const MAX_BEAM: usize = 4_096;
 
 impl SearchBeam {

@@ -11,7 +11,7 @@ mod record;
 pub mod vectors;
 
 pub use base::{BaseMemory, IndexConfig, IndexMode, NoTombstones, SearchPath, Tombstones};
-pub use beam::SearchBeam;
+pub use beam::{SearchBeam, MAX_BEAM};
 pub use episode::{EpisodeMemory, Scored};
 pub use graph::{Graph, Malformed};
 pub use record::{BadMemoryId, Filter, MemoryId, MemoryRecord, MemoryType, EXAMPLE_ID, REWORDED};

@@ -165,7 +165,7 @@ pub struct BankBenchArgs {
     /// curve): for each, a fresh server opens the bank on its saved index with that beam, and its p50/p99
     /// with one caller and its recall@10 are reported.
     #[arg(long, value_delimiter = ',', value_name = "EF,...",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4_096))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::memory::MAX_BEAM as u64))]
     pub ef_sweep: Vec<usize>,
     /// Print one JSON object as the last line.
     #[arg(long)]

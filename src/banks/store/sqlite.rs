@@ -1,9 +1,10 @@
 //! The embedded default: every bank in one SQLite file (`banks.db` under `--banks-dir`), in WAL mode (a
 //! bulk commit through the rollback journal instead: [`BULK_ROWS`]) with `synchronous=FULL`, so a commit
-//! is on disk before it returns and a crash keeps either all of a transaction or none of it. The server holds the file exclusively: a second server on the same
-//! directory is refused at start with a message pointing at PostgreSQL, because two processes caching
-//! the same banks would each miss the other's writes. A file that is not a SQLite database, or fails
-//! `PRAGMA quick_check`, stops the server with an error naming it; it is never reset.
+//! is on disk before it returns and a crash keeps either all of a transaction or none of it. The server
+//! holds the file exclusively: a second server on the same directory is refused at start with a message
+//! pointing at PostgreSQL, because two processes caching the same banks would each miss the other's
+//! writes. A file that is not a SQLite database, or fails `PRAGMA quick_check`, stops the server with an
+//! error naming it; it is never reset.
 //!
 //! rusqlite is blocking: every call runs on tokio's blocking pool with the one connection.
 
@@ -160,8 +161,8 @@ impl SqliteStore {
 /// file at the checkpoint), and a bulk commit's pages are nearly all new, which the rollback journal does
 /// not copy at all. Importing 1,000,000 experiences on a quiet machine, the bench wrote 2.6 GB through the
 /// log against 1.5 GB through the journal, in 14.1 against 10.7 s (medians of three; the Banks chapter,
-/// run 13). Both are atomic and, with `synchronous=FULL`, durable
-/// when the commit returns; a crash in the middle leaves a journal that the next open rolls back.
+/// run 13). Both are atomic and, with `synchronous=FULL`, durable when the commit returns; a crash in the
+/// middle leaves a journal that the next open rolls back.
 pub const BULK_ROWS: usize = 1_000;
 
 /// Switches the connection's journal mode (`wal` or `delete`) between transactions, and checks it took.
