@@ -198,6 +198,7 @@ fn run(cli: Cli, replay_flags: ReplayFlags) -> anyhow::Result<()> {
                     tracing::info!("every face serves TLS only");
                 }
                 faces.second_signal = true;
+                faces.grpc_max_streams = Some(a.grpc_max_streams);
                 if let Some(path) = &a.api_key_file {
                     faces.keys = Some(memgym::api::layers::auth::Keys::load(path).map_err(anyhow::Error::msg)?);
                     tracing::info!("API keys required on every face");

@@ -28,6 +28,7 @@ mod paging;
 mod reasons;
 mod replicas;
 mod rollout;
+mod streams;
 mod tls;
 
 #[path = "../support/fake_openai.rs"]

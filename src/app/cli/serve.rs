@@ -179,6 +179,11 @@ pub struct ServeArgs {
     /// in-flight calls finish. A second signal stops it at once (in-flight calls still finish).
     #[arg(long, env = "MEMGYM_DRAIN_SECS", default_value_t = 10)]
     pub drain_secs: u64,
+    /// Calls one gRPC connection may have in flight at once (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`): a
+    /// client with more waits for a stream before it sends, so the server's memory for calls in flight is
+    /// bounded by connections × this (each call holds its request, its handler's state and its reply).
+    #[arg(long, env = "MEMGYM_GRPC_MAX_STREAMS", default_value_t = crate::app::server::DEFAULT_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub grpc_max_streams: u32,
     /// This server's name as one of several replicas behind a proxy (lowercase letters, digits, '-'):
     /// every episode id it gives out starts with `NAME.`, so the proxy routes each call to the replica
     /// that holds its episode (the book's "Operations → Replicas"). Off: a lone server.
