@@ -140,7 +140,7 @@ pub(super) fn report(
         (false, Some(s)) => println!("CPU per tool call (client + server, one process): {s:.1} µs"),
         (_, None) => println!("CPU per tool call: n/a"),
     }
-    let ceiling_keys = ceiling_report(ceiling.as_ref(), cps, cpu_per_call, cpu.spawned);
+    let ceiling_keys = ceiling_report(ceiling.as_ref(), cps, cpu_per_call, client_per_call.filter(|_| cpu.spawned));
     let ratio = baseline.as_ref().map(|b| cps / b.per_s);
     if let Some(b) = &baseline {
         println!(
@@ -210,8 +210,9 @@ pub(super) fn report(
 }
 
 /// Prints the gRPC ceiling lines (when it was measured) and returns their JSON keys (null when not), as
-/// one object.
-fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, spawned: bool) -> serde_json::Value {
+/// one object. `client_per_call` is the client's CPU per tool call (two processes only).
+fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, client_per_call: Option<f64>) -> serde_json::Value {
+    let spawned = client_per_call.is_some();
     let per_s = c.map(Ceiling::per_s);
     let share = per_s.filter(|p| *p > 0.0).map(|p| cps / p);
     let (check_cpu, check_client_cpu) = c.map_or((None, None), Ceiling::cpu_us_per_check);
@@ -241,6 +242,13 @@ fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, spaw
             (_, None) => println!("CPU per health check: n/a"),
         }
     }
+    let bound = share_bound(check_cpu, check_client_cpu, client_per_call);
+    if let Some(b) = bound {
+        println!(
+            "the client's own CPU bounds the share: a server that spent a health check's CPU per tool call would reach ≈ {:.0} % here",
+            b * 100.0
+        );
+    }
     json!({
         "grpc_ceiling_per_s": per_s,
         "grpc_ceiling_wall_s": c.map(|c| c.wall),
@@ -252,7 +260,18 @@ fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, spaw
         "cpu_us_per_health_check": check_cpu,
         "client_cpu_us_per_health_check": if spawned { check_client_cpu } else { None },
         "cpu_us_per_call_own_work": own,
+        "tool_calls_share_bound": bound,
     })
+}
+
+/// The share of the gRPC ceiling tool calls would reach if the server spent only a health check's CPU on
+/// each (`check` server, `check_client` client µs), with the client spending what it measured per tool
+/// call (`client_call` µs). Client and server share the machine's cores, and both loads keep them busy, so
+/// each rate is the cores' time over the CPU one call costs both sides: the ratio of those costs.
+fn share_bound(check: Option<f64>, check_client: Option<f64>, client_call: Option<f64>) -> Option<f64> {
+    let (check, check_client, client_call) = (check?, check_client?, client_call?);
+    let bound = (check + check_client) / (check + client_call);
+    bound.is_finite().then_some(bound)
 }
 
 /// A count with thousands separators: 61200.4 → "61,200".
@@ -295,5 +314,18 @@ mod tests {
         assert_eq!(thousands(1_234_567.0), "1,234,567");
         assert_eq!(thousands(-4_321.0), "-4,321");
         assert_eq!(thousands(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn the_share_bound_is_the_ratio_of_a_health_checks_cost_to_a_lean_servers_call() {
+        // A health check: 12 µs on each side; a tool call costs the client 36 µs. A server spending 12 µs
+        // per call: 24 µs against 48 µs of the cores per call, so half the ceiling at most.
+        assert_eq!(share_bound(Some(12.0), Some(12.0), Some(36.0)), Some(0.5));
+        // A client as cheap per call as per health check leaves the whole ceiling reachable.
+        assert_eq!(share_bound(Some(12.0), Some(12.0), Some(12.0)), Some(1.0));
+        // In-process runs measure no client apart, and a skipped ceiling measures no health check.
+        assert_eq!(share_bound(Some(12.0), None, Some(36.0)), None);
+        assert_eq!(share_bound(None, Some(12.0), Some(36.0)), None);
+        assert_eq!(share_bound(Some(0.0), Some(0.0), Some(0.0)), None);
     }
 }
