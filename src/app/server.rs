@@ -52,8 +52,8 @@ pub const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
 /// `--grpc-max-streams` says otherwise. A client with more waits for a stream before it sends: each call in
 /// flight holds its request, its handler's state and its reply (about 15 KiB in `memgym bench`), so without a
 /// bound 65,536 calls at once held 1.9 GiB, and what the open episodes allocated between those buffers kept
-/// the server at 1,120 MiB after they were freed. The server's two cores finish calls at the same rate
-/// either way; the calls beyond the bound wait in the client instead of in the server.
+/// the server at 1,120 MiB after they were freed. The calls beyond the bound wait in the client instead of
+/// in the server, at about the same rate (the Benchmarks chapter: 6–8 % fewer calls/s with 65,536 in flight).
 pub const DEFAULT_MAX_STREAMS: u32 = 1024;
 
 /// Serves `env` on `listener` until `shutdown` resolves, then drains in-flight calls for at most `drain`.

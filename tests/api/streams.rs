@@ -25,9 +25,17 @@ async fn spawn(streams: Option<u32>) -> server::Running {
 async fn advertised(addr: std::net::SocketAddr) -> usize {
     let tcp = tokio::net::TcpStream::connect(addr).await.expect("connects");
     let (_send, mut conn) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
-    // The server's SETTINGS arrive once the connection is driven; it never ends on its own.
-    let _ = tokio::time::timeout(Duration::from_millis(300), &mut conn).await;
-    conn.max_concurrent_send_streams()
+    // The server's SETTINGS arrive once the connection is driven (it never ends on its own); until then
+    // the client assumes its own initial value.
+    let initial = conn.max_concurrent_send_streams();
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = tokio::time::timeout(Duration::from_millis(20), &mut conn).await;
+        let now = conn.max_concurrent_send_streams();
+        if now != initial || tokio::time::Instant::now() > until {
+            return now;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
