@@ -140,7 +140,7 @@ pub(super) fn report(
         (false, Some(s)) => println!("CPU per tool call (client + server, one process): {s:.1} µs"),
         (_, None) => println!("CPU per tool call: n/a"),
     }
-    let ceiling_keys = ceiling_report(ceiling.as_ref(), cps, cpu_per_call, client_per_call.filter(|_| cpu.spawned));
+    let ceiling_keys = ceiling_report(ceiling.as_ref(), cps, (cpu_per_call, client_per_call), cpu.spawned);
     let ratio = baseline.as_ref().map(|b| cps / b.per_s);
     if let Some(b) = &baseline {
         println!(
@@ -210,9 +210,10 @@ pub(super) fn report(
 }
 
 /// Prints the gRPC ceiling lines (when it was measured) and returns their JSON keys (null when not), as
-/// one object. `client_per_call` is the client's CPU per tool call (two processes only).
-fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, client_per_call: Option<f64>) -> serde_json::Value {
-    let spawned = client_per_call.is_some();
+/// one object. `per_call` is the CPU per tool call of the probed process and of this one (the client,
+/// when `spawned`).
+fn ceiling_report(c: Option<&Ceiling>, cps: f64, per_call: (Option<f64>, Option<f64>), spawned: bool) -> serde_json::Value {
+    let (cpu_per_call, client_per_call) = per_call;
     let per_s = c.map(Ceiling::per_s);
     let share = per_s.filter(|p| *p > 0.0).map(|p| cps / p);
     let (check_cpu, check_client_cpu) = c.map_or((None, None), Ceiling::cpu_us_per_check);
@@ -242,7 +243,7 @@ fn ceiling_report(c: Option<&Ceiling>, cps: f64, cpu_per_call: Option<f64>, clie
             (_, None) => println!("CPU per health check: n/a"),
         }
     }
-    let bound = share_bound(check_cpu, check_client_cpu, client_per_call);
+    let bound = share_bound(check_cpu, check_client_cpu, client_per_call.filter(|_| spawned));
     if let Some(b) = bound {
         println!(
             "the client's own CPU bounds the share: a server that spent a health check's CPU per tool call would reach ≈ {:.0} % here",
