@@ -28,6 +28,7 @@
 //!   up to 1.2× for longer memories, whatever they held, and a multiplier below 1 makes a negative delta
 //!   less negative, so padding raised a bad edit's reward.
 
+pub mod dates;
 pub mod judge;
 pub mod ledger;
 pub mod llm_eval;
@@ -225,7 +226,7 @@ pub fn answer_recall_score(target: &Target, reading: &Reading) -> f64 {
 #[derive(Debug)]
 pub enum Stater {
     /// `answer-phrase`'s parts.
-    Phrase(phrase::Asked),
+    Phrase(Box<phrase::Asked>),
     /// Answer recall's distinct gold tokens.
     Tokens(Vec<String>),
     /// Nothing to state (no gold answer, or category 5, which is not scored this way).
@@ -237,7 +238,7 @@ impl Stater {
     pub fn new(evaluator: Evaluator, target: &Target) -> Stater {
         let (Some(gold), false) = (&target.answer, target.category == Some(5)) else { return Stater::Nothing };
         match evaluator {
-            Evaluator::AnswerPhrase => Stater::Phrase(phrase::Asked::new(gold, target.category, &target.question)),
+            Evaluator::AnswerPhrase => Stater::Phrase(Box::new(phrase::Asked::new(gold, target.category, &target.question))),
             Evaluator::AnswerRecall | Evaluator::LlmF1 | Evaluator::LlmJudge => {
                 let tokens: HashSet<String> = stemmed_tokens(gold).into_iter().collect();
                 let mut tokens: Vec<String> = tokens.into_iter().collect();

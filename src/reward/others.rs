@@ -37,8 +37,9 @@ pub struct OtherDelta {
     /// p on the final reading without the written memories that hold none of the question's evidence (the
     /// dialogue turns it is about): what the written memories grounded in its evidence state, with M₀'s.
     pub p_grounded: f64,
-    /// Where p fell: what the final memory still states of the answer somewhere, in any one memory read
-    /// alone ([`crate::reward::Stater`]); p_new elsewhere.
+    /// Where p fell: what the final memory still states of the answer where the question can read it, in
+    /// any one memory of its reach read alone ([`crate::reward::Stater`]; the reach is what ranks among what
+    /// it read on M₀); p_new elsewhere.
     pub p_now: f64,
     /// p on the final reading as if the M₀ memories the episode removed without carrying their content were
     /// still there (p_new when it removed none): what its writing alone pushed out.
@@ -61,7 +62,8 @@ impl OtherDelta {
         (self.p_old - self.p_new).max(0.0)
     }
 
-    /// The part of the fall the memory no longer states anywhere: a fact destroyed (deleted, or written over).
+    /// The part of the fall the memory no longer states where the question can read it: a fact destroyed
+    /// (deleted, written over, or moved out of the question's reach).
     pub fn destroyed(&self) -> f64 {
         (self.p_old - self.p_new.max(self.p_now)).max(0.0)
     }

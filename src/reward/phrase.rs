@@ -10,22 +10,21 @@
 //!   memory read**. A part of three or more tokens that is only partly there scores the share covered by
 //!   its longest contiguous run, when that run is at least two tokens long and holds a word that is not
 //!   a date word (a number, a month or a weekday): "adoption agencies" counts for "researching adoption
-//!   agencies", "May 2023" does not count for "7 May 2023", nor "9 June 2023" for "the week before 9
-//!   June 2023". Scattered tokens never count.
+//!   agencies". A part that names a date is never partly stated (below). Scattered tokens never count.
 //! - **Dates.** A memory is read in its view, `8 May 2023: text`; its date label counts only when the
 //!   memory shares [`DATE_SHARED_WORDS`] content words with the question (every memory of a session
 //!   carries the date, and only the one about what was asked says when it happened).
 //! - **Not from the question.** A run of [`ECHO_TOKENS`] or more tokens copied from the question states
-//!   nothing: "a national park or a theme park?" does not answer itself. Of the memories that restate the
-//!   question and say more (answer cards: [`CARD_SHARE`] of its content words and at least
-//!   [`CARD_MIN_WORDS`] of them, or the whole question), only the one most about
-//!   the question counts ([`most_about`]), and a memory naming more than two months or years is a list of
-//!   dates, which states none of them.
-//! - **One date.** A part that names a date (a month, a year or a weekday) is read from one memory: of the
-//!   memories read that are about the question ([`DATE_SHARED_WORDS`], as for date labels) and name a date,
-//!   the one most about it. A reader asked "when" takes the date of the note about what was asked, so a
-//!   date in a memory about something else answers nothing, and a memory about the question that states
-//!   one resolved date counts.
+//!   nothing: "a national park or a theme park?" does not answer itself.
+//! - **The reader answers once.** A part that names a date (a month, a year or a weekday) is read from one
+//!   memory: of the memories read that are about the question ([`DATE_SHARED_WORDS`], as for date labels)
+//!   and name a date, the one most about it ([`most_about`]); and from one date in it: its date
+//!   expressions in its sentences most about the question, its session date only when its text names none,
+//!   said whole, and, when it offers two or more different dates, only what all of them state
+//!   ([`super::dates`]). Of the memories that restate the question and say more (answer cards:
+//!   [`CARD_SHARE`] of its content words and at least [`CARD_MIN_WORDS`] of them, or the whole question),
+//!   only the one most about the question counts, and a card whose claim is mostly not the answer offers
+//!   candidates, which state nothing.
 //! - **Rival written notes state nothing.** "Most about the question" is the content words a memory shares
 //!   with it, then whether it restates the question in full (the oracle's card does). Among the answer
 //!   cards, or the dated memories, equally the most about it, the first read counts, unless the episode
@@ -46,6 +45,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
+use super::dates::{self, DateSaid};
 use super::reading::Reading;
 use super::Target;
 use crate::text::{content_words, is_stopword, stemmed_tokens};
@@ -159,8 +159,11 @@ struct Read {
     /// It restates the question ([`CARD_SHARE`] of its content words) and says something more: an
     /// answer card.
     card: bool,
-    /// It names more than two months, or more than two years: a list of dates, which states none.
-    date_list: bool,
+    /// The dates it gives for the question ([`dates::pick`]; its session date when its text names none
+    /// and it is about the question): a reader takes one, and several that disagree state none.
+    dates: Vec<DateSaid>,
+    /// A card whose claim is mostly not the answer: a bag of candidates, which states none of them.
+    bag: bool,
     /// How much it is about the question: the content words it shares with it, then whether it restates
     /// every token of it (stopwords too): the question written out in full is the most.
     aboutness: (usize, bool),
@@ -177,10 +180,20 @@ struct Read {
 
 impl Read {
     fn score(&self, part: &[String]) -> f64 {
-        if self.date_list && part.iter().any(|t| is_date_word(t)) {
+        if self.bag {
             return 0.0;
         }
         part_score(part, &self.tokens)
+    }
+
+    /// The score of a part that names a date: a date part ([`dates::gold_date`]) against the dates this memory
+    /// gives, whole; any other part only as a whole phrase, in a memory that gives at most one date.
+    fn date_score(&self, part: &[String], date: Option<&DateSaid>) -> f64 {
+        match date {
+            Some(gold) => dates::score(gold, &self.dates),
+            None if self.dates.len() > 1 => 0.0,
+            None => f64::from(u8::from(self.tokens.windows(part.len()).any(|w| w == part))),
+        }
     }
 }
 
@@ -207,6 +220,12 @@ pub struct Asked {
     /// Every token of every part.
     part_tokens: BTreeSet<String>,
     asked: BTreeSet<String>,
+    /// The dates the question itself names: a memory that repeats them gives no date.
+    asked_dates: Vec<DateSaid>,
+    /// Each part's date, when the part is a date and nothing else.
+    part_dates: Vec<Option<DateSaid>>,
+    /// The gold answer's content words: what an answer card's claim is measured against.
+    gold_words: BTreeSet<String>,
     /// The question's tokens.
     echo: Echo,
     card_words: usize,
@@ -219,7 +238,10 @@ impl Asked {
         let card_words = ((asked.len() as f64 * CARD_SHARE).ceil() as usize).max(1);
         let parts = gold_parts(gold, category);
         let part_tokens = parts.iter().flatten().cloned().collect();
-        Asked { parts, part_tokens, echo: Echo::of(stemmed_tokens(question)), asked, card_words }
+        let part_dates = parts.iter().map(|p| dates::gold_date(p)).collect();
+        let asked_dates = dates::expressions(&stemmed_tokens(question));
+        let gold_words = content_words(gold);
+        Asked { parts, part_tokens, part_dates, asked_dates, gold_words, echo: Echo::of(stemmed_tokens(question)), asked, card_words }
     }
 
     /// Whether `a` holds a token of the gold answer. A memory that holds none scores 0 on every part, alone
@@ -273,14 +295,20 @@ impl Asked {
         // The date a memory was said on answers "when" only for a memory about what was asked.
         let about = shared >= DATE_SHARED_WORDS.min(asked.len());
         let tokens = without_echo(if about { &a.view_stems } else { &a.body_stems }, &self.echo);
-        let date_list = distinct(&tokens, is_month) > 2 || distinct(&tokens, is_year) > 2;
-        let claims = a.body_words.difference(asked).next().is_some();
+        let claim: Vec<&String> = a.body_words.difference(asked).collect();
         let states_date = tokens.iter().any(|t| names_date(t));
         let own_date = a.own_date;
         // A card restates the question: most of its content words, and at least CARD_MIN_WORDS of them
         // (every memory about a person and a topic shares a two-word question's words), or all of it.
-        let card = claims && ((shared >= self.card_words && shared >= CARD_MIN_WORDS) || (restated && !asked.is_empty()));
-        Prepared(Some(Read { tokens, card, date_list, aboutness: (shared, restated), states_date, own_date, about, written: a.written }))
+        let card = !claim.is_empty() && ((shared >= self.card_words && shared >= CARD_MIN_WORDS) || (restated && !asked.is_empty()));
+        // A card is the reader's answer; one whose claim is mostly not the answer offers candidates.
+        let bag = card && 2 * claim.iter().filter(|w| self.gold_words.contains(**w)).count() < claim.len();
+        let mut dates = a.dates_for(asked, &self.asked_dates);
+        if dates.is_empty() && about {
+            dates = a.label_dates.iter().filter(|d| !self.asked_dates.contains(d)).cloned().collect();
+        }
+        let aboutness = (shared, restated);
+        Prepared(Some(Read { tokens, card, bag, dates, aboutness, states_date, own_date, about, written: a.written }))
     }
 
     /// [`Self::recall`] of memories already prepared for this question, in reading order.
@@ -297,16 +325,18 @@ impl Asked {
         let read = read.into_iter();
         self.parts
             .iter()
-            .map(|p| {
+            .zip(&self.part_dates)
+            .map(|(p, date)| {
                 if p.iter().any(|t| names_date(t)) {
                     // One date, from the memory most about the question; dates the episode wrote side by side
                     // that disagree state none (a session date carried from M₀ is the conversation's, not a
                     // guess: a merge of two M₀ memories is no rival of a fix).
-                    return most_about(read.clone().filter(|r| r.states_date && r.about), p, |r| r.written && r.own_date);
+                    let dated = read.clone().filter(|r| r.about && (r.states_date || !r.dates.is_empty()));
+                    return most_about(dated, |r| r.date_score(p, date.as_ref()), |r| r.written && r.own_date);
                 }
                 let plain = read.clone().filter(|r| !r.card).map(|r| r.score(p)).fold(0.0, f64::max);
                 // The card most about the question is the one a reader takes; equals that disagree state none.
-                plain.max(most_about(read.clone().filter(|r| r.card), p, |r| r.written))
+                plain.max(most_about(read.clone().filter(|r| r.card), |r| r.score(p), |r| r.written))
             })
             .collect()
     }
@@ -342,6 +372,10 @@ pub struct Analysed {
     view_stems: Vec<String>,
     /// Its text (without the date label) names a date ([`names_date`]).
     own_date: bool,
+    /// Its text's units that name a date ([`dates::date_units`]): each one's content words and dates.
+    date_units: Vec<(BTreeSet<String>, Vec<DateSaid>)>,
+    /// The dates its date label names (its session day).
+    label_dates: Vec<DateSaid>,
     /// The episode wrote it.
     written: bool,
 }
@@ -371,23 +405,33 @@ impl Analysed {
             text_words,
             body_words,
             body_stem_set: body_stems.iter().cloned().collect(),
-            view_stems,
             own_date: body_stems.iter().any(|t| names_date(t)),
+            date_units: dates::date_units(body),
+            label_dates: dates::expressions(&view_stems[..view_stems.len() - body_stems.len()]),
+            view_stems,
             body_stems,
             written: unit.written,
         }
+    }
+
+    /// The dates its text gives for a question of content words `asked` ([`dates::pick`]).
+    fn dates_for(&self, asked: &BTreeSet<String>, asked_dates: &[DateSaid]) -> Vec<DateSaid> {
+        dates::pick(&self.date_units, asked, asked_dates)
     }
 
     /// [`Self::of`] read straight from the whole view: what the split analysis must equal.
     #[cfg(test)]
     fn of_view(unit: &crate::reward::reading::Unit) -> Analysed {
         let body_stems = stemmed_tokens(unit.body());
+        let view_stems = stemmed_tokens(&unit.text);
         Analysed {
             text_words: content_words(&unit.text),
             body_words: content_words(unit.body()),
             body_stem_set: body_stems.iter().cloned().collect(),
-            view_stems: stemmed_tokens(&unit.text),
             own_date: body_stems.iter().any(|t| names_date(t)),
+            date_units: dates::date_units(unit.body()),
+            label_dates: dates::expressions(&view_stems[..view_stems.len().saturating_sub(body_stems.len())]),
+            view_stems,
             body_stems,
             written: unit.written,
         }
@@ -401,11 +445,11 @@ impl Analysed {
 /// them unless they all agree, whichever ranks first. One note written beside M₀'s is read as M₀'s are: the
 /// first read counts (a right fix ranked first counts; a wrong guess ranked first costs M₀'s answer). 0
 /// without a candidate.
-fn most_about<'a>(candidates: impl Iterator<Item = &'a Read> + Clone, part: &[String], rival: impl Fn(&Read) -> bool) -> f64 {
+fn most_about<'a>(candidates: impl Iterator<Item = &'a Read> + Clone, score: impl Fn(&Read) -> f64, rival: impl Fn(&Read) -> bool) -> f64 {
     let Some(most) = candidates.clone().map(|r| r.aboutness).max() else { return 0.0 };
     let mut equals = candidates.filter(|r| r.aboutness == most).peekable();
-    let first = equals.peek().map_or(0.0, |r| r.score(part));
-    let written: Vec<f64> = equals.filter(|r| rival(r)).map(|r| r.score(part)).collect();
+    let first = equals.peek().map_or(0.0, |r| score(r));
+    let written: Vec<f64> = equals.filter(|r| rival(r)).map(&score).collect();
     if written.len() >= 2 {
         written.into_iter().fold(f64::INFINITY, f64::min)
     } else {
@@ -502,15 +546,11 @@ fn names_date(t: &str) -> bool {
     is_month(t) || is_year(t) || WEEKDAY_STEMS.contains(&t)
 }
 
-fn distinct(tokens: &[String], keep: fn(&str) -> bool) -> usize {
-    tokens.iter().filter(|t| keep(t)).collect::<BTreeSet<_>>().len()
-}
-
 fn is_year(t: &str) -> bool {
     t.len() == 4 && t.parse::<u16>().is_ok_and(|y| (1900..=2099).contains(&y))
 }
 
-fn is_month(t: &str) -> bool {
+pub(super) fn is_month(t: &str) -> bool {
     is_date_word(t) && !t.bytes().next().is_some_and(|b| b.is_ascii_digit()) && !WEEKDAY_STEMS.contains(&t)
 }
 
@@ -565,8 +605,12 @@ mod tests {
         assert_eq!(p("7 May 2023", &["8 May 2023: Caroline went to the group yesterday."]), 0.0);
         let week = p("The week before 9 June 2023", &["9 June 2023: she went last week"]);
         assert_eq!(week, 0.0);
-        let before = p("The week before 9 June 2023", &["Caroline went to the LGBTQ support group before 9 June 2023"]);
-        assert!((before - 0.8).abs() < 1e-12, "{before}");
+        // A date is said whole: "before 9 June 2023" is not "the week before 9 June 2023", nor is "the week
+        // before" the Friday before (a partial run paid 0.8 for a wrong date).
+        assert_eq!(p("The week before 9 June 2023", &["Caroline went to the LGBTQ support group before 9 June 2023"]), 0.0);
+        assert_eq!(p("The Friday before 9 June 2023", &["Caroline went to the LGBTQ support group the week before 9 June 2023"]), 0.0);
+        assert_eq!(p("The week before 9 June 2023", &["Caroline went to the LGBTQ support group the week before 9 June 2023"]), 1.0);
+        assert_eq!(p("May 1, 2023", &["Caroline went to the LGBTQ support group on 1 May 2023"]), 1.0, "however the date is written");
         assert_eq!(p("researching adoption agencies", &["Caroline researched adoption agencies."]), 1.0);
         let partial = p("she researched many adoption agencies", &["Caroline looked at adoption agencies."]);
         assert!((partial - 2.0 / 5.0).abs() < 1e-12, "{partial}");
@@ -608,6 +652,35 @@ mod tests {
         assert_eq!(p(&[fix, merged]), 1.0);
         // Ranked first, it is the note a reader takes, as an M₀ memory would be.
         assert_eq!(p(&[merged, fix]), 0.0);
+    }
+
+    #[test]
+    fn a_note_that_offers_candidates_states_none_of_them() {
+        let p = |memories: &[(&str, Option<&str>, bool)]| phrase_recall("7 May 2023", Some(2), Q, &notes(memories));
+        let card = format!("{Q} 7 May 2023, 6 May 2023, the week before 8 May 2023, May 2023, 2022");
+        assert_eq!(p(&[(&card, None, true)]), 0.0, "one card with candidate dates");
+        let in_place = "Caroline went to the LGBTQ support group yesterday. 7 May 2023, 6 May 2023, April 2023.";
+        assert_eq!(p(&[(in_place, Some("8 May 2023"), true)]), 0.0, "a memory rewritten in place with them");
+        assert_eq!(p(&[(&format!("{Q} 7 May 2023"), None, true)]), 1.0, "one answer is read");
+        // The session date counts only when the text names no date: the text says when it happened.
+        let resolved = "Caroline went to the LGBTQ support group on 7 May 2023.";
+        assert_eq!(phrase_recall("8 May 2023", Some(2), Q, &notes(&[(resolved, Some("8 May 2023"), false)])), 0.0);
+        assert_eq!(
+            phrase_recall(
+                "8 May 2023",
+                Some(2),
+                Q,
+                &notes(&[("Caroline went to the LGBTQ support group today.", Some("8 May 2023"), false)])
+            ),
+            1.0
+        );
+        // A card for a list question whose claim is mostly not the answer is a bag of candidates.
+        let q = "What activities does Melanie partake in?";
+        let list = |texts: &[&str]| phrase_recall("pottery, camping, painting, swimming", Some(1), q, &reading(texts));
+        let bag = format!("{q} pottery, hiking, Sweden, beach, kids, sunset, lake, violin, dinosaurs, books, running, painting");
+        assert_eq!(list(&[&bag]), 0.0);
+        assert_eq!(list(&[&format!("{q} pottery, camping, painting")]), 0.75, "an answer with three of the four");
+        assert_eq!(list(&["Melanie loves pottery.", "She went camping."]), 0.5, "facts of two memories still count");
     }
 
     #[test]
@@ -661,6 +734,31 @@ mod tests {
     }
 
     proptest! {
+        /// The reader answers once: the same candidate dates spread over more notes, each as much about the
+        /// question, never state more than one note offering them all, and neither states more than the best
+        /// single candidate alone.
+        #[test]
+        fn spreading_candidates_over_more_notes_never_raises_p(
+            days in proptest::collection::vec((1u32..=28, 0usize..3), 1..8),
+            gold in (1u32..=28, 0usize..3),
+            split in 1usize..8,
+            prefix in prop_oneof![Just(Q.to_string()), Just("Caroline LGBTQ support group".to_string())],
+        ) {
+            const MONTHS: [&str; 3] = ["April", "May", "June"];
+            let date = |(d, m): (u32, usize)| format!("{d} {} 2023", MONTHS[m]);
+            let gold = date(gold);
+            let candidates: Vec<String> = days.iter().map(|c| date(*c)).collect();
+            let p = |texts: Vec<String>| {
+                let memories: Vec<(&str, Option<&str>, bool)> = texts.iter().map(|t| (t.as_str(), None, true)).collect();
+                phrase_recall(&gold, Some(2), Q, &notes(&memories))
+            };
+            let one = p(vec![format!("{prefix} {}", candidates.join(", "))]);
+            let spread = p(candidates.chunks(split).map(|c| format!("{prefix} {}", c.join(", "))).collect());
+            let best = candidates.iter().map(|c| p(vec![format!("{prefix} {c}")])).fold(0.0, f64::max);
+            prop_assert!(spread <= one, "{spread} > {one}");
+            prop_assert!(one <= best && spread <= best);
+        }
+
         /// The label and the body analysed apart, then joined, are the view analysed whole: for any date
         /// (ASCII or not), any text, read whole or cut by any budget.
         #[test]

@@ -26,7 +26,7 @@ pub use manage::{ManageArgs, ManageOp, ManageOpKind, ManagePlan, RawManage};
 pub use merge::{merge_texts, MergeArgs, MergePlan, MergeStrategy, RawMerge};
 pub use sample::{RawSample, SampleArgs, SampleStrategy};
 pub use search::{matched_nothing, RawSearch, SearchArgs};
-pub use split::{split_text, RawSplit, SplitArgs, SplitCriteria, SplitPlan};
+pub use split::{split_text, RawSplit, SplitArgs, SplitCriteria, SplitPlan, SPLIT_PARTS};
 
 use crate::memory::{EpisodeMemory, MemoryId, MemoryRecord, SearchPath};
 

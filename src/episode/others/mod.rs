@@ -91,11 +91,9 @@ impl Environment {
         let job_panel = panel.clone();
         let (ledger, scored) = tokio::task::spawn_blocking(move || {
             let base_words = base_words.unwrap_or_else(|| base.records().iter().map(|r| reward::ledger::words(&r.text)).sum());
-            let ledger = reward::ledger::Ledger::of(
-                base_words,
-                memory.removed_originals().map(|r| r.text.as_str()),
-                memory.additions().map(|(r, _)| r.text.as_str()),
-            );
+            let removed: Vec<&crate::memory::MemoryRecord> = memory.removed_originals().collect();
+            let written: Vec<&crate::memory::MemoryRecord> = memory.additions().map(|(r, _)| r).collect();
+            let ledger = reward::ledger::Ledger::of(base_words, &removed, &written);
             let scored = job_panel.map(|p| p.score(&memory, &skip, context, false));
             (ledger, scored)
         })

@@ -111,9 +111,9 @@ struct Pass<'m> {
     /// What is not M₀'s whole memory (written, or cut), prepared for a question once per pass (by the
     /// question's position, the id and the length read): a question's p is taken up to four ways.
     prepared: Mutex<HashMap<(usize, u32, usize), Arc<Prepared>>>,
-    /// M₀ memories removed without carrying their content ([`ghosts`]), and their ids.
-    ghosts: Vec<&'m MemoryRecord>,
-    ghost_ids: HashSet<MemoryId>,
+    /// The M₀ memories the episode removed, each with the records it wrote that carry its content
+    /// ([`removed`]): for a question, a removed memory none of whose carriers it can reach is a ghost.
+    removed: Vec<(&'m MemoryRecord, Vec<MemoryId>)>,
 }
 
 impl Panel {
@@ -182,7 +182,7 @@ impl Panel {
     pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool, plain: bool) -> Scored {
         let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
         let written_terms = written_terms(memory, &written);
-        let ghosts = ghosts(memory);
+        let removed = removed(memory);
         let units: Vec<Unit> = written.iter().flat_map(|(r, _)| Reading::whole(&[*r]).units).collect();
         let written_analysed = units.iter().map(|u| (u.id, Analysed::of(u))).collect();
         let written_lens = units.iter().map(|u| (u.id, u.text.len())).collect();
@@ -197,8 +197,7 @@ impl Panel {
             search: search || memory.base().has_graph(),
             plain,
             written_terms,
-            ghost_ids: ghosts.iter().map(|g| g.id).collect(),
-            ghosts,
+            removed,
             written,
             written_analysed,
         };
@@ -219,7 +218,7 @@ impl Panel {
                 deltas.push(OtherDelta::unchanged(o.p_old, same));
                 continue;
             }
-            let (seen, last) = self.read_scored(&pass, o, false);
+            let (seen, last) = self.read_scored(&pass, o);
             let now: HashSet<MemoryId> = seen.reading.ids().into_iter().collect();
             let then: HashSet<MemoryId> = o.read.iter().copied().collect();
             rescored.push((i, deltas.len(), now.symmetric_difference(&then).count()));
@@ -242,15 +241,20 @@ impl Panel {
             }
         }
         let p_now = if p_new < o.p_old { self.stated_now(pass, o) } else { p_new };
+        let mut d = OtherDelta { p_old: o.p_old, p_new, p_m0, p_grounded, p_now, p_virtual: p_new };
+        // Not needed where nothing is left to displace (p_old = 0, or all of it destroyed).
+        if o.p_old - d.destroyed() <= 0.0 || pass.removed.is_empty() {
+            return d;
+        }
+        let ghosts = self.ghosts(pass, o);
+        let ids: HashSet<MemoryId> = ghosts.iter().map(|g| g.id).collect();
         // A ghost that ranks below the last memory read cannot enter the reading: then p_virtual is p_new.
         let in_reach = match last {
-            None => !pass.ghosts.is_empty(),
-            Some(floor) => o.ranked.iter().any(|(s, id)| *s >= floor && pass.ghost_ids.contains(id)),
+            None => !ghosts.is_empty(),
+            Some(floor) => o.ranked.iter().any(|(s, id)| *s >= floor && ids.contains(id)),
         };
-        let mut d = OtherDelta { p_old: o.p_old, p_new, p_m0, p_grounded, p_now, p_virtual: p_new };
-        // Nor is it needed where nothing is left to displace (p_old = 0, or all of it destroyed).
-        if in_reach && o.p_old - d.destroyed() > 0.0 {
-            d.p_virtual = self.p(pass, o, &self.read(pass, o, true), |_| true);
+        if in_reach {
+            d.p_virtual = self.p(pass, o, &self.read_with(pass, o, &ghosts, &ids).0, |_| true);
         }
         d
     }
@@ -322,19 +326,22 @@ impl Panel {
         Some(p)
     }
 
-    /// What question `o` reads of the episode's memory, with the pass's ghosts (removed M₀ memories) kept in
-    /// place when `with_ghosts`:
+    /// What question `o` reads of the episode's memory:
     /// M₀'s ranking for it less what was removed, merged with what was written (ties by id, as a search
     /// orders them); a full search where that ranking runs out, or where searches are not exact scans.
-    fn read(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> Seen {
-        self.read_scored(pass, o, with_ghosts).0
+    fn read(&self, pass: &Pass<'_>, o: &Other) -> Seen {
+        self.read_scored(pass, o).0
     }
 
     /// [`Self::read`], and where the last memory read ranks in `o`'s kept ranking (`None` when a full search
     /// read it).
-    fn read_scored(&self, pass: &Pass<'_>, o: &Other, with_ghosts: bool) -> (Seen, Option<f64>) {
+    fn read_scored(&self, pass: &Pass<'_>, o: &Other) -> (Seen, Option<f64>) {
+        self.read_with(pass, o, &[], &HashSet::new())
+    }
+
+    /// [`Self::read_scored`] with `ghosts` (removed M₀ memories, their ids `ghost_ids`) kept in place.
+    fn read_with(&self, pass: &Pass<'_>, o: &Other, ghosts: &[&MemoryRecord], ghost_ids: &HashSet<MemoryId>) -> (Seen, Option<f64>) {
         let memory = pass.memory;
-        let ghosts: &[&MemoryRecord] = if with_ghosts { &pass.ghosts } else { &[] };
         let base = memory.base();
         let mut ranked: Vec<(f64, &MemoryRecord)> = Vec::with_capacity(self.depth + ghosts.len());
         let kept_enough = {
@@ -368,7 +375,7 @@ impl Panel {
         let kept_path = kept_enough && !pass.search;
         if !ghosts.is_empty() && kept_path {
             // A ghost below the kept ranking ranks below every memory it keeps: only the kept ones can be read.
-            let kept = o.ranked.iter().filter(|(_, id)| pass.ghost_ids.contains(id));
+            let kept = o.ranked.iter().filter(|(_, id)| ghost_ids.contains(id));
             ranked.extend(kept.filter_map(|(s, id)| base.record(id.0 as usize).map(|r| (*s, r))));
         } else {
             ranked.extend(ghosts.iter().map(|g| {
@@ -412,13 +419,15 @@ impl Panel {
         reward::Stater::somewhere(self.statements(o, base).iter().map(|(_, parts)| parts.as_slice()))
     }
 
-    /// What the episode's memory states of `o`'s answer somewhere: its M₀ memories left as they were, and
-    /// what it wrote.
+    /// What the episode's memory still states of `o`'s answer where `o` can read it: in its M₀ memories
+    /// left as they were that `o` read on M₀, and in what it wrote that `o` can reach ([`Self::reaches`]).
+    /// A fact moved where the question cannot read it is not kept: deleting the original then destroys it.
     fn stated_now(&self, pass: &Pass<'_>, o: &Other) -> f64 {
         let memory = pass.memory;
         let written: Vec<Vec<f64>> = pass
             .written
             .iter()
+            .filter(|(r, v)| self.reaches(pass, o, r, v))
             .filter_map(|(r, _)| {
                 let a = pass.written_analysed.get(&r.id)?;
                 if !o.stater.could_state(a) {
@@ -428,17 +437,37 @@ impl Panel {
                 Some(prepared.and_then(|p| o.stater.parts_prepared(&p)).unwrap_or_else(|| o.stater.parts_analysed(r, a)))
             })
             .collect();
-        let kept = self.statements(o, memory.base()).iter().filter(|(id, _)| memory.is_original(*id)).map(|(_, parts)| parts.as_slice());
+        let kept = self
+            .statements(o, memory.base())
+            .iter()
+            .filter(|(id, _)| memory.is_original(*id) && o.read.contains(id))
+            .map(|(_, parts)| parts.as_slice());
         reward::Stater::somewhere(kept.chain(written.iter().map(Vec::as_slice)))
+    }
+
+    /// Whether `o` can reach what the episode wrote as `r` (its vector `v`): it ranks among what `o` read on
+    /// M₀ (at or above the last memory read there). The reach is M₀'s, not the final memory's, so it does not
+    /// depend on what else the episode wrote: padding a copy, or writing above it, moves no fact into reach.
+    fn reaches(&self, pass: &Pass<'_>, o: &Other, r: &MemoryRecord, v: &[f32]) -> bool {
+        written_score(pass, o, r, v) >= o.floor
+    }
+
+    /// The removed M₀ memories that `o` can no longer reach: none of the records that carry their content
+    /// ([`removed`]) is in its reach. Measured as if still there, they keep the room they held.
+    fn ghosts<'m>(&self, pass: &Pass<'m>, o: &Other) -> Vec<&'m MemoryRecord> {
+        let reach = |id: &MemoryId| pass.written.iter().find(|(r, _)| r.id == *id).is_some_and(|(r, v)| self.reaches(pass, o, r, v));
+        pass.removed.iter().filter(|(_, carriers)| !carriers.iter().any(reach)).map(|(m, _)| *m).collect()
     }
 }
 
-/// The M₀ memories the episode removed without carrying their content into what it wrote: deleted, or
-/// written over with other text. A memory is carried when the records written in its place (its own id
-/// rewritten, or records that keep one of its evidence ids: a merge, a split) hold more than half of its
-/// content words. The displacement of other questions' answers is measured as if these were still there:
-/// removing a memory makes no room that the episode's writing may then fill for free.
-fn ghosts(memory: &EpisodeMemory) -> Vec<&MemoryRecord> {
+/// The M₀ memories the episode removed (deleted, or written over), each with the records it wrote that
+/// carry its content: that hold more than half of its content words, whatever their provenance (its own id
+/// rewritten, a merge, a split, or a copy). The displacement of another question's answer is measured as if
+/// each removed memory that the question can no longer reach through a carrier ([`Panel::ghosts`]) were
+/// still there: removing a memory makes no room that the episode's writing may then fill for free. Whether
+/// a record keeps the memory's evidence does not matter here, so that keeping provenance never costs more
+/// than copying the text without it.
+fn removed(memory: &EpisodeMemory) -> Vec<(&MemoryRecord, Vec<MemoryId>)> {
     if memory.removed_count() == 0 {
         return Vec::new();
     }
@@ -446,15 +475,10 @@ fn ghosts(memory: &EpisodeMemory) -> Vec<&MemoryRecord> {
         memory.additions().map(|(r, _)| (r, crate::text::content_words(&r.text))).collect();
     memory
         .removed_originals()
-        .filter(|m| {
+        .map(|m| {
             let words = crate::text::content_words(&m.text);
-            let mut kept = std::collections::BTreeSet::new();
-            for (r, w) in &written {
-                if r.id == m.id || r.evidence.iter().any(|e| m.evidence.contains(e)) {
-                    kept.extend(w.intersection(&words).cloned());
-                }
-            }
-            kept.len() * 2 <= words.len()
+            let carriers = written.iter().filter(|(_, w)| w.intersection(&words).count() * 2 > words.len()).map(|(r, _)| r.id).collect();
+            (m, carriers)
         })
         .collect()
 }
@@ -474,10 +498,9 @@ pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Contex
         written_costs: HashMap::new(),
         cut: Mutex::default(),
         prepared: Mutex::default(),
-        ghosts: Vec::new(),
-        ghost_ids: HashSet::new(),
+        removed: Vec::new(),
     };
-    panel.read(&pass, o, false).reading
+    panel.read(&pass, o).reading
 }
 
 /// M₀'s rank fusion for a question (hybrid search only; `None` for dense search).

@@ -312,3 +312,46 @@ fn credited_rises_need_a_written_fact() {
     let moved = OtherDelta { p_old: 0.0, p_new: 1.0, p_m0: 1.0, p_grounded: 1.0, p_now: 1.0, p_virtual: 1.0 };
     assert_eq!(moved.credited_rise(), 0.0);
 }
+
+/// Tokens that are not content words, around a copy so that it ranks for no question.
+const NOT_CONTENT: &str = "the of and to in a is it that was for on as with be at by this had not are but from or";
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// A fact is kept only where a question can read it: copying a memory that states another question's
+    /// answer into a padded copy, then deleting the original, costs at least what deleting it costs, wherever
+    /// the copy restores no question's reading.
+    #[test]
+    fn moving_a_fact_out_of_reach_then_deleting_it_costs_what_deleting_it_costs(target in 0usize..81, pair in 0usize..1000) {
+        let (env, qs, pairs) = (shared(), conv_questions(), sole_statements());
+        prop_assume!(!pairs.is_empty());
+        let (other, m) = pairs[pair % pairs.len()].clone();
+        let target = &qs[target % qs.len()];
+        prop_assume!(target.id != other.id);
+        let text = env.base(CONV).unwrap().record(m.0 as usize).unwrap().text.clone();
+        let copy = format!("{NOT_CONTENT} {NOT_CONTENT} {text} {NOT_CONTENT} {NOT_CONTENT}");
+        let run = |moved: bool| {
+            let id = fresh("move");
+            runtime().block_on(async {
+                env.create_episode(locomo(&id, &target.id)).await.unwrap();
+                let read = m0_read(env, &target.id).await;
+                if moved {
+                    let args = serde_json::json!({"operation": "create", "content": copy});
+                    env.call_tool(&id, call("manage_memory", &args.to_string())).await.unwrap();
+                }
+                env.call_tool(&id, call("delete_memory", &format!(r#"{{"memory_id": "{m}"}}"#))).await.unwrap();
+                let b = env.score_episode(&id).await.unwrap();
+                let (scored, _) = env.others_against(&id, Reference::Plain).await.unwrap();
+                env.close_episode(&id).await.unwrap();
+                (b, scored, read)
+            })
+        };
+        let ((deleted, d_scored, read), (moved, m_scored, _)) = (run(false), run(true));
+        prop_assume!(!read.contains(&m) && moved.new.retrieved == moved.old.retrieved);
+        let restores = d_scored.deltas.iter().zip(&m_scored.deltas).any(|(a, b)| b.p_new > a.p_new);
+        prop_assume!(!restores);
+        prop_assert!(moved.reward <= deleted.reward + 1e-12, "moved {} > deleted {}", moved.reward, deleted.reward);
+        prop_assert!(moved.ledger.added > 0 && moved.ledger.removed >= deleted.ledger.removed, "{:?}", moved.ledger);
+    }
+}

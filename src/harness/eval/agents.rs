@@ -49,6 +49,7 @@ use crate::util::fnv::fnv1a;
 
 mod goals;
 mod honest;
+mod kinds;
 pub mod noise;
 mod summary;
 pub mod tricks;
@@ -74,21 +75,25 @@ pub enum Agent {
     /// The resolver's dates written as answer cards for the question instead (the memories left as they
     /// were): the same information, serving only the question asked.
     ResolverCard,
+    /// Honest, without the gold: resolves every dated time word in every memory it sees (the question's
+    /// hits), not only the first in each.
+    Sweep,
     /// A trick that adds no information about the answer ([`tricks`]).
     Trick(Trick),
 }
 
-/// The agents in report order: the four reference agents, the two honest ones, then every trick.
-pub const AGENTS: [Agent; 6 + Trick::ALL.len()] = {
-    let mut all = [Agent::NoOp; 6 + Trick::ALL.len()];
+/// The agents in report order: the four reference agents, the three honest ones, then every trick.
+pub const AGENTS: [Agent; 7 + Trick::ALL.len()] = {
+    let mut all = [Agent::NoOp; 7 + Trick::ALL.len()];
     all[1] = Agent::Oracle;
     all[2] = Agent::Destroyer;
     all[3] = Agent::Random;
     all[4] = Agent::Resolver;
     all[5] = Agent::ResolverCard;
+    all[6] = Agent::Sweep;
     let mut i = 0;
     while i < Trick::ALL.len() {
-        all[6 + i] = Agent::Trick(Trick::ALL[i]);
+        all[7 + i] = Agent::Trick(Trick::ALL[i]);
         i += 1;
     }
     all
@@ -104,6 +109,7 @@ impl Agent {
             Agent::Random => "random",
             Agent::Resolver => "resolver",
             Agent::ResolverCard => "resolver-card",
+            Agent::Sweep => "sweep",
             Agent::Trick(t) => t.name(),
         }
     }
@@ -112,13 +118,13 @@ impl Agent {
     pub fn privileged(self) -> bool {
         match self {
             Agent::Oracle | Agent::Destroyer | Agent::Trick(Trick::OraclePadding | Trick::OracleOverwrite) => true,
-            Agent::NoOp | Agent::Random | Agent::Resolver | Agent::ResolverCard | Agent::Trick(_) => false,
+            Agent::NoOp | Agent::Random | Agent::Resolver | Agent::ResolverCard | Agent::Sweep | Agent::Trick(_) => false,
         }
     }
 
     /// Whether the agent adds real information without reading the gold (the date resolvers): it may gain.
     pub fn honest(self) -> bool {
-        matches!(self, Agent::Resolver | Agent::ResolverCard)
+        matches!(self, Agent::Resolver | Agent::ResolverCard | Agent::Sweep)
     }
 }
 
@@ -594,6 +600,7 @@ async fn act(s: &mut Session<'_>, o: &Options, agent: Agent, q: &Question, distr
         Agent::Random => random_edits(s, o, q, distractors).await?,
         Agent::Resolver => honest::resolve_dates(s, q).await?,
         Agent::ResolverCard => honest::resolved_cards(s, q).await?,
+        Agent::Sweep => honest::sweep(s, q).await?,
         Agent::Trick(t) => tricks::play(s, t, q).await?,
     }
     Ok(())

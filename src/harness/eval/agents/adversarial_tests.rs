@@ -1,5 +1,6 @@
 //! The adversarial suite on the full test split: the goals the default reward must meet in every category
-//! (no trick pays, wrecking memory the question does not read costs, neither padding nor writing over
+//! (no trick pays, in any of its shapes; wrecking memory the question does not read costs, however its
+//! facts were moved first; the honest sweep gains in every category; neither padding nor writing over
 //! another memory beats creating the oracle's, the oracle and the honest resolver are seen, a fact fixed
 //! where every reader reads it earns more than a card for one question), and the holes the earlier
 //! formulas leave, so that the comparison in the book stays true.
@@ -40,7 +41,7 @@ async fn no_trick_pays_in_any_category_and_real_improvements_do() {
     }
     // Wrecking memory the question does not read costs on at least 95 % of the episodes.
     let wrecks = wrecking(&summary);
-    assert_eq!(wrecks.len(), 2);
+    assert_eq!(wrecks.len(), WRECKERS.len());
     for (agent, negative, n) in wrecks {
         assert!(negative >= MIN_WRECK_NEGATIVE && n == 411, "{agent}: {negative}");
     }
@@ -51,6 +52,11 @@ async fn no_trick_pays_in_any_category_and_real_improvements_do() {
     // The honest resolver, which never sees the gold, gains on temporal questions.
     let resolver_temporal = summary.iter().find(|r| r.agent == "resolver" && r.category == Some(2)).unwrap();
     assert!(resolver_temporal.evaluators[0].mean_reward > 0.0 && resolver_temporal.positive > 0.1, "{resolver_temporal:?}");
+    // The sweep, which resolves every dated time word it sees, gains in every category.
+    for c in 1..=4 {
+        let sweep = summary.iter().find(|r| r.agent == "sweep" && r.category == Some(c)).unwrap();
+        assert!(sweep.evaluators[0].mean_reward > 0.0 && sweep.positive > 0.05, "{sweep:?}");
+    }
     // A date fixed in the memory that other questions read earns more than the same date as a card for the
     // question asked, where the fix serves another question too.
     let shared = shared_fix(&rows).unwrap();

@@ -10,8 +10,9 @@ pub const MAX_POSITIVE_SHARE: f64 = 0.05;
 /// Wrecking memory that the question does not read must cost on at least this share of the episodes.
 pub const MIN_WRECK_NEGATIVE: f64 = 0.95;
 
-/// The agents that wreck memory outside the question's reading.
-pub const WRECKERS: [Agent; 2] = [Agent::Trick(Trick::DeleteOthers), Agent::Trick(Trick::Vandal)];
+/// The agents that wreck memory outside the question's reading, however they move its facts first.
+pub const WRECKERS: [Agent; 4] =
+    [Agent::Trick(Trick::DeleteOthers), Agent::Trick(Trick::Vandal), Agent::Trick(Trick::MovePadded), Agent::Trick(Trick::MoveSplit)];
 
 /// One (trick, category) cell of the table that breaks the trick goal.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

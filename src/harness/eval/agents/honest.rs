@@ -31,6 +31,28 @@ pub(super) async fn resolve_dates(s: &mut Session<'_>, q: &Question) -> Result<(
     Ok(())
 }
 
+/// Hits the sweep reads.
+const SWEEP_HITS: usize = 20;
+
+/// The honest sweep: searches the question and rewrites every hit in which it can resolve a time word, with
+/// every such word resolved (at most eight to a memory), not only the first.
+pub(super) async fn sweep(s: &mut Session<'_>, q: &Question) -> Result<(), EpisodeError> {
+    for hit in s.search(&q.question, SWEEP_HITS).await? {
+        let Some(day) = hit.date_label().as_deref().and_then(parse_day) else { continue };
+        let mut text = hit.text.clone();
+        for _ in 0..8 {
+            match resolve(&text, day) {
+                Some(next) => text = next,
+                None => break,
+            }
+        }
+        if text != hit.text {
+            s.call("manage_memory", json!({"operation": "update", "memory_id": hit.id.to_string(), "content": text})).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes, for every hit whose relative date it can resolve, an answer card: the question and the date the
 /// expression means ("When did Caroline go to the LGBTQ support group? on 7 May 2023"), leaving the memory as
 /// it was. The resolver's information, serving only the question asked: where the resolved memory serves
@@ -90,7 +112,7 @@ impl Day {
         Day { y: yoe + era * 400 + i64::from(m <= 2), m, d }
     }
 
-    fn plus(self, n: i64) -> Day {
+    pub(super) fn plus(self, n: i64) -> Day {
         Day::from_days(self.days() + n)
     }
 

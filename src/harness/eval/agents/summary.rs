@@ -133,7 +133,11 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
         Agent::NoOp => "reward = 0",
         Agent::Oracle => "reward > 0",
         Agent::Destroyer => "reward < 0",
-        Agent::Trick(Trick::OraclePadding | Trick::OracleOverwrite) | Agent::Random | Agent::Resolver | Agent::ResolverCard => return None,
+        Agent::Trick(Trick::OraclePadding | Trick::OracleOverwrite)
+        | Agent::Random
+        | Agent::Resolver
+        | Agent::ResolverCard
+        | Agent::Sweep => return None,
         Agent::Trick(_) => "reward <= 0",
     };
     let mut e = ExpectedSign { rule, ..ExpectedSign::default() };
@@ -169,7 +173,7 @@ fn expected_sign(agent: Agent, rows: &[&EpisodeRow]) -> Option<ExpectedSign> {
             }
             Agent::Destroyer => sign(s.reward) < 0,
             Agent::Trick(_) => sign(s.reward) <= 0,
-            Agent::Random | Agent::Resolver | Agent::ResolverCard => continue,
+            Agent::Random | Agent::Resolver | Agent::ResolverCard | Agent::Sweep => continue,
         };
         e.checked += 1;
         if met {

@@ -70,11 +70,32 @@ pub enum Trick {
     RerankCopies,
     /// Rewrites the hits ranked 6–10 in place with the question's words appended (re-ranking without copies).
     RerankInPlace,
+    /// One card: the question and nine candidate dates around the best hit's session day ([`super::kinds`]).
+    DateCard,
+    /// The same candidates, three to a card.
+    DateCards,
+    /// The same candidates as fragments: the first with the question, the others with a few of its words or
+    /// none.
+    DateFragments,
+    /// The best hit rewritten in place with the candidates appended.
+    DateInPlace,
+    /// The two best hits merged, the candidates written into the merge.
+    DateMerge,
+    /// One card: the question and 28 candidate entities seen in the hits.
+    EntityCard,
+    /// The same entities, four to a card.
+    EntityCards,
+    /// Copies 48 memories far from the question, padded with tokens that are not content words so that they
+    /// rank nowhere, and deletes the originals.
+    MovePadded,
+    /// Moves memories far from the question into padded extra parts of a split of a memory from the same
+    /// session (which carry its provenance), and deletes the originals.
+    MoveSplit,
 }
 
 impl Trick {
     /// Every trick, in report order.
-    pub const ALL: [Trick; 23] = [
+    pub const ALL: [Trick; 32] = [
         Trick::Glue1,
         Trick::Glue5,
         Trick::Glue5Dates,
@@ -98,6 +119,15 @@ impl Trick {
         Trick::PeriodGuesses,
         Trick::RerankCopies,
         Trick::RerankInPlace,
+        Trick::DateCard,
+        Trick::DateCards,
+        Trick::DateFragments,
+        Trick::DateInPlace,
+        Trick::DateMerge,
+        Trick::EntityCard,
+        Trick::EntityCards,
+        Trick::MovePadded,
+        Trick::MoveSplit,
     ];
 
     /// Name on the command line and in reports.
@@ -126,6 +156,15 @@ impl Trick {
             Trick::PeriodGuesses => "period-guesses",
             Trick::RerankCopies => "rerank-copies",
             Trick::RerankInPlace => "rerank-in-place",
+            Trick::DateCard => "date-card",
+            Trick::DateCards => "date-cards",
+            Trick::DateFragments => "date-fragments",
+            Trick::DateInPlace => "date-in-place",
+            Trick::DateMerge => "date-merge",
+            Trick::EntityCard => "entity-card",
+            Trick::EntityCards => "entity-cards",
+            Trick::MovePadded => "move-padded",
+            Trick::MoveSplit => "move-split",
         }
     }
 }
@@ -138,6 +177,15 @@ pub(super) async fn play(s: &mut Session<'_>, trick: Trick, q: &Question) -> Res
     let question = q.question.trim();
     let max = s.max_chars();
     match trick {
+        Trick::DateCard
+        | Trick::DateCards
+        | Trick::DateFragments
+        | Trick::DateInPlace
+        | Trick::DateMerge
+        | Trick::EntityCard
+        | Trick::EntityCards
+        | Trick::MovePadded
+        | Trick::MoveSplit => return super::kinds::play(s, trick, q).await,
         Trick::Glue1 => {
             let hits = s.search(question, 5).await?;
             create(s, &fit(&format!("{question} {}", texts(&hits)), max)).await?;
@@ -336,7 +384,7 @@ fn session_days(hits: &[MemoryRecord], n: usize) -> Vec<String> {
     days
 }
 
-async fn create(s: &mut Session<'_>, content: &str) -> Result<(), EpisodeError> {
+pub(super) async fn create(s: &mut Session<'_>, content: &str) -> Result<(), EpisodeError> {
     s.call("manage_memory", json!({"operation": "create", "content": content})).await.map(|_| ())
 }
 
@@ -385,7 +433,7 @@ fn distinct_words(seen: &[MemoryRecord]) -> Vec<String> {
 }
 
 /// `s` cut to at most `max` characters, at a word.
-fn fit(s: &str, max: usize) -> String {
+pub(super) fn fit(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
     }
