@@ -13,8 +13,9 @@
 //!   state "the Friday before 9 June 2023", nor "9 June 2023".
 //! - **One date per sentence about the question.** Of a memory's sentences, the ones most about the
 //!   question (the most of its content words; a restated question counts with the sentence after it, as a
-//!   card's answer follows its question) give its dates. Its session date counts only when its text names
-//!   no date of its own: the session is when it was said, the text says when it happened.
+//!   card's answer follows its question) give its dates. Its session date is read beside them, never as
+//!   their rival: no tool sets it, so it is the conversation's date of what the memory says, not a
+//!   candidate ([`super::phrase`]).
 //! - **Several dates are no date.** When those sentences offer two or more different dates, the memory
 //!   states only what every one of them states. This does not depend on how the dates are written: one
 //!   note with nine, a date list, a merge or a memory rewritten in place with them added all offer them

@@ -159,9 +159,13 @@ struct Read {
     /// It restates the question ([`CARD_SHARE`] of its content words) and says something more: an
     /// answer card.
     card: bool,
-    /// The dates it gives for the question ([`dates::pick`]; its session date when its text names none
-    /// and it is about the question): a reader takes one, and several that disagree state none.
+    /// The dates its text gives for the question ([`dates::pick`]): a reader takes one, and several that
+    /// disagree state none.
     dates: Vec<DateSaid>,
+    /// Its session date, when it is about the question: the conversation's date of what it says, not a
+    /// candidate the episode chose (no tool sets it), so it is read beside the text's date, never as its
+    /// rival.
+    label: Vec<DateSaid>,
     /// A card whose claim is mostly not the answer: a bag of candidates, which states none of them.
     bag: bool,
     /// How much it is about the question: the content words it shares with it, then whether it restates
@@ -190,7 +194,7 @@ impl Read {
     /// gives, whole; any other part only as a whole phrase, in a memory that gives at most one date.
     fn date_score(&self, part: &[String], date: Option<&DateSaid>) -> f64 {
         match date {
-            Some(gold) => dates::score(gold, &self.dates),
+            Some(gold) => dates::score(gold, &self.dates).max(dates::score(gold, &self.label)),
             None if self.dates.len() > 1 => 0.0,
             None => f64::from(u8::from(self.tokens.windows(part.len()).any(|w| w == part))),
         }
@@ -303,12 +307,10 @@ impl Asked {
         let card = !claim.is_empty() && ((shared >= self.card_words && shared >= CARD_MIN_WORDS) || (restated && !asked.is_empty()));
         // A card is the reader's answer; one whose claim is mostly not the answer offers candidates.
         let bag = card && 2 * claim.iter().filter(|w| self.gold_words.contains(**w)).count() < claim.len();
-        let mut dates = a.dates_for(asked, &self.asked_dates);
-        if dates.is_empty() && about {
-            dates = a.label_dates.iter().filter(|d| !self.asked_dates.contains(d)).cloned().collect();
-        }
+        let dates = a.dates_for(asked, &self.asked_dates);
+        let label = if about { a.label_dates.iter().filter(|d| !self.asked_dates.contains(d)).cloned().collect() } else { Vec::new() };
         let aboutness = (shared, restated);
-        Prepared(Some(Read { tokens, card, bag, dates, aboutness, states_date, own_date, about, written: a.written }))
+        Prepared(Some(Read { tokens, card, bag, dates, label, aboutness, states_date, own_date, about, written: a.written }))
     }
 
     /// [`Self::recall`] of memories already prepared for this question, in reading order.
@@ -331,7 +333,7 @@ impl Asked {
                     // One date, from the memory most about the question; dates the episode wrote side by side
                     // that disagree state none (a session date carried from M₀ is the conversation's, not a
                     // guess: a merge of two M₀ memories is no rival of a fix).
-                    let dated = read.clone().filter(|r| r.about && (r.states_date || !r.dates.is_empty()));
+                    let dated = read.clone().filter(|r| r.about && (r.states_date || !r.dates.is_empty() || !r.label.is_empty()));
                     return most_about(dated, |r| r.date_score(p, date.as_ref()), |r| r.written && r.own_date);
                 }
                 let plain = read.clone().filter(|r| !r.card).map(|r| r.score(p)).fold(0.0, f64::max);
@@ -662,9 +664,11 @@ mod tests {
         let in_place = "Caroline went to the LGBTQ support group yesterday. 7 May 2023, 6 May 2023, April 2023.";
         assert_eq!(p(&[(in_place, Some("8 May 2023"), true)]), 0.0, "a memory rewritten in place with them");
         assert_eq!(p(&[(&format!("{Q} 7 May 2023"), None, true)]), 1.0, "one answer is read");
-        // The session date counts only when the text names no date: the text says when it happened.
+        // The session date is the conversation's, read beside the text's date and never its rival: a memory
+        // whose date was resolved still says when it was said.
         let resolved = "Caroline went to the LGBTQ support group on 7 May 2023.";
-        assert_eq!(phrase_recall("8 May 2023", Some(2), Q, &notes(&[(resolved, Some("8 May 2023"), false)])), 0.0);
+        assert_eq!(phrase_recall("8 May 2023", Some(2), Q, &notes(&[(resolved, Some("8 May 2023"), false)])), 1.0);
+        assert_eq!(phrase_recall("7 May 2023", Some(2), Q, &notes(&[(resolved, Some("8 May 2023"), false)])), 1.0);
         assert_eq!(
             phrase_recall(
                 "8 May 2023",
