@@ -81,10 +81,8 @@ enum Kind {
 }
 
 fn kind(t: &str) -> Option<Kind> {
-    if let Ok(y) = t.parse::<u16>() {
-        if t.len() == 4 && (1900..=2099).contains(&y) {
-            return Some(Kind::Year(y));
-        }
+    if super::phrase::is_year(t) {
+        return t.parse().ok().map(Kind::Year);
     }
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     if (1..=2).contains(&digits) && matches!(&t[digits..], "" | "st" | "nd" | "rd" | "th") {
@@ -162,8 +160,12 @@ pub fn gold_date(part: &[String]) -> Option<DateSaid> {
 
 /// A memory text's units that name a date, each with its content words and its dates: its sentences, a
 /// sentence that ends in "?" read with the one after it (a card's answer follows its question). Computed
-/// once per memory, whatever is asked.
-pub fn date_units(body: &str) -> Vec<(BTreeSet<String>, Vec<DateSaid>)> {
+/// once per memory, whatever is asked. `names_date`: whether the body's tokens name a month, a year or a
+/// weekday; without one it holds no date expression, and is not split into sentences.
+pub fn date_units(body: &str, names_date: bool) -> Vec<(BTreeSet<String>, Vec<DateSaid>)> {
+    if !names_date {
+        return Vec::new();
+    }
     let mut units: Vec<String> = Vec::new();
     let mut open = false;
     for s in sentences(body) {
@@ -242,7 +244,7 @@ mod tests {
     #[test]
     fn the_sentence_most_about_the_question_gives_the_date() {
         let asked = content_words("When did Caroline go to the LGBTQ support group?");
-        let d = |body: &str| pick(&date_units(body), &asked, &[]);
+        let d = |body: &str| pick(&date_units(body, true), &asked, &[]);
         let merged = "Caroline went to the LGBTQ support group on 7 May 2023. Melanie painted a lake on 20 May 2023.";
         assert_eq!(d(merged), said("7 May 2023"));
         let card = "When did Caroline go to the LGBTQ support group? 7 May 2023, 6 May 2023.";

@@ -19,9 +19,9 @@
 //! - **The reader answers once.** A part that names a date (a month, a year or a weekday) is read from one
 //!   memory: of the memories read that are about the question ([`DATE_SHARED_WORDS`], as for date labels)
 //!   and name a date, the one most about it ([`most_about`]); and from one date in it: its date
-//!   expressions in its sentences most about the question, its session date only when its text names none,
-//!   said whole, and, when it offers two or more different dates, only what all of them state
-//!   ([`super::dates`]). Of the memories that restate the question and say more (answer cards:
+//!   expressions in its sentences most about the question, said whole, and, when it offers two or more
+//!   different dates, only what all of them state ([`super::dates`]); its session date is read beside them,
+//!   never as their rival (no tool sets it). Of the memories that restate the question and say more (answer cards:
 //!   [`CARD_SHARE`] of its content words and at least [`CARD_MIN_WORDS`] of them, or the whole question),
 //!   only the one most about the question counts, and a card whose claim is mostly not the answer offers
 //!   candidates, which state nothing.
@@ -403,12 +403,13 @@ impl Analysed {
             }
             _ => (stemmed_tokens(&unit.text), content_words(&unit.text)),
         };
+        let own_date = body_stems.iter().any(|t| names_date(t));
         Analysed {
             text_words,
             body_words,
             body_stem_set: body_stems.iter().cloned().collect(),
-            own_date: body_stems.iter().any(|t| names_date(t)),
-            date_units: dates::date_units(body),
+            own_date,
+            date_units: dates::date_units(body, own_date),
             label_dates: dates::expressions(&view_stems[..view_stems.len() - body_stems.len()]),
             view_stems,
             body_stems,
@@ -431,7 +432,7 @@ impl Analysed {
             body_words: content_words(unit.body()),
             body_stem_set: body_stems.iter().cloned().collect(),
             own_date: body_stems.iter().any(|t| names_date(t)),
-            date_units: dates::date_units(unit.body()),
+            date_units: dates::date_units(unit.body(), true),
             label_dates: dates::expressions(&view_stems[..view_stems.len().saturating_sub(body_stems.len())]),
             view_stems,
             body_stems,
@@ -548,7 +549,7 @@ fn names_date(t: &str) -> bool {
     is_month(t) || is_year(t) || WEEKDAY_STEMS.contains(&t)
 }
 
-fn is_year(t: &str) -> bool {
+pub(super) fn is_year(t: &str) -> bool {
     t.len() == 4 && t.parse::<u16>().is_ok_and(|y| (1900..=2099).contains(&y))
 }
 
