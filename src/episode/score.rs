@@ -38,10 +38,12 @@ impl Environment {
         let new_eval = {
             let (hits, _) = ep.memory.search_text(query, &ep.target.question, self.read_depth(), &Filter::default(), None);
             let recs: Vec<&MemoryRecord> = hits.iter().map(|h| h.record).collect();
+            let written: Vec<_> = ep.memory.additions().collect();
             let reading = match self.config.context {
                 Context::Budget => Reading::budgeted(&recs, old_eval.budget),
                 Context::TopK => Reading::whole(&recs),
-            };
+            }
+            .carrying(&super::others::carried(&ep.memory, &written));
             self.evaluate(evaluator, &ep.target, &reading).await?
         };
         let sizes = SizeInput {

@@ -23,8 +23,10 @@
 //!   different dates, only what all of them state ([`super::dates`]); its session date is read beside them,
 //!   never as their rival (no tool sets it). Of the memories that restate the question and say more (answer cards:
 //!   [`CARD_SHARE`] of its content words and at least [`CARD_MIN_WORDS`] of them, or the whole question),
-//!   only the one most about the question counts, and a card whose claim is mostly not the answer offers
-//!   candidates, which state nothing.
+//!   only the one most about the question counts, and a card the episode wrote whose claim is mostly not
+//!   the answer offers candidates, which state nothing (M₀'s memories, and what a merge or a split carries
+//!   of them, are what the conversation said: "John had their first dance with his wife at a cozy restaurant
+//!   with music and candlelight" states "cozy restaurant").
 //! - **Rival written notes state nothing.** "Most about the question" is the content words a memory shares
 //!   with it, then whether it restates the question in full (the oracle's card does). Among the answer
 //!   cards, or the dated memories, equally the most about it, the first read counts, unless the episode
@@ -166,7 +168,8 @@ struct Read {
     /// candidate the episode chose (no tool sets it), so it is read beside the text's date, never as its
     /// rival.
     label: Vec<DateSaid>,
-    /// A card whose claim is mostly not the answer: a bag of candidates, which states none of them.
+    /// A card the episode wrote whose claim is mostly not the answer: a bag of candidates, which states none
+    /// of them (never one of M₀'s memories: their words are what the conversation said).
     bag: bool,
     /// How much it is about the question: the content words it shares with it, then whether it restates
     /// every token of it (stopwords too): the question written out in full is the most.
@@ -305,8 +308,13 @@ impl Asked {
         // A card restates the question: most of its content words, and at least CARD_MIN_WORDS of them
         // (every memory about a person and a topic shares a two-word question's words), or all of it.
         let card = !claim.is_empty() && ((shared >= self.card_words && shared >= CARD_MIN_WORDS) || (restated && !asked.is_empty()));
-        // A card is the reader's answer; one whose claim is mostly not the answer offers candidates.
-        let bag = card && 2 * claim.iter().filter(|w| self.gold_words.contains(**w)).count() < claim.len();
+        // A card is the reader's answer; one the episode wrote whose claim is mostly not the answer offers
+        // candidates. M₀'s memories (and what a merge or a split carries of them) are the conversation's
+        // words, each said once: no tool chose them as candidates, and the context around an answer there is
+        // what was said; so is an answer a rewrite carries from the memory it rewrote.
+        let said: Vec<&&String> = claim.iter().filter(|w| self.gold_words.contains(**w)).collect();
+        let carried = a.carried.as_ref().is_some_and(|c| !said.is_empty() && said.iter().all(|w| c.contains(**w)));
+        let bag = card && a.written && !carried && 2 * said.len() < claim.len();
         let dates = a.dates_for(asked, &self.asked_dates);
         let label = if about { a.label_dates.iter().filter(|d| !self.asked_dates.contains(d)).cloned().collect() } else { Vec::new() };
         let aboutness = (shared, restated);
@@ -380,6 +388,8 @@ pub struct Analysed {
     label_dates: Vec<DateSaid>,
     /// The episode wrote it.
     written: bool,
+    /// What it carries of the M₀ memories it took the place of ([`crate::reward::reading::Unit::carried`]).
+    carried: Option<std::sync::Arc<BTreeSet<String>>>,
 }
 
 impl Analysed {
@@ -414,6 +424,7 @@ impl Analysed {
             view_stems,
             body_stems,
             written: unit.written,
+            carried: unit.carried.clone(),
         }
     }
 
@@ -437,6 +448,7 @@ impl Analysed {
             view_stems,
             body_stems,
             written: unit.written,
+            carried: unit.carried.clone(),
         }
     }
 }
@@ -683,7 +695,28 @@ mod tests {
         let q = "What activities does Melanie partake in?";
         let list = |texts: &[&str]| phrase_recall("pottery, camping, painting, swimming", Some(1), q, &reading(texts));
         let bag = format!("{q} pottery, hiking, Sweden, beach, kids, sunset, lake, violin, dinosaurs, books, running, painting");
-        assert_eq!(list(&[&bag]), 0.0);
+        let written = |texts: &[&str]| {
+            let memories: Vec<(&str, Option<&str>, bool)> = texts.iter().map(|t| (*t, None, true)).collect();
+            phrase_recall("pottery, camping, painting, swimming", Some(1), q, &notes(&memories))
+        };
+        assert_eq!(written(&[&bag]), 0.0);
+        // M₀'s own card says what the conversation said: its context is no list of candidates.
+        let m0 = "John had their first dance with his wife at a cozy restaurant with music and candlelight, finding it dreamy.";
+        let dance = "What was the setting for John and his wife's first dance?";
+        assert_eq!(phrase_recall("Cozy restaurant", Some(4), dance, &reading(&[m0])), 1.0);
+        let guess = "John and his wife's first dance was for a formal dance at a particularly busy weekend.";
+        assert_eq!(
+            phrase_recall("Cozy restaurant", Some(4), dance, &notes(&[(guess, None, true), (m0, None, false)])),
+            0.0,
+            "a wrong card read first"
+        );
+        // A rewrite carries its answer from the memory it rewrote: what it adds around it offers no candidate.
+        let swept =
+            "John had their first dance with his wife at a cozy restaurant with music and candlelight the week before 11 August 2023.";
+        let rewrite = notes(&[(swept, None, true)]);
+        let carried = std::collections::HashMap::from([(MemoryId(0), std::sync::Arc::new(content_words(m0)))]);
+        assert_eq!(phrase_recall("Cozy restaurant", Some(4), dance, &rewrite.clone().carrying(&carried)), 1.0);
+        assert_eq!(phrase_recall("Cozy restaurant", Some(4), dance, &rewrite), 0.0, "the same words written fresh are a bag");
         assert_eq!(list(&[&format!("{q} pottery, camping, painting")]), 0.75, "an answer with three of the four");
         assert_eq!(list(&["Melanie loves pottery.", "She went camping."]), 0.5, "facts of two memories still count");
     }

@@ -17,7 +17,8 @@
 //! Each memory is read in its [`MemoryRecord::view`] (`8 May 2023: text`), the view the tools show the
 //! policy and the LLM evaluators' QA prompt shows the model.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::memory::{MemoryId, MemoryRecord};
 use crate::text::has_content_word;
@@ -38,6 +39,11 @@ pub struct Unit {
     /// Whether the episode wrote words of its own into it ([`MemoryRecord::authored`]; M₀'s memories, and
     /// what a merge or a cut carries of them, were written by no step).
     pub written: bool,
+    /// For a unit the episode wrote: the content words of the M₀ memories it took the place of (those it
+    /// removed that share its id or an evidence id: a rewrite, a merge, a split), when known
+    /// ([`Reading::carrying`]). An answer it carries from them is what the conversation said, not a
+    /// candidate it offers.
+    pub carried: Option<Arc<BTreeSet<String>>>,
 }
 
 /// The memories an evaluator read for a question, best first.
@@ -106,6 +112,14 @@ impl Reading {
         self.units.iter().map(|u| u.text.as_str()).collect()
     }
 
+    /// Gives each unit the episode wrote what it carries of M₀ (`carried`, by id: [`Unit::carried`]).
+    pub fn carrying(mut self, carried: &HashMap<MemoryId, Arc<BTreeSet<String>>>) -> Reading {
+        for u in self.units.iter_mut().filter(|u| u.written) {
+            u.carried = carried.get(&u.id).cloned();
+        }
+        self
+    }
+
     /// Ids read, in rank order.
     pub fn ids(&self) -> Vec<MemoryId> {
         self.units.iter().map(|u| u.id).collect()
@@ -127,7 +141,7 @@ impl Reading {
 /// text, or the text alone: what it holds beyond the text is the label and its `": "`.
 fn unit(r: &MemoryRecord, text: String, full: usize, truncated: bool) -> Unit {
     let label = full.saturating_sub(r.text.len()).min(text.len());
-    Unit { id: r.id, text, evidence: r.evidence.clone(), truncated, label, written: r.authored }
+    Unit { id: r.id, text, evidence: r.evidence.clone(), truncated, label, written: r.authored, carried: None }
 }
 
 impl Unit {

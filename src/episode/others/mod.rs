@@ -21,6 +21,7 @@ mod panel;
 
 use std::sync::Arc;
 
+pub(super) use panel::carried;
 pub use panel::{Other, Panel, Scored};
 
 use super::{Environment, EpisodeError};

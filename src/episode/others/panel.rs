@@ -10,7 +10,7 @@
 //! search is approximate, and the scoring must read what the search reads). Under hybrid search the ranking
 //! is M₀'s rank fusion, frozen, with what was written placed in it ([`FrozenFusion`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -114,6 +114,8 @@ struct Pass<'m> {
     /// The M₀ memories the episode removed, each with the records it wrote that carry its content
     /// ([`removed`]): for a question, a removed memory none of whose carriers it can reach is a ghost.
     removed: Vec<(&'m MemoryRecord, Vec<MemoryId>)>,
+    /// What each record it wrote carries of the M₀ memories it took the place of ([`carried`]).
+    carried: HashMap<MemoryId, Arc<BTreeSet<String>>>,
 }
 
 impl Panel {
@@ -183,7 +185,8 @@ impl Panel {
         let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
         let written_terms = written_terms(memory, &written);
         let removed = removed(memory);
-        let units: Vec<Unit> = written.iter().flat_map(|(r, _)| Reading::whole(&[*r]).units).collect();
+        let carried = carried(memory, &written);
+        let units: Vec<Unit> = written.iter().flat_map(|(r, _)| Reading::whole(&[*r]).carrying(&carried).units).collect();
         let written_analysed = units.iter().map(|u| (u.id, Analysed::of(u))).collect();
         let written_lens = units.iter().map(|u| (u.id, u.text.len())).collect();
         let written_costs = units.iter().map(|u| (u.id, cost(&u.text))).collect();
@@ -198,6 +201,7 @@ impl Panel {
             plain,
             written_terms,
             removed,
+            carried,
             written,
             written_analysed,
         };
@@ -394,7 +398,8 @@ impl Panel {
                 known.unwrap_or_else(|| cost(&r.view()))
             }),
             Context::TopK => Reading::whole(&recs),
-        };
+        }
+        .carrying(&pass.carried);
         let last = reading.units.len().checked_sub(1).map(|i| scores[i]).filter(|_| kept_path);
         // A reading's units are a prefix of the records it ranked, in order.
         let m0 = recs.iter().take(reading.units.len()).map(|r| own(r)).collect();
@@ -483,10 +488,36 @@ fn removed(memory: &EpisodeMemory) -> Vec<(&MemoryRecord, Vec<MemoryId>)> {
         .collect()
 }
 
+/// What each record the episode wrote (of `written`) carries of M₀ ([`Unit::carried`]): the content words
+/// of the M₀ memories it removed that share the record's id or one of its evidence ids (the memory it
+/// rewrote, the ones it merged, the one it split: the provenance the ledger groups words by, which no tool
+/// lets the policy choose). A record that took the place of none carries nothing. An answer card the
+/// episode wrote states the answer it carries, whatever it added around it ([`crate::reward::phrase`]).
+pub(in crate::episode) fn carried(
+    memory: &EpisodeMemory,
+    written: &[(&MemoryRecord, Vec<f32>)],
+) -> HashMap<MemoryId, Arc<BTreeSet<String>>> {
+    if memory.removed_count() == 0 {
+        return HashMap::new();
+    }
+    let removed: Vec<(&MemoryRecord, BTreeSet<String>)> =
+        memory.removed_originals().map(|m| (m, crate::text::content_words(&m.text))).collect();
+    written
+        .iter()
+        .filter(|(r, _)| r.authored)
+        .filter_map(|(r, _)| {
+            let sources: Vec<&BTreeSet<String>> =
+                removed.iter().filter(|(m, _)| m.id == r.id || m.evidence.iter().any(|e| r.evidence.contains(e))).map(|(_, w)| w).collect();
+            (!sources.is_empty()).then(|| (r.id, Arc::new(sources.into_iter().flatten().cloned().collect())))
+        })
+        .collect()
+}
+
 /// One question's reading of an episode's memory, for a caller outside a scoring pass (`--others-llm`).
 pub fn reading(panel: &Panel, memory: &EpisodeMemory, o: &Other, context: Context) -> Reading {
     let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
     let pass = Pass {
+        carried: carried(memory, &written),
         memory,
         context,
         search: memory.base().has_graph(),
