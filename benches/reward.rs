@@ -30,7 +30,9 @@
 //!   `wreck-100` (a hundred memories deleted: nearly every other question is re-scored). Every question's
 //!   M₀ reading is cached by the first scoring of the conversation; each iteration is a fresh episode,
 //!   only the scoring is timed. Run with `cargo bench --bench reward`, it also prints each scenario's
-//!   p50/p90/p99/max over 1,000 scorings (`whole/percentiles`): the goal is p99 ≤ 10 ms.
+//!   p50/p90/p99/max over 1,000 scorings (`whole/percentiles`): the goal is p99 ≤ 10 ms. It prints
+//!   them twice: on the default threads (one per core, at most four), and with every scoring on one thread
+//!   (`whole/percentiles/1-thread/`, `--score-threads 1`).
 //!
 //! Episodes are closed after scoring, so the registry (16,384 open episodes by default) never fills.
 
@@ -51,9 +53,13 @@ use memgym::reward::{answer_recall, evaluate, memory_efficiency, Evaluator, Size
 const QUESTION: &str = "conv-41:q1";
 
 fn environment() -> Environment {
+    environment_with(EnvConfig::default())
+}
+
+fn environment_with(config: EnvConfig) -> Environment {
     let dataset = Arc::new(memgym::dataset::Dataset::load(None).expect("the embedded LoCoMo dataset loads"));
     let embed = EmbedService::new(Arc::new(HashEmbedder::default()), 2);
-    Environment::new(EnvConfig::default(), dataset, embed, Arc::new(SystemClock::default())).expect("hash embedding cannot fail")
+    Environment::new(config, dataset, embed, Arc::new(SystemClock::default())).expect("hash embedding cannot fail")
 }
 
 fn request(id: String) -> CreateRequest {
@@ -222,33 +228,47 @@ fn whole(c: &mut Criterion) {
         });
     }
     g.finish();
-    // Percentiles (criterion reports means and medians): only under `cargo bench`, not its test-mode run.
+    // Percentiles (criterion reports means and medians): only under `cargo bench`, not its test-mode run. On
+    // the default threads, then with every scoring on one thread (`--score-threads 1`).
     if std::env::args().any(|a| a == "--bench") {
-        for name in SCENARIOS {
-            let edits = scenario(name);
-            let mut ms: Vec<f64> = rt.block_on(async {
-                let mut out = Vec::with_capacity(1000);
-                for _ in 0..1000 {
-                    let id = edited(env, fresh(), &edits).await;
-                    let t = Instant::now();
-                    let b = env.score_episode(&id).await.expect("scores");
-                    out.push(t.elapsed().as_secs_f64() * 1e3);
-                    black_box(b);
-                    env.close_episode(&id).await.expect("closes");
-                }
-                out
-            });
-            ms.sort_by(f64::total_cmp);
-            let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
-            println!(
-                "whole/percentiles/{name:<10} p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms  (n = {})",
-                at(0.5),
-                at(0.9),
-                at(0.99),
-                at(1.0),
-                ms.len()
-            );
-        }
+        percentiles(&rt, env, &fresh, "");
+        let serial = &environment_with(EnvConfig { score_threads: 1, ..EnvConfig::default() });
+        rt.block_on(async {
+            let id = edited(serial, fresh(), &[]).await;
+            serial.score_episode(&id).await.expect("scores");
+            serial.close_episode(&id).await.expect("closes");
+        });
+        percentiles(&rt, serial, &fresh, "1-thread/");
+    }
+}
+
+/// Prints each scenario's p50/p90/p99/max over 1,000 scorings on `env`, each row named `label` + scenario.
+fn percentiles(rt: &tokio::runtime::Runtime, env: &Environment, fresh: &dyn Fn() -> String, label: &str) {
+    for name in SCENARIOS {
+        let edits = scenario(name);
+        let mut ms: Vec<f64> = rt.block_on(async {
+            let mut out = Vec::with_capacity(1000);
+            for _ in 0..1000 {
+                let id = edited(env, fresh(), &edits).await;
+                let t = Instant::now();
+                let b = env.score_episode(&id).await.expect("scores");
+                out.push(t.elapsed().as_secs_f64() * 1e3);
+                black_box(b);
+                env.close_episode(&id).await.expect("closes");
+            }
+            out
+        });
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+        let row = format!("{label}{name}");
+        println!(
+            "whole/percentiles/{row:<19} p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms  (n = {})",
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0),
+            ms.len()
+        );
     }
 }
 

@@ -64,6 +64,10 @@ pub fn env_config(a: &EnvArgs) -> anyhow::Result<EnvConfig> {
         formula: RewardFormula::parse(&a.reward_formula).map_err(anyhow::Error::msg).context("--reward-formula")?,
         llm_edit: a.llm.llm_edit,
         others_llm: a.llm.others_llm,
+        score_threads: match a.llm.score_threads {
+            0 => crate::episode::default_score_threads(),
+            n => n,
+        },
     })
 }
 

@@ -32,6 +32,14 @@ pub struct EnvConfig {
     /// With an LLM evaluator, how many of the re-scored other questions the LLM scores too (the rest are
     /// scored offline).
     pub others_llm: usize,
+    /// How many threads one scoring spreads the other questions over (at least 1).
+    pub score_threads: usize,
+}
+
+/// The default of [`EnvConfig::score_threads`]: one per core, at most four (a scoring's 80–198 questions
+/// gain little from more).
+pub fn default_score_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(4)
 }
 
 impl Default for EnvConfig {
@@ -46,6 +54,7 @@ impl Default for EnvConfig {
             formula: RewardFormula::WholeMemory,
             llm_edit: false,
             others_llm: 0,
+            score_threads: default_score_threads(),
         }
     }
 }

@@ -166,19 +166,23 @@ pub fn date_units(body: &str, names_date: bool) -> Vec<(BTreeSet<String>, Vec<Da
     if !names_date {
         return Vec::new();
     }
-    let mut units: Vec<String> = Vec::new();
+    // A question and the sentence that answers it are one unit; each sentence's dates are its own (an
+    // expression never runs across a sentence's end: "… during the summer? The week before 3 July 2023").
+    let mut units: Vec<(String, Vec<DateSaid>)> = Vec::new();
     let mut open = false;
     for s in sentences(body) {
+        let dates = expressions(&stemmed_tokens(&s));
         match units.last_mut() {
-            Some(last) if open => {
-                last.push(' ');
-                last.push_str(&s);
+            Some((text, said)) if open => {
+                text.push(' ');
+                text.push_str(&s);
+                said.extend(dates);
             }
-            _ => units.push(s.clone()),
+            _ => units.push((s.clone(), dates)),
         }
         open = s.trim_end().ends_with('?');
     }
-    units.iter().map(|u| (content_words(u), expressions(&stemmed_tokens(u)))).filter(|(_, d)| !d.is_empty()).collect()
+    units.into_iter().map(|(u, d)| (content_words(&u), d)).filter(|(_, d)| !d.is_empty()).collect()
 }
 
 /// The dates a memory's text gives for the question asked (`asked`: its content words), without repeats:

@@ -159,8 +159,12 @@ pub struct OthersWeights {
 impl OthersWeights {
     /// λ of the collateral formula.
     pub const COLLATERAL_LAMBDA: f64 = 1.0;
-    /// The default's weight of another question's credited rise.
-    pub const WHOLE_MEMORY_GAIN: f64 = 0.5;
+    /// The default's weight of another question's credited rise: what a fact destroyed costs. A credited rise
+    /// is a fact the episode wrote, into a memory that keeps the question's evidence, that M₀ stated nowhere:
+    /// never a re-ranking or a copy (p_m0), nor a note written for another question (p_grounded), and, as the
+    /// reader answers once, never a list of candidates; a wrong guess there costs as much
+    /// ([`crate::reward::phrase::MISSTATED`]). It was ½ while guesses could only pay.
+    pub const WHOLE_MEMORY_GAIN: f64 = 1.0;
     /// The default's weight of a fact displaced from another question's reading (a fact destroyed weighs 1,
     /// as the target's own loss does).
     pub const WHOLE_MEMORY_DISPLACED: f64 = 0.5;
@@ -175,7 +179,7 @@ impl OthersWeights {
         OthersWeights { gain: 0.0, destroyed: 1.0, displaced: 1.0, mean: false }
     }
 
-    /// `whole-memory` (the default): + ½ Σ credited rises − Σ facts destroyed − ½ Σ facts displaced.
+    /// `whole-memory` (the default): + Σ credited rises − Σ facts destroyed − ½ Σ facts displaced.
     pub const fn whole_memory() -> OthersWeights {
         OthersWeights { gain: Self::WHOLE_MEMORY_GAIN, destroyed: 1.0, displaced: Self::WHOLE_MEMORY_DISPLACED, mean: false }
     }
@@ -209,7 +213,7 @@ mod tests {
         assert_eq!(OthersWeights::collateral().term(&o), -0.125);
         assert_eq!(OthersWeights::damage().term(&o), -1.5);
         assert_eq!((o.destroyed, o.displaced), (1.5, 0.0));
-        assert_eq!(OthersWeights::whole_memory().term(&o), -1.0);
+        assert_eq!(OthersWeights::whole_memory().term(&o), -0.5);
         assert_eq!(OthersWeights::collateral().term(&Others::default()), 0.0);
     }
 

@@ -176,6 +176,11 @@ struct Read {
     aboutness: (usize, bool),
     /// The episode wrote it.
     written: bool,
+    /// The dates its text gives for the question hold one the episode wrote: a written memory, and a date
+    /// whose day, month or year none of the M₀ memories it took the place of said ([`Unit::carried`]).
+    ///
+    /// [`Unit::carried`]: crate::reward::reading::Unit::carried
+    fresh_date: bool,
     /// It names a date (a month, a year or a weekday, in its text or in a date label that counts).
     states_date: bool,
     /// It names a date in its own text (not only in the session date it carries from M₀).
@@ -193,6 +198,11 @@ impl Read {
         part_score(part, &self.tokens)
     }
 
+    /// Whether a reader could take `gold` from it: one of its dates, or its session date, says it.
+    fn could_say(&self, gold: &DateSaid) -> bool {
+        self.dates.iter().chain(&self.label).any(|d| d.states(gold))
+    }
+
     /// The score of a part that names a date: a date part ([`dates::gold_date`]) against the dates this memory
     /// gives, whole; any other part only as a whole phrase, in a memory that gives at most one date.
     fn date_score(&self, part: &[String], date: Option<&DateSaid>) -> f64 {
@@ -203,6 +213,10 @@ impl Read {
         }
     }
 }
+
+/// A date part's score where the reader's one answer is a wrong date the episode wrote: it costs what the
+/// right date earns, so that p ranges over [−1, 1] for a memory the episode wrote into.
+pub const MISSTATED: f64 = -1.0;
 
 /// The share of the question's content words a memory must hold to count as an answer card.
 pub const CARD_SHARE: f64 = 0.8;
@@ -316,9 +330,14 @@ impl Asked {
         let carried = a.carried.as_ref().is_some_and(|c| !said.is_empty() && said.iter().all(|w| c.contains(**w)));
         let bag = card && a.written && !carried && 2 * said.len() < claim.len();
         let dates = a.dates_for(asked, &self.asked_dates);
+        let fresh_date = a.written
+            && dates.iter().any(|d| {
+                let words = [d.day.map(|x| x.to_string()), d.month.clone(), d.year.map(|x| x.to_string())];
+                a.carried.as_ref().is_none_or(|c| words.iter().flatten().any(|w| !c.contains(w)))
+            });
         let label = if about { a.label_dates.iter().filter(|d| !self.asked_dates.contains(d)).cloned().collect() } else { Vec::new() };
         let aboutness = (shared, restated);
-        Prepared(Some(Read { tokens, card, bag, dates, label, aboutness, states_date, own_date, about, written: a.written }))
+        Prepared(Some(Read { tokens, card, bag, dates, label, aboutness, states_date, own_date, about, written: a.written, fresh_date }))
     }
 
     /// [`Self::recall`] of memories already prepared for this question, in reading order.
@@ -342,7 +361,20 @@ impl Asked {
                     // that disagree state none (a session date carried from M₀ is the conversation's, not a
                     // guess: a merge of two M₀ memories is no rival of a fix).
                     let dated = read.clone().filter(|r| r.about && (r.states_date || !r.dates.is_empty() || !r.label.is_empty()));
-                    return most_about(dated, |r| r.date_score(p, date.as_ref()), |r| r.written && r.own_date);
+                    let s = most_about(dated.clone(), |r| r.date_score(p, date.as_ref()), |r| r.written && r.own_date);
+                    if s > 0.0 || date.is_none() {
+                        return s;
+                    }
+                    // The reader's one answer is wrong: where the episode wrote that date, it misleads, and costs
+                    // what the right one would have earned (a guess pays in expectation only if it is right more
+                    // often than not). A wrong date M₀ said is the conversation's: it states nothing, as before.
+                    // Misled only where no answer the reader could take is right: candidates that hold the right
+                    // date among others (a note, or rival notes) leave it torn, and state none (above).
+                    let most = dated.clone().map(|r| r.aboutness).max();
+                    let mut equals = dated.clone().filter(|r| Some(r.aboutness) == most);
+                    let taken_fresh = equals.clone().next().is_some_and(|t| t.fresh_date);
+                    let misled = taken_fresh && date.as_ref().is_some_and(|gold| !equals.any(|r| r.could_say(gold)));
+                    return if misled { MISSTATED } else { s };
                 }
                 let plain = read.clone().filter(|r| !r.card).map(|r| r.score(p)).fold(0.0, f64::max);
                 // The card most about the question is the one a reader takes; equals that disagree state none.
@@ -667,6 +699,41 @@ mod tests {
         assert_eq!(p(&[fix, merged]), 1.0);
         // Ranked first, it is the note a reader takes, as an M₀ memory would be.
         assert_eq!(p(&[merged, fix]), 0.0);
+    }
+
+    #[test]
+    fn a_wrong_date_the_episode_wrote_costs_what_the_right_one_earns() {
+        let p = |memories: &[(&str, Option<&str>, bool)]| phrase_recall("7 May 2023", Some(2), Q, &notes(memories));
+        let right = ("Caroline went to the LGBTQ support group on 7 May 2023.", Some("8 May 2023"), true);
+        let wrong = ("Caroline went to the LGBTQ support group on 20 May 2023.", Some("21 May 2023"), true);
+        let m0 = ("Caroline went to the LGBTQ support group on 20 May 2023.", Some("21 May 2023"), false);
+        assert_eq!(p(&[right]), 1.0);
+        assert_eq!(p(&[wrong]), MISSTATED, "the reader's one answer, written by the episode, is wrong");
+        assert_eq!(p(&[m0]), 0.0, "a wrong date M₀ said states nothing, as before");
+        assert_eq!(p(&[wrong, m0]), MISSTATED, "ranked first, the guess is the answer taken");
+        assert_eq!(p(&[m0, wrong]), 0.0, "ranked below M₀'s memory, it is not");
+        assert_eq!(p(&[right, wrong]), 0.0, "rival notes leave the reader torn, not misled");
+        assert_eq!(p(&[wrong, wrong]), MISSTATED, "notes that agree on a wrong date mislead as one does");
+        let card = format!("{Q} 20 May 2023, 21 May 2023");
+        assert_eq!(p(&[(&card, None, true)]), MISSTATED, "no candidate of a card is right");
+        let card = format!("{Q} 20 May 2023, 7 May 2023");
+        assert_eq!(p(&[(&card, None, true)]), 0.0, "a card that holds the right date among others states none");
+        // A session date that is the answer is read beside a wrong written date: not misled.
+        let beside = ("Caroline went to the LGBTQ support group on 20 May 2023.", Some("7 May 2023"), true);
+        assert_eq!(p(&[beside]), 1.0);
+        // A card restating a question that ends in a time word: its answer's date is its own sentence's.
+        let q = "When did Caroline go to a pride parade during the summer?";
+        let card =
+            phrase_recall("The week before 3 July 2023", Some(2), q, &notes(&[(&format!("{q} The week before 3 July 2023"), None, true)]));
+        assert_eq!(card, 1.0);
+        // A list part that is no date is never misstated: an entity guess states nothing.
+        let list = phrase_recall(
+            "pottery, painting",
+            Some(1),
+            "What activities does Melanie do?",
+            &notes(&[("Melanie does camping.", None, true)]),
+        );
+        assert_eq!(list, 0.0);
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub struct EnvArgs {
     #[arg(long, env = "MEMGYM_CONTEXT", default_value = "budget")]
     pub context: String,
     /// The reward: whole-memory (the target's p_new - p_old; for every other question of the conversation, plus
-    /// half of a rise the episode's writing states, minus a fact it lost in full, minus half of a fact pushed out
+    /// a rise the episode's writing states, minus a fact it lost, minus half of a fact pushed out
     /// of its reading; minus content words added and removed, over the words of M0), collateral (plus the
     /// others' mean change instead), damage (minus their falls only), delta-growth (the single-question reward:
     /// p_new - p_old - growth of the memory's text) or memupdate ((p_new - p_old) x MemUpdate's memory
@@ -166,6 +166,11 @@ pub struct LlmArgs {
     /// llm-judge). 0, the default, scores every other question offline (answer-phrase).
     #[arg(long, env = "MEMGYM_OTHERS_LLM", default_value_t = 0)]
     pub others_llm: usize,
+    /// Threads one scoring spreads the other questions of the conversation over; 0, the default, is one
+    /// per core (at most four). With many episodes scored at once the cores are busy anyway: 1 saves the
+    /// threads' start-up.
+    #[arg(long, env = "MEMGYM_SCORE_THREADS", default_value_t = 0)]
+    pub score_threads: usize,
 }
 
 /// `memgym serve`.

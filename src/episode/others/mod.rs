@@ -63,8 +63,8 @@ impl Environment {
                     .collect();
                 let texts: Vec<String> = questions.iter().map(|(_, t)| t.question.clone()).collect();
                 let queries = self.embed.embed(texts).await?;
-                let (base, k, depth) = (base.clone(), self.config.top_k, self.read_depth());
-                let built = tokio::task::spawn_blocking(move || Panel::build(evaluator, &base, k, depth, questions, queries))
+                let (base, k, depth, threads) = (base.clone(), self.config.top_k, self.read_depth(), self.config.score_threads);
+                let built = tokio::task::spawn_blocking(move || Panel::build(evaluator, &base, k, depth, questions, queries, threads))
                     .await
                     .map_err(|e| EpisodeError::Embed(EmbedError::Join(e.to_string())))?;
                 Ok::<_, EpisodeError>(Arc::new(built))

@@ -40,8 +40,12 @@ pub struct Other {
     ranked: Vec<(f64, MemoryId)>,
     /// The memories M₀'s reading holds, best first.
     read: Vec<MemoryId>,
-    /// The score of the last memory read on M₀ (−∞ when it read none).
+    /// The score of the last memory read on M₀ (−∞ when it read none): a written memory ranked below it
+    /// cannot change the reading.
     floor: f64,
+    /// The score of the first memory M₀'s ranking holds that the question did not read (−∞ when it read
+    /// them all): its reach is what ranks above it ([`Panel::reaches`]).
+    reach: f64,
     /// Hybrid search: M₀'s rank fusion for it, frozen ([`FrozenFusion`]); the scores of `ranked` and
     /// `floor` are then fused scores, and what the episode wrote is placed in it.
     fusion: Option<FrozenFusion>,
@@ -71,6 +75,8 @@ pub struct Panel {
     /// Each M₀ memory's view's reading cost, by position.
     costs: Vec<usize>,
     depth: usize,
+    /// How many threads one scoring spreads its questions over (at least 1).
+    threads: usize,
 }
 
 /// What the other questions scored on one episode's memory.
@@ -119,7 +125,8 @@ struct Pass<'m> {
 }
 
 impl Panel {
-    /// Builds the panel of `questions` (with their embeddings) on `base`, for readings of depth `depth`.
+    /// Builds the panel of `questions` (with their embeddings) on `base`, for readings of depth `depth`,
+    /// each scoring spread over `threads` threads.
     pub fn build(
         evaluator: Evaluator,
         base: &Arc<BaseMemory>,
@@ -127,6 +134,7 @@ impl Panel {
         depth: usize,
         questions: Vec<(String, Target)>,
         queries: Vec<Vec<f32>>,
+        threads: usize,
     ) -> Panel {
         let view = EpisodeMemory::new(base.clone());
         let analysed = base.records().iter().map(|r| Analysed::of(&Reading::whole(&[r]).units[0])).collect();
@@ -145,6 +153,7 @@ impl Panel {
                 let fusion = frozen_fusion(base, &query, &target.question);
                 let score = |h: &crate::memory::Scored<'_>| fusion.as_ref().map_or(f64::from(h.score), |f| f.fused(h.record.id.0 as usize));
                 let floor = hits.get(recs.len().saturating_sub(1)).filter(|_| !recs.is_empty()).map_or(f64::NEG_INFINITY, score);
+                let reach = hits.get(recs.len()).map_or(f64::NEG_INFINITY, score);
                 let stater = reward::Stater::new(evaluator, &target);
                 let ranked = hits.iter().map(|h| (score(h), h.record.id)).collect();
                 Other {
@@ -153,6 +162,7 @@ impl Panel {
                     read: whole.ids(),
                     budget: whole.budget,
                     floor,
+                    reach,
                     p_old,
                     p_same,
                     query,
@@ -165,7 +175,7 @@ impl Panel {
                 }
             })
             .collect();
-        Panel { evaluator, questions, analysed, costs, depth }
+        Panel { evaluator, questions, analysed, costs, depth, threads: threads.max(1) }
     }
 
     /// The questions, in dataset order.
@@ -180,7 +190,8 @@ impl Panel {
     }
 
     /// [`Self::score`], every ranking from a full search when `search` (what the kept rankings must equal), and
-    /// every reading scored by the evaluator itself when `plain` (what the prepared memories must equal).
+    /// every reading scored by the evaluator itself when `plain` (what the prepared memories must equal). Those
+    /// references are scored on one thread, so that they are also what the threaded scoring must equal.
     pub fn score_with(&self, memory: &EpisodeMemory, skip: &str, context: Context, all: bool, search: bool, plain: bool) -> Scored {
         let written: Vec<(&MemoryRecord, Vec<f32>)> = memory.additions().collect();
         let written_terms = written_terms(memory, &written);
@@ -205,11 +216,10 @@ impl Panel {
             written,
             written_analysed,
         };
-        let mut deltas = Vec::with_capacity(self.questions.len());
-        let mut rescored = Vec::new();
-        for (i, o) in self.questions.iter().enumerate() {
+        let threads = if search || plain { 1 } else { self.threads };
+        let scored = self.each_question(threads, |_, o| {
             if o.id == skip {
-                continue;
+                return None;
             }
             let changed = all
                 || o.read.iter().any(|id| !memory.is_original(*id))
@@ -219,16 +229,57 @@ impl Panel {
                     Context::Budget => o.p_same,
                     Context::TopK => o.p_old,
                 };
-                deltas.push(OtherDelta::unchanged(o.p_old, same));
-                continue;
+                return Some((OtherDelta::unchanged(o.p_old, same), None));
             }
             let (seen, last) = self.read_scored(&pass, o);
             let now: HashSet<MemoryId> = seen.reading.ids().into_iter().collect();
             let then: HashSet<MemoryId> = o.read.iter().copied().collect();
-            rescored.push((i, deltas.len(), now.symmetric_difference(&then).count()));
-            deltas.push(self.delta(&pass, o, &seen, last));
+            Some((self.delta(&pass, o, &seen, last), Some(now.symmetric_difference(&then).count())))
+        });
+        let mut deltas = Vec::with_capacity(self.questions.len());
+        let mut rescored = Vec::new();
+        for (i, (delta, moved)) in scored.into_iter().enumerate().filter_map(|(i, d)| Some((i, d?))) {
+            if let Some(moved) = moved {
+                rescored.push((i, deltas.len(), moved));
+            }
+            deltas.push(delta);
         }
         Scored { deltas, rescored }
+    }
+
+    /// `f` of every question, in panel order, spread over `threads` threads: each takes the next
+    /// question not yet taken, so a slow question holds up only its own thread. The questions share the
+    /// pass's caches (each behind its lock), and the order of the results is the panel's whatever the threads
+    /// did first, so the scoring is the same on any number of threads.
+    fn each_question<T: Send>(&self, threads: usize, f: impl Fn(usize, &Other) -> Option<T> + Sync) -> Vec<Option<T>> {
+        let n = self.questions.len();
+        let threads = threads.clamp(1, n.max(1));
+        if threads == 1 {
+            return self.questions.iter().enumerate().map(|(i, o)| f(i, o)).collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut out: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
+        let parts: Vec<Vec<(usize, T)>> = std::thread::scope(|scope| {
+            let work = || {
+                let mut mine = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(o) = self.questions.get(i) else { return mine };
+                    if let Some(t) = f(i, o) {
+                        mine.push((i, t));
+                    }
+                }
+            };
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+            let mut parts = vec![work()];
+            // A helper that panicked (a bug) fails the scoring as it would have on one thread.
+            parts.extend(helpers.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
+            parts
+        });
+        for (i, t) in parts.into_iter().flatten() {
+            out[i] = Some(t);
+        }
+        out
     }
 
     /// One re-scored question's p's on its new `reading`, whose last memory read ranked at `last` (`None`:
@@ -450,11 +501,14 @@ impl Panel {
         reward::Stater::somewhere(kept.chain(written.iter().map(Vec::as_slice)))
     }
 
-    /// Whether `o` can reach what the episode wrote as `r` (its vector `v`): it ranks among what `o` read on
-    /// M₀ (at or above the last memory read there). The reach is M₀'s, not the final memory's, so it does not
-    /// depend on what else the episode wrote: padding a copy, or writing above it, moves no fact into reach.
+    /// Whether `o` can reach what the episode wrote as `r` (its vector `v`): it takes one of the places `o`
+    /// read on M₀, ranking above the first M₀ memory `o` did not read there. The reach is M₀'s, not the final
+    /// memory's, so it does not depend on what else the episode wrote: padding a copy, or writing above it,
+    /// moves no fact into reach. It is the places, not the last score read: the last memory read, rewritten,
+    /// keeps its place while it still ranks above the memory that came after it (measured from its own old
+    /// score, the slightest move of its vector would take its fact out of reach).
     fn reaches(&self, pass: &Pass<'_>, o: &Other, r: &MemoryRecord, v: &[f32]) -> bool {
-        written_score(pass, o, r, v) >= o.floor
+        written_score(pass, o, r, v) > o.reach
     }
 
     /// The removed M₀ memories that `o` can no longer reach: none of the records that carry their content

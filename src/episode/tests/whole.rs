@@ -13,10 +13,12 @@ use crate::reward::RewardFormula;
 const CONV: &str = "conv-30";
 
 /// One environment for every property case (its panels are built once), on one runtime (its embedding
-/// batcher lives there).
+/// batcher lives there). Its scorings spread the questions over three threads, whatever the machine's
+/// cores: the references they are held equal to are scored on one ([`Reference`]).
 fn shared() -> &'static Environment {
     static ENV: OnceLock<Environment> = OnceLock::new();
-    ENV.get_or_init(|| runtime().block_on(async { env() }))
+    let config = EnvConfig { score_threads: 3, ..EnvConfig::default() };
+    ENV.get_or_init(|| runtime().block_on(async { env_with(config, Arc::new(SystemClock::default())).0 }))
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -212,13 +212,23 @@ async fn recall_at_10(banks: &Banks, bank: &str, queries: usize, words: &[String
     Ok((of(by_id), of(by_score)))
 }
 
-/// ApplyOperations batches of `n` adds, back to back, for `secs`.
-async fn apply_load(client: &mut BanksClient<Channel>, bank: &str, n: usize, secs: f64, words: &[String]) -> anyhow::Result<(Hist, f64)> {
+/// ApplyOperations batches of `n` adds, back to back, for `secs`, or until the next batch would put the bank
+/// over `room` more experiences (a share of `--max-experiences`: a fast machine could otherwise write past
+/// the cap within `secs`, and the cap would refuse the batch; seen with a cap of 3,050). Returns the
+/// latencies and the rate.
+async fn apply_load(
+    client: &mut BanksClient<Channel>,
+    bank: &str,
+    n: usize,
+    secs: f64,
+    words: &[String],
+    room: usize,
+) -> anyhow::Result<(Hist, f64)> {
     let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
     let mut hist = Hist::default();
     let start = Instant::now();
     let mut ops = 0usize;
-    while start.elapsed().as_secs_f64() < secs {
+    while start.elapsed().as_secs_f64() < secs && ops + n <= room {
         let batch: Vec<serde_json::Value> = (0..n).map(|_| json!({"option": "add", "experience": sentence(&mut rng, words)})).collect();
         let t = Instant::now();
         client
@@ -521,8 +531,11 @@ pub async fn run(a: BankBenchArgs) -> anyhow::Result<()> {
     for (store_name, c, pg) in &mut targets {
         let bank = format!("apply-{}-{}", store_name, std::process::id());
         c.create_bank(pb::CreateBankRequest { name: bank.clone(), if_not_exists: true, ..Default::default() }).await?;
+        // Each batch size may fill a third of the cap.
+        let room = a.max_experiences / 3;
         for n in [1usize, 10, 100] {
-            let (hist, rate) = apply_load(c, &bank, n, a.secs, &words).await?;
+            anyhow::ensure!(room >= n, "--max-experiences {} leaves no room for three runs of batches of {n} adds", a.max_experiences);
+            let (hist, rate) = apply_load(c, &bank, n, a.secs, &words, room).await?;
             println!("{store_name:>9} {n:>6} {:>9.3} {:>9.3} {rate:>10.0}", hist.pct_ms(50.0), hist.pct_ms(99.0));
             apply_rows
                 .push(json!({"store": store_name, "ops": n, "p50_ms": hist.pct_ms(50.0), "p99_ms": hist.pct_ms(99.0), "ops_per_s": rate}));

@@ -286,11 +286,19 @@ pub struct Score {
     pub others_damaged: usize,
     /// What the other questions added to the reward.
     pub others_term: f64,
+    /// Σ of the other questions' credited rises (paid in full in `others_term`).
+    pub others_gain: f64,
+    /// Σ of their falls the memory no longer states where they can read it (charged in full).
+    pub others_destroyed: f64,
+    /// Σ of their falls still stated where they can read it (charged half).
+    pub others_displaced: f64,
 }
 
 impl From<&RewardBreakdown> for Score {
     fn from(b: &RewardBreakdown) -> Self {
         let (others_improved, others_damaged) = b.others.as_ref().map_or((0, 0), |o| (o.improved, o.damaged));
+        let (others_gain, others_destroyed, others_displaced) =
+            b.others.as_ref().map_or((0.0, 0.0, 0.0), |o| (o.gain, o.destroyed, o.displaced));
         Score {
             evaluator: b.evaluator,
             p_old: b.old.p,
@@ -299,6 +307,9 @@ impl From<&RewardBreakdown> for Score {
             others_improved,
             others_damaged,
             others_term: b.others_term,
+            others_gain,
+            others_destroyed,
+            others_displaced,
         }
     }
 }

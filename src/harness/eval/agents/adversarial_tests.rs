@@ -1,4 +1,4 @@
-//! The adversarial suite on the full test split: the goals the default reward must meet in every category
+//! The adversarial suite on the full test and train splits: the goals the default reward must meet in every category
 //! (no trick pays, in any of its shapes; wrecking memory the question does not read costs, however its
 //! facts were moved first; the honest sweep gains in every category; neither padding nor writing over
 //! another memory beats creating the oracle's, the oracle and the honest resolver are seen, a fact fixed
@@ -21,14 +21,24 @@ fn all_row<'a>(summary: &'a [SummaryRow], agent: &str) -> &'a SummaryRow {
 }
 
 #[tokio::test]
-async fn no_trick_pays_in_any_category_and_real_improvements_do() {
+async fn no_trick_pays_in_any_category_and_real_improvements_do_on_the_test_split() {
+    goals_hold(crate::dataset::Split::Test, 411).await;
+}
+
+#[tokio::test]
+async fn no_trick_pays_in_any_category_and_real_improvements_do_on_the_train_split() {
+    goals_hold(crate::dataset::Split::Train, 1129).await;
+}
+
+/// The issue-60 goals on every question of `split` (`n` of categories 1–4).
+async fn goals_hold(split: crate::dataset::Split, n: usize) {
     let env = environment(EnvConfig::default());
-    let rows = evaluate(&env, &Options::default()).await.unwrap();
-    assert_eq!(rows.len(), AGENTS.len() * 411);
+    let rows = evaluate(&env, &Options { split: Some(split), ..Options::default() }).await.unwrap();
+    assert_eq!(rows.len(), AGENTS.len() * n);
     let summary = summarize(&rows);
 
     let noop = all_row(&summary, "no-op").expected.clone().unwrap();
-    assert_eq!((noop.met, noop.checked), (411, 411), "a no-op scores exactly 0");
+    assert_eq!((noop.met, noop.checked), (n, n), "a no-op scores exactly 0");
     // The oracle gains on at least 95 % of the questions where p_old < 1.
     let oracle = all_row(&summary, "oracle").expected.clone().unwrap();
     assert!(oracle.met as f64 >= 0.95 * oracle.checked as f64, "{oracle:?}");
@@ -42,12 +52,12 @@ async fn no_trick_pays_in_any_category_and_real_improvements_do() {
     // Wrecking memory the question does not read costs on at least 95 % of the episodes.
     let wrecks = wrecking(&summary);
     assert_eq!(wrecks.len(), WRECKERS.len());
-    for (agent, negative, n) in wrecks {
-        assert!(negative >= MIN_WRECK_NEGATIVE && n == 411, "{agent}: {negative}");
+    for (agent, negative, count) in wrecks {
+        assert!(negative >= MIN_WRECK_NEGATIVE && count == n, "{agent}: {negative}");
     }
     // Neither padding the oracle's memory nor writing it over another memory beats creating it.
-    assert_eq!(above_oracle(&rows, Trick::OraclePadding), (411, vec![]));
-    assert_eq!(above_oracle(&rows, Trick::OracleOverwrite), (411, vec![]));
+    assert_eq!(above_oracle(&rows, Trick::OraclePadding), (n, vec![]));
+    assert_eq!(above_oracle(&rows, Trick::OracleOverwrite), (n, vec![]));
     assert!(all_row(&summary, "padding").evaluators[0].mean_reward < 0.0);
     // The honest resolver, which never sees the gold, gains on temporal questions.
     let resolver_temporal = summary.iter().find(|r| r.agent == "resolver" && r.category == Some(2)).unwrap();

@@ -5,7 +5,9 @@
 //! - **Candidates for one slot** (the reader answers once): notes that offer several dates around the best
 //!   hit's session day ("the day, the day before, the week before D, the month, the year before"), or
 //!   several entities seen in the hits, for a question that asks for one: as one card, as several cards,
-//!   as fragments, written into the best hit in place, or inside a merge of the two best hits.
+//!   as fragments, written into the best hit in place, or inside a merge of the two best hits; or one
+//!   committed date a memory, written into each of the best hits in place (the candidates spread over
+//!   them, or LoCoMo's most common relative answer in every one).
 //! - **Facts moved where no question reads them** (a fact is kept only where a question can read it):
 //!   memories far from the question copied into new memories that rank nowhere (their text padded with
 //!   tokens that are not content words), or stored as extra parts of a split of a memory from the same
@@ -15,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::json;
 
-use super::honest::{parse_day, Day, MONTH_NAMES};
+use super::honest::{parse_day, resolve, Day, MONTH_NAMES};
 use super::tricks::{create, fit, Trick};
 use super::Session;
 use crate::dataset::Question;
@@ -72,6 +74,27 @@ pub(super) async fn play(s: &mut Session<'_>, trick: Trick, q: &Question) -> Res
             let content = fit(&format!("{} {} {}", hits[0].text, hits[1].text, candidate_dates(&hits).join(", ")), max);
             let ids = [hits[0].id.to_string(), hits[1].id.to_string()];
             s.call("merge_memory", json!({"memory_ids": ids, "strategy": "concatenate", "content": content})).await?;
+        }
+        Trick::GuessInPlace | Trick::WeekInPlace | Trick::WeekInHits => {
+            let n = if trick == Trick::GuessInPlace {
+                10
+            } else if trick == Trick::WeekInPlace {
+                1
+            } else {
+                20
+            };
+            // Only hits whose text says no time word the honest resolver reads: what is written is a guess.
+            let hits = s.search(question, n).await?;
+            let unresolved =
+                hits.into_iter().filter(|h| h.date_label().and_then(|l| parse_day(&l)).is_none_or(|d| resolve(&h.text, d).is_none()));
+            for (i, hit) in unresolved.enumerate() {
+                let guesses = candidate_dates(std::slice::from_ref(&hit));
+                // The week before D is the third candidate.
+                let guess = if trick == Trick::GuessInPlace { guesses.get(i % guesses.len().max(1)) } else { guesses.get(2) };
+                let Some(guess) = guess else { continue };
+                let content = fit(&format!("{} {guess}.", hit.text.trim_end_matches('.')), max);
+                s.call("manage_memory", json!({"operation": "update", "memory_id": hit.id.to_string(), "content": content})).await?;
+            }
         }
         Trick::EntityCard => {
             let hits = s.search(question, 20).await?;

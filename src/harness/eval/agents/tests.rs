@@ -188,6 +188,9 @@ fn row(agent: Agent, category: u8, edits: usize, scores: &[(f64, f64, f64)]) -> 
                 others_improved: 0,
                 others_damaged: 0,
                 others_term: 0.0,
+                others_gain: 0.0,
+                others_destroyed: 0.0,
+                others_displaced: 0.0,
             })
             .collect(),
     }

@@ -81,6 +81,16 @@ pub enum Trick {
     DateInPlace,
     /// The two best hits merged, the candidates written into the merge.
     DateMerge,
+    /// The ten best hits whose text says no time word the resolver reads rewritten in place, each with one of
+    /// the candidates around its own session day appended (the first the day itself, the second the day
+    /// before, …): one committed date a memory, a guess.
+    GuessInPlace,
+    /// The best hit, if its text says no time word the resolver reads, rewritten with "the week before D"
+    /// appended (D its session day): LoCoMo's most common relative answer, one guess at the price of a few
+    /// words.
+    WeekInPlace,
+    /// The same guess in each such hit among the best twenty.
+    WeekInHits,
     /// One card: the question and 28 candidate entities seen in the hits.
     EntityCard,
     /// The same entities, four to a card.
@@ -95,7 +105,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in report order.
-    pub const ALL: [Trick; 32] = [
+    pub const ALL: [Trick; 35] = [
         Trick::Glue1,
         Trick::Glue5,
         Trick::Glue5Dates,
@@ -124,6 +134,9 @@ impl Trick {
         Trick::DateFragments,
         Trick::DateInPlace,
         Trick::DateMerge,
+        Trick::GuessInPlace,
+        Trick::WeekInPlace,
+        Trick::WeekInHits,
         Trick::EntityCard,
         Trick::EntityCards,
         Trick::MovePadded,
@@ -161,6 +174,9 @@ impl Trick {
             Trick::DateFragments => "date-fragments",
             Trick::DateInPlace => "date-in-place",
             Trick::DateMerge => "date-merge",
+            Trick::GuessInPlace => "guess-in-place",
+            Trick::WeekInPlace => "week-in-place",
+            Trick::WeekInHits => "week-in-hits",
             Trick::EntityCard => "entity-card",
             Trick::EntityCards => "entity-cards",
             Trick::MovePadded => "move-padded",
@@ -182,6 +198,9 @@ pub(super) async fn play(s: &mut Session<'_>, trick: Trick, q: &Question) -> Res
         | Trick::DateFragments
         | Trick::DateInPlace
         | Trick::DateMerge
+        | Trick::GuessInPlace
+        | Trick::WeekInPlace
+        | Trick::WeekInHits
         | Trick::EntityCard
         | Trick::EntityCards
         | Trick::MovePadded
