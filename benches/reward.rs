@@ -203,11 +203,7 @@ fn whole(c: &mut Criterion) {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let fresh = || format!("whole-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     // The first scoring of the conversation builds its questions' M₀ readings: not what a group pays.
-    rt.block_on(async {
-        let id = edited(env, fresh(), &[]).await;
-        env.score_episode(&id).await.expect("scores");
-        env.close_episode(&id).await.expect("closes");
-    });
+    warm(&rt, env, &fresh);
     let mut g = c.benchmark_group("whole");
     for name in SCENARIOS {
         let edits = scenario(name);
@@ -233,13 +229,18 @@ fn whole(c: &mut Criterion) {
     if std::env::args().any(|a| a == "--bench") {
         percentiles(&rt, env, &fresh, "");
         let serial = &environment_with(EnvConfig { score_threads: 1, ..EnvConfig::default() });
-        rt.block_on(async {
-            let id = edited(serial, fresh(), &[]).await;
-            serial.score_episode(&id).await.expect("scores");
-            serial.close_episode(&id).await.expect("closes");
-        });
+        warm(&rt, serial, &fresh);
         percentiles(&rt, serial, &fresh, "1-thread/");
     }
+}
+
+/// Scores one no-op episode on `env`: the conversation's first scoring builds its questions' M₀ readings.
+fn warm(rt: &tokio::runtime::Runtime, env: &Environment, fresh: &dyn Fn() -> String) {
+    rt.block_on(async {
+        let id = edited(env, fresh(), &[]).await;
+        env.score_episode(&id).await.expect("scores");
+        env.close_episode(&id).await.expect("closes");
+    });
 }
 
 /// Prints each scenario's p50/p90/p99/max over 1,000 scorings on `env`, each row named `label` + scenario.

@@ -172,15 +172,15 @@ pub fn date_units(body: &str, names_date: bool) -> Vec<(BTreeSet<String>, Vec<Da
     let mut open = false;
     for s in sentences(body) {
         let dates = expressions(&stemmed_tokens(&s));
+        let was_open = std::mem::replace(&mut open, s.trim_end().ends_with('?'));
         match units.last_mut() {
-            Some((text, said)) if open => {
+            Some((text, said)) if was_open => {
                 text.push(' ');
                 text.push_str(&s);
                 said.extend(dates);
             }
-            _ => units.push((s.clone(), dates)),
+            _ => units.push((s, dates)),
         }
-        open = s.trim_end().ends_with('?');
     }
     units.into_iter().map(|(u, d)| (content_words(&u), d)).filter(|(_, d)| !d.is_empty()).collect()
 }

@@ -362,9 +362,7 @@ impl Asked {
                     // guess: a merge of two M₀ memories is no rival of a fix).
                     let dated = read.clone().filter(|r| r.about && (r.states_date || !r.dates.is_empty() || !r.label.is_empty()));
                     let s = most_about(dated.clone(), |r| r.date_score(p, date.as_ref()), |r| r.written && r.own_date);
-                    if s > 0.0 || date.is_none() {
-                        return s;
-                    }
+                    let Some(gold) = date.as_ref().filter(|_| s <= 0.0) else { return s };
                     // The reader's one answer is wrong: where the episode wrote that date, it misleads, and costs
                     // what the right one would have earned (a guess pays in expectation only if it is right more
                     // often than not). A wrong date M₀ said is the conversation's: it states nothing, as before.
@@ -372,8 +370,7 @@ impl Asked {
                     // date among others (a note, or rival notes) leave it torn, and state none (above).
                     let most = dated.clone().map(|r| r.aboutness).max();
                     let mut equals = dated.clone().filter(|r| Some(r.aboutness) == most);
-                    let taken_fresh = equals.clone().next().is_some_and(|t| t.fresh_date);
-                    let misled = taken_fresh && date.as_ref().is_some_and(|gold| !equals.any(|r| r.could_say(gold)));
+                    let misled = equals.clone().next().is_some_and(|t| t.fresh_date) && !equals.any(|r| r.could_say(gold));
                     return if misled { MISSTATED } else { s };
                 }
                 let plain = read.clone().filter(|r| !r.card).map(|r| r.score(p)).fold(0.0, f64::max);

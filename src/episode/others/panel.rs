@@ -43,9 +43,6 @@ pub struct Other {
     /// The score of the last memory read on M₀ (−∞ when it read none): a written memory ranked below it
     /// cannot change the reading.
     floor: f64,
-    /// The score of the first memory M₀'s ranking holds that the question did not read (−∞ when it read
-    /// them all): its reach is what ranks above it ([`Panel::reaches`]).
-    reach: f64,
     /// Hybrid search: M₀'s rank fusion for it, frozen ([`FrozenFusion`]); the scores of `ranked` and
     /// `floor` are then fused scores, and what the episode wrote is placed in it.
     fusion: Option<FrozenFusion>,
@@ -63,6 +60,14 @@ pub struct Other {
     /// The M₀ memories it has read so far, prepared for it (`answer-phrase`), by position and the length of
     /// the text read (the budget may cut the last one read).
     prepared: Mutex<HashMap<(u32, usize), Arc<Prepared>>>,
+}
+
+impl Other {
+    /// The score of the first memory of M₀'s ranking that it did not read (−∞ when it read them all): its
+    /// reach is what ranks above it ([`Panel::reaches`]).
+    fn reach(&self) -> f64 {
+        self.ranked.get(self.read.len()).map_or(f64::NEG_INFINITY, |(s, _)| *s)
+    }
 }
 
 /// Every other question of one conversation under one offline evaluator.
@@ -153,7 +158,6 @@ impl Panel {
                 let fusion = frozen_fusion(base, &query, &target.question);
                 let score = |h: &crate::memory::Scored<'_>| fusion.as_ref().map_or(f64::from(h.score), |f| f.fused(h.record.id.0 as usize));
                 let floor = hits.get(recs.len().saturating_sub(1)).filter(|_| !recs.is_empty()).map_or(f64::NEG_INFINITY, score);
-                let reach = hits.get(recs.len()).map_or(f64::NEG_INFINITY, score);
                 let stater = reward::Stater::new(evaluator, &target);
                 let ranked = hits.iter().map(|h| (score(h), h.record.id)).collect();
                 Other {
@@ -162,7 +166,6 @@ impl Panel {
                     read: whole.ids(),
                     budget: whole.budget,
                     floor,
-                    reach,
                     p_old,
                     p_same,
                     query,
@@ -217,7 +220,7 @@ impl Panel {
             written_analysed,
         };
         let threads = if search || plain { 1 } else { self.threads };
-        let scored = self.each_question(threads, |_, o| {
+        let scored = self.each_question(threads, |o| {
             if o.id == skip {
                 return None;
             }
@@ -251,11 +254,11 @@ impl Panel {
     /// question not yet taken, so a slow question holds up only its own thread. The questions share the
     /// pass's caches (each behind its lock), and the order of the results is the panel's whatever the threads
     /// did first, so the scoring is the same on any number of threads.
-    fn each_question<T: Send>(&self, threads: usize, f: impl Fn(usize, &Other) -> Option<T> + Sync) -> Vec<Option<T>> {
+    fn each_question<T: Send>(&self, threads: usize, f: impl Fn(&Other) -> Option<T> + Sync) -> Vec<Option<T>> {
         let n = self.questions.len();
         let threads = threads.clamp(1, n.max(1));
         if threads == 1 {
-            return self.questions.iter().enumerate().map(|(i, o)| f(i, o)).collect();
+            return self.questions.iter().map(&f).collect();
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
         let mut out: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
@@ -265,7 +268,7 @@ impl Panel {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(o) = self.questions.get(i) else { return mine };
-                    if let Some(t) = f(i, o) {
+                    if let Some(t) = f(o) {
                         mine.push((i, t));
                     }
                 }
@@ -508,7 +511,7 @@ impl Panel {
     /// keeps its place while it still ranks above the memory that came after it (measured from its own old
     /// score, the slightest move of its vector would take its fact out of reach).
     fn reaches(&self, pass: &Pass<'_>, o: &Other, r: &MemoryRecord, v: &[f32]) -> bool {
-        written_score(pass, o, r, v) > o.reach
+        written_score(pass, o, r, v) > o.reach()
     }
 
     /// The removed M₀ memories that `o` can no longer reach: none of the records that carry their content
